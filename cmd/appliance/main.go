@@ -1,0 +1,133 @@
+// Command appliance is vmvault's single binary: the daemon, the lab demo and the
+// command-line tools that drive the repository and the engines. It only wires
+// flags and configuration to the packages that do the work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand. Subcommands live in their own cmd_*.go file and
+// register themselves in init, so adding one never touches this file.
+type command struct {
+	name    string // e.g. "repo init"
+	summary string
+	run     func(ctx context.Context, env *cliEnv, args []string) error
+}
+
+// cliEnv carries the process streams so that tests can run commands in process.
+type cliEnv struct {
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// errUsage marks errors that are the caller's fault; they exit with status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to the longest registered command name that prefixes args.
+func run(ctx context.Context, env *cliEnv, args []string) int {
+	var cmd *command
+	var rest []string
+	for n := min(len(args), 3); n >= 1; n-- {
+		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
+			cmd, rest = c, args[n:]
+			break
+		}
+	}
+	if cmd == nil {
+		if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
+			fmt.Fprintf(env.stderr, "appliance: unknown command %q\n\n", strings.Join(args, " "))
+			usage(env.stderr)
+			return 2
+		}
+		usage(env.stdout)
+		return 0
+	}
+	if err := cmd.run(ctx, env, rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(env.stderr, "appliance %s: %v\n", cmd.name, err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: appliance COMMAND [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-22s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'appliance COMMAND -h' for the flags of a command.")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting, so
+// that a bad flag is a usage error the caller sees with exit status 2.
+func newFlagSet(env *cliEnv, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("appliance "+name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	return fs
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// (`image backup --repo R img1 --json`), which scripts tend to do.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
