@@ -1,0 +1,192 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func mustLoc(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("load zone %s (install tzdata): %v", name, err)
+	}
+	return loc
+}
+
+func mustRange(t *testing.T, s string) Range {
+	t.Helper()
+	r, err := ParseRange(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func nightly(t *testing.T, loc *time.Location, spec string) Window {
+	t.Helper()
+	w := Window{Location: loc}
+	for d := range w.Days {
+		w.Days[d] = []Range{mustRange(t, spec)}
+	}
+	return w
+}
+
+func TestWindowValidate(t *testing.T) {
+	r := func(s string) Range { return mustRange(t, s) }
+	tests := []struct {
+		name string
+		w    Window
+		want string // substring of the error, "" for valid
+	}{
+		{"default", DefaultWindow(time.UTC), ""},
+		{"always", AlwaysOpen(time.UTC), ""},
+		{"empty", Window{}, "no time ranges"},
+		{"empty range", Window{Days: [7][]Range{time.Monday: {{60, 60}}}}, "empty range"},
+		{"out of range", Window{Days: [7][]Range{time.Monday: {{-1, 60}}}}, "out of range"},
+		{"overlap same day", Window{Days: [7][]Range{time.Monday: {r("01:00-03:00"), r("02:00-04:00")}}}, "overlaps"},
+		{"overlap across midnight", Window{Days: [7][]Range{time.Monday: {r("22:00-02:00")}, time.Tuesday: {r("01:00-03:00")}}}, "overlaps"},
+		{"overlap saturday into sunday", Window{Days: [7][]Range{time.Saturday: {r("22:00-02:00")}, time.Sunday: {r("00:00-01:00")}}}, "overlaps"},
+		{"adjacent is fine", Window{Days: [7][]Range{time.Monday: {r("22:00-24:00")}, time.Tuesday: {r("00:00-06:00")}}}, ""},
+		{"touching across week wrap", Window{Days: [7][]Range{time.Saturday: {r("22:00-00:00")}, time.Sunday: {r("00:00-01:00")}}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.w.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want))):
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRangeErrors(t *testing.T) {
+	for _, s := range []string{"", "22:00", "25:00-01:00", "22:60-01:00", "24:00-01:00", "2200-0100", "aa:bb-01:00", "01:00-24:01"} {
+		if _, err := ParseRange(s); err == nil {
+			t.Errorf("ParseRange(%q) accepted", s)
+		}
+	}
+	if r, err := ParseRange("22:30-24:00"); err != nil || r != (Range{22*60 + 30, 1440}) {
+		t.Errorf("ParseRange 24:00 end = %v, %v", r, err)
+	}
+}
+
+func TestWindowContainsAndNext(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	ny := mustLoc(t, "America/New_York")
+	at := func(loc *time.Location, s string) time.Time {
+		t.Helper()
+		v, err := time.ParseInLocation("2006-01-02 15:04", s, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	utc := func(s string) time.Time { return at(time.UTC, s) }
+	tests := []struct {
+		name        string
+		w           Window
+		t           time.Time
+		contains    bool
+		open, close time.Time
+	}{
+		// 2026-03-29 is the spring-forward Sunday in Berlin (02:00 CET -> 03:00 CEST).
+		{"berlin spring night open before gap", nightly(t, berlin, "22:00-06:00"), at(berlin, "2026-03-29 01:30"), true, utc("2026-03-28 21:00"), utc("2026-03-29 04:00")},
+		{"berlin spring range inside gap starts at gap end", nightly(t, berlin, "02:30-05:00"), utc("2026-03-29 00:30"), false, utc("2026-03-29 01:00"), utc("2026-03-29 03:00")},
+		{"berlin spring range entirely in gap is skipped", nightly(t, berlin, "02:10-02:50"), utc("2026-03-28 12:00"), false, utc("2026-03-30 00:10"), utc("2026-03-30 00:50")},
+		// 2026-10-25 is the fall-back Sunday in Berlin (03:00 CEST -> 02:00 CET).
+		{"berlin fall night is 9h", nightly(t, berlin, "22:00-06:00"), utc("2026-10-25 04:30"), true, utc("2026-10-24 20:00"), utc("2026-10-25 05:00")},
+		{"berlin fall ambiguous start takes first", nightly(t, berlin, "02:30-04:00"), utc("2026-10-24 23:00"), false, utc("2026-10-25 00:30"), utc("2026-10-25 03:00")},
+		// 2026-03-08 spring forward in New York (02:00 EST -> 03:00 EDT).
+		{"ny spring night is 7h", nightly(t, ny, "23:00-06:00"), utc("2026-03-08 09:59"), true, utc("2026-03-08 04:00"), utc("2026-03-08 10:00")},
+		// 2026-11-01 fall back in New York (02:00 EDT -> 01:00 EST).
+		{"ny fall night is 9h", nightly(t, ny, "23:00-06:00"), utc("2026-11-01 10:30"), true, utc("2026-11-01 03:00"), utc("2026-11-01 11:00")},
+		{"ny closed returns next", nightly(t, ny, "23:00-06:00"), utc("2026-11-01 11:00"), false, utc("2026-11-02 04:00"), utc("2026-11-02 11:00")},
+		{"midnight crossing open just after midnight", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 00:00"), true, utc("2026-05-04 22:00"), utc("2026-05-05 02:00")},
+		{"close instant is outside", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 02:00"), false, utc("2026-05-05 22:00"), utc("2026-05-06 02:00")},
+		{"open instant is inside", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 22:00"), true, utc("2026-05-05 22:00"), utc("2026-05-06 02:00")},
+		// 2026-05-08 is a Friday: the default window keeps Friday night running into Saturday's all-day range.
+		{"default friday night", DefaultWindow(time.UTC), utc("2026-05-08 23:59"), true, utc("2026-05-08 18:00"), utc("2026-05-09 00:00")},
+		{"default saturday is its own occurrence", DefaultWindow(time.UTC), utc("2026-05-09 00:00"), true, utc("2026-05-09 00:00"), utc("2026-05-10 00:00")},
+		{"default monday morning", DefaultWindow(time.UTC), utc("2026-05-11 05:00"), true, utc("2026-05-11 00:00"), utc("2026-05-11 06:00")},
+		{"default monday day closed", DefaultWindow(time.UTC), utc("2026-05-11 12:00"), false, utc("2026-05-11 18:00"), utc("2026-05-12 00:00")},
+		{"one day a week", Window{Days: [7][]Range{time.Wednesday: {mustRange(t, "01:00-02:00")}}}, utc("2026-05-07 12:00"), false, utc("2026-05-13 01:00"), utc("2026-05-13 02:00")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.w.Validate(); err != nil {
+				t.Fatalf("validate: %v", err)
+			}
+			if got := tc.w.Contains(tc.t); got != tc.contains {
+				t.Errorf("Contains = %v, want %v", got, tc.contains)
+			}
+			o, ok := tc.w.Next(tc.t)
+			if !ok || !o.Open.Equal(tc.open) || !o.Close.Equal(tc.close) {
+				t.Errorf("Next = [%v, %v) %v, want [%v, %v)", o.Open.UTC(), o.Close.UTC(), ok, tc.open.UTC(), tc.close.UTC())
+			}
+		})
+	}
+	if _, ok := (Window{}).Next(time.Now()); ok {
+		t.Error("empty window has a next occurrence")
+	}
+}
+
+func TestWindowJSONRoundTrip(t *testing.T) {
+	w := DefaultWindow(mustLoc(t, "Europe/Berlin"))
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Window
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Location.String() != "Europe/Berlin" || fmt.Sprint(back.Days) != fmt.Sprint(w.Days) {
+		t.Fatalf("round trip changed the window: %s -> %+v", b, back)
+	}
+	for _, bad := range []string{`{"location":"Mars/Base","days":{}}`, `{"location":"UTC","days":{"funday":["01:00-02:00"]}}`, `{"location":"UTC","days":{"monday":["1-2"]}}`, `[]`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// TestWindowGolden lists every occurrence around the DST weeks of Berlin and
+// New York for the default window and for midnight-crossing nights.
+func TestWindowGolden(t *testing.T) {
+	var buf bytes.Buffer
+	cases := []struct {
+		zone       string
+		from, to   string
+		rangeSpecs []string
+	}{
+		{"Europe/Berlin", "2026-03-27", "2026-03-31", []string{"default", "22:00-06:00", "01:30-03:30", "02:00-03:00"}},
+		{"Europe/Berlin", "2026-10-23", "2026-10-27", []string{"default", "22:00-06:00", "01:30-03:30", "02:00-03:00"}},
+		{"America/New_York", "2026-03-06", "2026-03-10", []string{"default", "23:00-05:00", "01:30-03:30"}},
+		{"America/New_York", "2026-10-30", "2026-11-03", []string{"default", "23:00-05:00", "01:00-02:00"}},
+	}
+	for _, c := range cases {
+		loc := mustLoc(t, c.zone)
+		from, _ := time.ParseInLocation("2006-01-02", c.from, loc)
+		to, _ := time.ParseInLocation("2006-01-02", c.to, loc)
+		for _, spec := range c.rangeSpecs {
+			w := DefaultWindow(loc)
+			if spec != "default" {
+				w = nightly(t, loc, spec)
+			}
+			fmt.Fprintf(&buf, "== %s %s .. %s window %s\n", c.zone, c.from, c.to, spec)
+			for _, o := range w.Between(from, to) {
+				fmt.Fprintf(&buf, "%s  %s -> %s  (%s)  utc %s -> %s\n",
+					o.Open.In(loc).Format("Mon"), o.Open.In(loc).Format("2006-01-02 15:04 MST"), o.Close.In(loc).Format("2006-01-02 15:04 MST"),
+					o.Close.Sub(o.Open), o.Open.UTC().Format("01-02 15:04"), o.Close.UTC().Format("01-02 15:04"))
+			}
+		}
+	}
+	checkGolden(t, "windows", buf.Bytes())
+}
