@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# End-to-end benchmark of `appliance image backup/restore` against restic on
+# VM-like disk images made with real tools. Prints a Markdown report on stdout
+# (docs/PERFORMANCE.md quotes it). Usage: scripts/bench.sh bin/appliance
+#
+# Data (generated here, nothing committed):
+#   vm.img      4 GiB sparse ext4 built by mkfs.ext4 -d from a copy of /usr
+#               (documentation, man pages, the Python library: ~280 MB)
+#   vm2.img     vm.img changed in place by debugfs -w: ~50 MB of new files and
+#               rewrites of existing ones (the layout does not shift)
+#   clone.img   vm.img with another /etc/hostname (a clone of the template)
+#   random.img  1 GiB of random data (dense, incompressible)
+#   big.img     64 GiB sparse with 4 GiB of data, for peak memory
+set -euo pipefail
+APPLIANCE=$(readlink -f "${1:-bin/appliance}")
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${BENCH_DIR:-$ROOT/.bench}
+RESTIC=${RESTIC:-$WORK/bin/restic}
+export PATH="$PATH:/usr/sbin:/sbin"
+mkdir -p "$WORK/bin"
+if [ ! -x "$RESTIC" ]; then
+	echo "building restic 0.18.0 (the peer) into $RESTIC" >&2
+	GOBIN="$WORK/bin" go install github.com/restic/restic/cmd/restic@v0.18.0
+fi
+export RESTIC_PASSWORD=bench-password VMVAULT_PASSWORD=bench-password
+IMG=$WORK/img
+mkdir -p "$IMG"
+
+log() { echo "$@" >&2; }
+
+# --- data ---------------------------------------------------------------
+if [ ! -f "$IMG/vm.img" ]; then
+	log "making vm.img (mkfs.ext4 -d from /usr)"
+	rm -rf "$IMG/tree" && mkdir -p "$IMG/tree/usr/share" "$IMG/tree/usr/lib" "$IMG/tree/etc"
+	cp -a /usr/share/doc /usr/share/man "$IMG/tree/usr/share/"
+	cp -a /usr/lib/python3.11 "$IMG/tree/usr/lib/"
+	echo template > "$IMG/tree/etc/hostname"
+	mkfs.ext4 -q -F -U 11111111-2222-4333-8444-555555555555 -E root_owner=0:0 -d "$IMG/tree" "$IMG/vm.img" 4G
+	rm -rf "$IMG/tree"
+fi
+if [ ! -f "$IMG/vm2.img" ]; then
+	log "making vm2.img (debugfs -w: ~50 MB new files, rewrites)"
+	cp --sparse=always "$IMG/vm.img" "$IMG/vm2.img"
+	head -c 20000000 /dev/urandom > "$IMG/new1.bin"
+	cat /usr/share/doc/*/copyright 2>/dev/null | head -c 30000000 > "$IMG/new2.txt" || true
+	head -c 2000000 /dev/urandom > "$IMG/rewrite.bin"
+	{
+		echo "write $IMG/new1.bin new1.bin"
+		echo "write $IMG/new2.txt new2.txt"
+		echo "mkdir var"
+		for i in 1 2 3 4 5 6 7 8 9 10; do echo "write $IMG/rewrite.bin var/log$i"; done
+	} > "$IMG/debugfs.cmds"
+	debugfs -w -f "$IMG/debugfs.cmds" "$IMG/vm2.img" >/dev/null 2>&1
+fi
+if [ ! -f "$IMG/changed.json" ]; then
+	log "computing the changed blocks (what CBT would report)"
+	go run "$ROOT/scripts/diffblocks" "$IMG/vm.img" "$IMG/vm2.img" > "$IMG/changed.json"
+fi
+if [ ! -f "$IMG/clone.img" ]; then
+	cp --sparse=always "$IMG/vm.img" "$IMG/clone.img"
+	echo clone-01 > "$IMG/hostname"
+	debugfs -w -R "rm etc/hostname" "$IMG/clone.img" >/dev/null 2>&1
+	debugfs -w -R "write $IMG/hostname etc/hostname" "$IMG/clone.img" >/dev/null 2>&1
+fi
+[ -f "$IMG/random.img" ] || head -c 1073741824 /dev/urandom > "$IMG/random.img"
+if [ ! -f "$IMG/big.img" ]; then
+	truncate -s 64G "$IMG/big.img"
+	for i in $(seq 0 15); do
+		dd if="$IMG/random.img" of="$IMG/big.img" bs=16M count=16 seek=$((i * 256 + 7)) conv=notrunc status=none
+	done
+fi
+
+# --- helpers -------------------------------------------------------------
+# timed CMD...: runs CMD, sets SECS and RSS_MB (peak resident memory).
+timed() {
+	local out
+	out=$( { /usr/bin/time -f '%e %M' "$@" >"$WORK/last.out" 2>"$WORK/last.err"; } 2>&1 ) || { cat "$WORK/last.err" >&2; return 1; }
+	out=$(tail -1 "$WORK/last.err")
+	SECS=${out% *}
+	RSS_MB=$(( ${out#* } / 1024 ))
+}
+mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+alloc() { du -B1 "$1" | cut -f1; }
+size() { stat -c %s "$1"; }
+jq_num() { python3 -c "import json,sys; print(json.load(open('$WORK/last.out'))['$1'])"; }
+
+new_vmvault() { rm -rf "$WORK/vv"; "$APPLIANCE" repo init --repo "$WORK/vv" >/dev/null; }
+new_restic() { rm -rf "$WORK/rr"; "$RESTIC" -r "$WORK/rr" init >/dev/null 2>&1; }
+
+echo "## End-to-end: appliance image backup/restore vs restic 0.18.0"
+echo
+echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(go version | cut -d' ' -f3); data in page cache (warm)."
+echo "Command: \`make bench\` (scripts/bench.sh). Images: vm.img 4 GiB ext4 with $(( $(alloc "$IMG/vm.img") / 1048576 )) MiB allocated."
+echo
+echo "| measurement | vmvault | restic | ratio |"
+echo "|---|---|---|---|"
+
+# Full backup of the sparse VM image.
+new_vmvault; new_restic
+timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; V_FULL=$SECS; V_FULL_RSS=$RSS_MB
+V_ID=$(jq_num restore_point)
+timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/vm.img"; R_FULL=$SECS
+echo "| full backup, 4 GiB sparse VM image (s) | $V_FULL ($(mbps $(size "$IMG/vm.img") $V_FULL) MB/s logical, ${V_FULL_RSS} MiB RSS) | $R_FULL | $(ratio $R_FULL $V_FULL)x faster |"
+
+# Second backup of the unchanged image.
+timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; V_SECOND=$SECS
+timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/vm.img"; R_SECOND=$SECS
+echo "| second backup, unchanged (s) | $V_SECOND ($(ratio $V_FULL $V_SECOND)x faster than the first) | $R_SECOND | $(ratio $R_SECOND $V_SECOND)x faster |"
+
+# Incremental with --changed after the in-place change.
+CHANGED=$(python3 -c "import json; print(sum(e['length'] for e in json.load(open('$IMG/changed.json'))))")
+timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json --parent "$V_ID" --changed "$IMG/changed.json" "$IMG/vm2.img"; V_INC=$SECS
+V_INC_READ=$(jq_num bytes_read); V_INC_STORED=$(jq_num stored_bytes_added)
+timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/vm2.img"; R_INC=$SECS
+echo "| incremental after ~50 MB guest change (s) | $V_INC (read $V_INC_READ of $CHANGED changed bytes; $(ratio $V_FULL $V_INC)x faster than full) | $R_INC (reads the whole image) | $(ratio $R_INC $V_INC)x faster |"
+
+# Restore, sparse, both.
+rm -f "$WORK/out.img"
+timed "$APPLIANCE" image restore --repo "$WORK/vv" --restore-point "$V_ID" "$WORK/out.img"; V_RES=$SECS; V_RES_RSS=$RSS_MB
+cmp "$WORK/out.img" "$IMG/vm.img" || { echo "vmvault restore differs" >&2; exit 1; }
+rm -rf "$WORK/rrest"
+timed "$RESTIC" -r "$WORK/rr" restore latest --path "$IMG/vm.img" --sparse --target "$WORK/rrest"; R_RES=$SECS
+echo "| restore 4 GiB sparse image (s) | $V_RES ($(mbps $(size "$IMG/vm.img") $V_RES) MB/s, ${V_RES_RSS} MiB RSS) | $R_RES | $(ratio $R_RES $V_RES)x faster |"
+rm -rf "$WORK/rrest" "$WORK/out.img"
+
+# Dense random data.
+new_vmvault; new_restic
+timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm rnd --json "$IMG/random.img"; V_RND=$SECS; V_RND_RSS=$RSS_MB
+timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/random.img"; R_RND=$SECS
+echo "| full backup, 1 GiB random (s) | $V_RND ($(mbps 1073741824 $V_RND) MB/s, ${V_RND_RSS} MiB RSS) | $R_RND ($(mbps 1073741824 $R_RND) MB/s) | $(ratio $R_RND $V_RND)x faster |"
+
+# Stored bytes for the three VM images together.
+new_vmvault; new_restic
+for f in vm.img vm2.img clone.img; do
+	"$APPLIANCE" image backup --repo "$WORK/vv" --vm "$f" "$IMG/$f" >/dev/null
+	"$RESTIC" -r "$WORK/rr" backup -q "$IMG/$f" >/dev/null
+done
+V_STORE=$(du -sb "$WORK/vv" | cut -f1); R_STORE=$(du -sb "$WORK/rr" | cut -f1)
+echo "| stored bytes, vm + vm2 + clone (MiB) | $((V_STORE / 1048576)) | $((R_STORE / 1048576)) | $(ratio $R_STORE $V_STORE)x smaller |"
+
+# Peak memory on a 64 GiB sparse image with 4 GiB of data.
+new_vmvault
+timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm big --json "$IMG/big.img"; V_BIG=$SECS; V_BIG_RSS=$RSS_MB
+echo "| 64 GiB sparse image with 4 GiB data: backup (s, peak RSS) | $V_BIG s, ${V_BIG_RSS} MiB | | |"
+BIG_ID=$(jq_num restore_point)
+rm -f "$WORK/big.out"
+timed "$APPLIANCE" image restore --repo "$WORK/vv" --restore-point "$BIG_ID" "$WORK/big.out"; echo "| 64 GiB sparse image: restore (s, peak RSS) | $SECS s, ${RSS_MB} MiB | | |"
+rm -f "$WORK/big.out"
+echo
+
+# Storage amplification of the incremental for several chunkers.
+echo "### Incremental storage amplification (stored bytes added / changed bytes = $CHANGED)"
+echo
+echo "| chunker | full backup (s) | incremental (s) | bytes read | stored added | amplification |"
+echo "|---|---|---|---|---|---|"
+for spec in "cdc 262144" "cdc 1048576" "cdc 4194304" "fixed 65536" "fixed 1048576" "fixed 4194304"; do
+	set -- $spec
+	rm -rf "$WORK/vv"
+	"$APPLIANCE" repo init --repo "$WORK/vv" --chunker "$1" --chunk-size "$2" >/dev/null
+	timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; F=$SECS; ID=$(jq_num restore_point)
+	timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json --parent "$ID" --changed "$IMG/changed.json" "$IMG/vm2.img"
+	echo "| $1 $(( $2 / 1024 )) KiB | $F | $SECS | $(jq_num bytes_read) | $(jq_num stored_bytes_added) | $(ratio $(jq_num stored_bytes_added) $CHANGED) |"
+done
+rm -rf "$WORK/vv" "$WORK/rr"
