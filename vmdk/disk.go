@@ -1,0 +1,302 @@
+package vmdk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Extent is a byte range of the virtual disk.
+type Extent struct{ Offset, Length int64 }
+
+// extentReader is one piece of a disk: a flat file range, a sparse extent,
+// or zeros (nil reader).
+type extentReader interface {
+	readAt(p []byte, off int64) error
+	allocated(fn func(off, n int64)) error
+	close() error
+}
+
+type part struct {
+	start, length int64
+	r             extentReader // nil: ZERO extent
+}
+
+// Disk is a random-access view of a VMDK's virtual disk. It is safe for
+// concurrent ReadAt calls.
+type Disk struct {
+	path   string
+	parts  []part
+	size   int64
+	format string
+	desc   *Descriptor
+}
+
+// Open opens the VMDK at path: a text descriptor with its extents, a
+// monolithicSparse file, or a streamOptimized file.
+func Open(path string) (*Disk, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open vmdk: %w", err)
+	}
+	d, err := open(f, path)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open vmdk %s: %w", path, err)
+	}
+	return d, nil
+}
+
+func open(f *os.File, path string) (*Disk, error) {
+	var magic [4]byte
+	n, err := f.ReadAt(magic[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	m := binary.LittleEndian.Uint32(magic[:])
+	if n == 4 && (m == sparseMagic || m == cowdMagic) {
+		return openSparseFile(f, path)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxDescriptorBytes {
+		return nil, fmt.Errorf("neither a sparse extent (magic %q) nor a descriptor (%d bytes, max %d): %w", magic[:n], st.Size(), maxDescriptorBytes, ErrNotVMDK)
+	}
+	text := make([]byte, st.Size())
+	if _, err := f.ReadAt(text, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	desc, err := ParseDescriptor(text)
+	if err != nil {
+		return nil, err
+	}
+	f.Close() // a descriptor file is not needed after parsing
+	return openDescriptor(desc, filepath.Dir(path), path)
+}
+
+func openSparseFile(f *os.File, path string) (*Disk, error) {
+	s, err := openSparseExtent(f, filepath.Base(path), 0)
+	if err != nil {
+		return nil, err
+	}
+	d := &Disk{path: path, size: s.size(), parts: []part{{0, s.size(), s}}}
+	if s.h.compressed() {
+		d.format = "streamOptimized"
+	} else {
+		d.format = "monolithicSparse"
+	}
+	if s.h.DescriptorSize > 0 {
+		off := int64(s.h.DescriptorOffset) * SectorSize
+		n := int64(s.h.DescriptorSize) * SectorSize
+		if off+n > s.fsize {
+			return nil, fmt.Errorf("embedded descriptor at sector %d (%d sectors) lies outside the file: %w", s.h.DescriptorOffset, s.h.DescriptorSize, ErrCorrupt)
+		}
+		b := make([]byte, n)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return nil, fmt.Errorf("read embedded descriptor: %w", eofCorrupt(err))
+		}
+		desc, err := ParseDescriptor(b)
+		if err != nil {
+			return nil, fmt.Errorf("embedded descriptor: %w", err)
+		}
+		if desc.HasParent() {
+			return nil, fmt.Errorf("delta disk (parent %q): %w", desc.ParentFileNameHint, ErrUnsupported)
+		}
+		if len(desc.Extents) > 1 {
+			return nil, fmt.Errorf("embedded descriptor lists %d extents: %w", len(desc.Extents), ErrUnsupported)
+		}
+		// The format comes from the header flags, not createType: govmomi
+		// labels its streamOptimized output "vmfs".
+		d.desc = desc
+	}
+	return d, nil
+}
+
+func openDescriptor(desc *Descriptor, dir, path string) (_ *Disk, err error) {
+	if desc.HasParent() {
+		return nil, fmt.Errorf("delta disk (parent %q): %w", desc.ParentFileNameHint, ErrUnsupported)
+	}
+	d := &Disk{path: path, desc: desc, format: desc.CreateType}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	var root *os.Root
+	for i, e := range desc.Extents {
+		var r extentReader
+		length := e.Sectors * SectorSize
+		switch e.Type {
+		case "ZERO":
+		case "FLAT", "VMFS", "SPARSE":
+			if e.Access == "NOACCESS" {
+				return nil, fmt.Errorf("extent %d %q: NOACCESS: %w", i, e.Filename, ErrUnsupported)
+			}
+			if e.Filename == "" {
+				return nil, fmt.Errorf("extent %d: %s extent without a file name: %w", i, e.Type, ErrCorrupt)
+			}
+			if !filepath.IsLocal(e.Filename) {
+				return nil, fmt.Errorf("extent %d file name %q escapes the descriptor's directory: %w", i, e.Filename, ErrCorrupt)
+			}
+			if root == nil {
+				// os.Root also refuses symlinks that lead outside dir.
+				if root, err = os.OpenRoot(dir); err != nil {
+					return nil, err
+				}
+				defer root.Close()
+			}
+			f, err := root.Open(e.Filename)
+			if err != nil {
+				return nil, fmt.Errorf("extent %d: %w", i, err)
+			}
+			if e.Type == "SPARSE" {
+				s, err := openSparseExtent(f, e.Filename, e.Sectors)
+				if err != nil {
+					f.Close()
+					return nil, fmt.Errorf("extent %d: %w", i, err)
+				}
+				r = s
+			} else {
+				r = &flatExtent{f: f, name: e.Filename, base: e.Offset * SectorSize, length: length}
+			}
+		default:
+			return nil, fmt.Errorf("extent %d type %s: %w", i, e.Type, ErrUnsupported)
+		}
+		d.parts = append(d.parts, part{d.size, length, r})
+		d.size += length
+	}
+	return d, nil
+}
+
+// Size is the virtual disk's capacity in bytes.
+func (d *Disk) Size() int64 { return d.size }
+
+// Format is the descriptor's createType ("monolithicSparse",
+// "streamOptimized", "monolithicFlat", "vmfs", "twoGbMaxExtentSparse", …).
+func (d *Disk) Format() string { return d.format }
+
+// Descriptor returns the parsed descriptor (nil for a sparse file without an
+// embedded one).
+func (d *Disk) Descriptor() *Descriptor { return d.desc }
+
+// ReadAt reads virtual-disk bytes; unallocated grains read as zeros. Reads
+// past the end return io.EOF.
+func (d *Disk) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("vmdk %s: negative offset %d", d.path, off)
+	}
+	if off >= d.size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if int64(len(p)) > d.size-off {
+		p = p[:d.size-off]
+	}
+	i := sort.Search(len(d.parts), func(i int) bool { return d.parts[i].start+d.parts[i].length > off })
+	done := 0
+	for ; i < len(d.parts) && done < len(p); i++ {
+		pt := d.parts[i]
+		in := off + int64(done) - pt.start
+		n := int(min(int64(len(p)-done), pt.length-in))
+		if pt.r == nil {
+			clear(p[done : done+n])
+		} else if err := pt.r.readAt(p[done:done+n], in); err != nil {
+			return done, fmt.Errorf("vmdk %s at %d: %w", d.path, off+int64(done), err)
+		}
+		done += n
+	}
+	if done < want {
+		return done, io.EOF
+	}
+	return done, nil
+}
+
+// Allocated lists the ranges that may hold data (allocated grains, the data
+// regions of flat extents). If the metadata cannot be read it
+// conservatively returns the whole disk; AllocatedExtents reports the error.
+func (d *Disk) Allocated() []Extent {
+	ext, err := d.AllocatedExtents()
+	if err != nil {
+		return []Extent{{0, d.size}}
+	}
+	return ext
+}
+
+// AllocatedExtents is Allocated with the error reported; extents are sorted,
+// non-overlapping and merged when adjacent.
+func (d *Disk) AllocatedExtents() ([]Extent, error) {
+	var out []Extent
+	for _, pt := range d.parts {
+		if pt.r == nil {
+			continue
+		}
+		err := pt.r.allocated(func(off, n int64) {
+			off += pt.start
+			if k := len(out); k > 0 && out[k-1].Offset+out[k-1].Length == off {
+				out[k-1].Length += n
+				return
+			}
+			out = append(out, Extent{off, n})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("vmdk %s: allocation map: %w", d.path, err)
+		}
+	}
+	return out, nil
+}
+
+// Close releases the extent files.
+func (d *Disk) Close() error {
+	var errs []error
+	for _, pt := range d.parts {
+		if pt.r != nil {
+			errs = append(errs, pt.r.close())
+		}
+	}
+	d.parts = nil
+	return errors.Join(errs...)
+}
+
+// flatExtent is a range of a raw file.
+type flatExtent struct {
+	f      *os.File
+	name   string
+	base   int64
+	length int64
+}
+
+func (e *flatExtent) readAt(p []byte, off int64) error {
+	n, err := e.f.ReadAt(p, e.base+off)
+	if errors.Is(err, io.EOF) {
+		// A flat extent shorter than the descriptor says (a thin file
+		// truncated by a copy): the missing tail reads as zeros.
+		clear(p[n:])
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", e.name, err)
+	}
+	return nil
+}
+
+func (e *flatExtent) allocated(fn func(off, n int64)) error {
+	ext, err := DataExtents(e.f, e.base, e.length)
+	if err != nil {
+		return err
+	}
+	for _, x := range ext {
+		fn(x.Offset, x.Length)
+	}
+	return nil
+}
+
+func (e *flatExtent) close() error { return e.f.Close() }
+
+var _ = bytes.MinRead

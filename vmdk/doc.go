@@ -1,0 +1,19 @@
+// Package vmdk reads and writes VMware virtual disk (VMDK) images.
+//
+// It owns the on-disk VMDK formats vmvault meets: descriptor files with FLAT,
+// VMFS, SPARSE and ZERO extents (monolithicFlat, vmfs, twoGbMaxExtentFlat,
+// twoGbMaxExtentSparse), hosted sparse extents (monolithicSparse) and
+// stream-optimized compressed extents (streamOptimized), both for random
+// access (Open) and strictly sequential decoding (StreamReader, what an NFC
+// export from ESXi yields). StreamWriter encodes streamOptimized, the format
+// NFC import and "download disk as VMDK" need.
+//
+// Every size, count and offset read from a file is bounded before it is used,
+// because images come from guests and remote hosts: hostile input yields an
+// error naming the field, never a panic or an absurd allocation.
+//
+// The package is pure: no network, no files except those Open is asked to
+// read (and their extents, which must stay inside the descriptor's
+// directory). It must never import any other vmvault package; diskimage
+// imports it, not the reverse.
+package vmdk
