@@ -1,0 +1,128 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// QuiesceMode says how the guest is quiesced before the snapshot.
+type QuiesceMode string
+
+// Quiesce modes. The zero value means QuiesceFileSystem.
+const (
+	QuiesceNone        QuiesceMode = "none"        // crash-consistent snapshot
+	QuiesceFileSystem  QuiesceMode = "filesystem"  // VMware Tools file-system quiesce
+	QuiesceApplication QuiesceMode = "application" // application-consistent (VSS writers)
+)
+
+// CloseAction says what happens to a backup still running when its window closes.
+type CloseAction string
+
+// Close actions. The zero value means CloseFinish.
+const (
+	CloseFinish CloseAction = "finish" // let it finish; start nothing new
+	CloseCancel CloseAction = "cancel" // cancel it and report it as cancelled
+)
+
+// Job is one backup job: which VMs, to which repository, when, and what is kept.
+type Job struct {
+	ID            string      `json:"id"`
+	Name          string      `json:"name"`
+	Description   string      `json:"description,omitempty"`
+	Enabled       bool        `json:"enabled"`
+	Repository    string      `json:"repository"`
+	Selection     Selection   `json:"selection"`
+	Window        Window      `json:"window"`
+	Retention     Retention   `json:"retention"`
+	Quiesce       QuiesceMode `json:"quiesce,omitempty"`
+	Priority      int         `json:"priority"`              // higher runs first when jobs compete
+	Concurrency   int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
+	OnWindowClose CloseAction `json:"onWindowClose,omitempty"`
+	MaxAttempts   int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
+}
+
+// concurrency returns the effective per-job limit.
+func (j Job) concurrency() int {
+	if j.Concurrency <= 0 {
+		return 1
+	}
+	return j.Concurrency
+}
+
+// ValidateEnv is what validation checks a job against. Nil members skip their check.
+type ValidateEnv struct {
+	// KnownRepository reports whether the appliance has a repository of that name.
+	KnownRepository func(name string) bool
+	// Inventory, when set, is used to warn about a selection that matches nothing now.
+	Inventory Inventory
+}
+
+// Validate checks a job before it is saved. err joins one *ValidationError
+// per bad field (see FieldErrors); warnings are problems that do not block
+// saving, such as a selection that matches no VM yet (containers may fill
+// later) or an explicit VM the inventory does not know.
+func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, err error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case j.ID == "":
+		bad("id", "required")
+	case len(j.ID) > 128 || !utf8.ValidString(j.ID) || strings.ContainsAny(j.ID, "/\x00"):
+		bad("id", "must be at most 128 bytes of UTF-8 without '/' or NUL")
+	}
+	if strings.TrimSpace(j.Name) == "" {
+		bad("name", "required")
+	}
+	switch {
+	case j.Repository == "":
+		bad("repository", "required")
+	case env.KnownRepository != nil && !env.KnownRepository(j.Repository):
+		errs = append(errs, &ValidationError{Field: "repository", Msg: fmt.Sprintf("unknown repository %q", j.Repository), Err: ErrUnknownRepository})
+	}
+	if err := j.Selection.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := j.Window.Validate(); err != nil {
+		bad("window", "%v", err)
+	}
+	if err := j.Retention.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch j.Quiesce {
+	case "", QuiesceNone, QuiesceFileSystem, QuiesceApplication:
+	default:
+		bad("quiesce", "unknown mode %q (none, filesystem, application)", j.Quiesce)
+	}
+	switch j.OnWindowClose {
+	case "", CloseFinish, CloseCancel:
+	default:
+		bad("onWindowClose", "unknown action %q (finish, cancel)", j.OnWindowClose)
+	}
+	if j.Concurrency < 0 {
+		bad("concurrency", "must not be negative (got %d)", j.Concurrency)
+	}
+	if j.MaxAttempts < 0 {
+		bad("maxAttempts", "must not be negative (got %d)", j.MaxAttempts)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if env.Inventory != nil {
+		res, err := j.Selection.Resolve(ctx, env.Inventory, nil)
+		if err != nil {
+			return nil, fmt.Errorf("validate job %s selection: %w", j.ID, err)
+		}
+		if len(res.VMs) == 0 {
+			warnings = append(warnings, "selection matches no VM now; containers and tags are evaluated again at every window")
+		}
+		for _, id := range res.Missing {
+			warnings = append(warnings, fmt.Sprintf("VM %s is not in the inventory", id))
+		}
+	}
+	return warnings, nil
+}

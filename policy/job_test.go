@@ -1,0 +1,109 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validJob() Job {
+	return Job{
+		ID: "j1", Name: "nightly", Enabled: true, Repository: "main",
+		Selection: Selection{Containers: []ContainerRef{fProd}},
+		Window:    DefaultWindow(time.UTC),
+		Retention: presets["more"],
+	}
+}
+
+func TestJobValidate(t *testing.T) {
+	known := func(n string) bool { return n == "main" }
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		mutate func(*Job)
+		fields []string
+		is     error
+	}{
+		{"valid", func(*Job) {}, nil, nil},
+		{"unknown repository", func(j *Job) { j.Repository = "other" }, []string{"repository"}, ErrUnknownRepository},
+		{"empty window", func(j *Job) { j.Window = Window{} }, []string{"window"}, nil},
+		{"overlapping window", func(j *Job) {
+			j.Window.Days[time.Monday] = append(j.Window.Days[time.Monday], Range{60, 120})
+		}, []string{"window"}, nil},
+		{"retention keeps nothing", func(j *Job) { j.Retention = Retention{} }, []string{"retention"}, ErrKeepsNothing},
+		{"several at once", func(j *Job) {
+			j.ID, j.Name, j.Quiesce, j.Concurrency, j.OnWindowClose = "", " ", "weird", -1, "explode"
+		},
+			[]string{"id", "name", "quiesce", "onWindowClose", "concurrency"}, nil},
+		{"bad id", func(j *Job) { j.ID = "a/b" }, []string{"id"}, nil},
+		{"empty selection", func(j *Job) { j.Selection = Selection{} }, []string{"selection"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := validJob()
+			tc.mutate(&j)
+			_, err := j.Validate(ctx, ValidateEnv{KnownRepository: known})
+			var got []string
+			for _, fe := range FieldErrors(err) {
+				got = append(got, fe.Field)
+			}
+			slices.Sort(got)
+			want := slices.Clone(tc.fields)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("fields %v (err %v), want %v", got, err, want)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not match ErrInvalid: %v", err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error does not match %v: %v", tc.is, err)
+			}
+		})
+	}
+}
+
+func TestJobValidateWarnsOnEmptyMatch(t *testing.T) {
+	ctx := context.Background()
+	j := validJob()
+	j.Selection = Selection{Containers: []ContainerRef{fTest}, VMs: []string{"u-nope"}}
+	inv := NewMemInventory(testVMs()[:3]...) // nothing in the test folder yet
+	warnings, err := j.Validate(ctx, ValidateEnv{Inventory: inv})
+	if err != nil {
+		t.Fatalf("a selection matching nothing must not be an error: %v", err)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "matches no VM") || !strings.Contains(warnings[1], "u-nope") {
+		t.Fatalf("warnings %q", warnings)
+	}
+	inv.Set(testVMs()...)
+	j.Selection.VMs = nil
+	if warnings, err := j.Validate(ctx, ValidateEnv{Inventory: inv}); err != nil || len(warnings) != 0 {
+		t.Fatalf("warnings %q err %v", warnings, err)
+	}
+}
+
+func TestJobJSONRoundTrip(t *testing.T) {
+	j := validJob()
+	j.Window.Location = mustLoc(t, "America/New_York")
+	j.Selection.Exclude.Names = []string{"*-tmp"}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Job
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Window.Location.String() != "America/New_York" {
+		t.Fatalf("location lost: %s", back.Window.Location)
+	}
+	back.Window.Location, j.Window.Location = nil, nil
+	if !reflect.DeepEqual(back, j) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, j)
+	}
+}
