@@ -1,0 +1,448 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/policy"
+)
+
+// SchemaVersion is the layout this package reads and writes.
+const SchemaVersion = 1
+
+const formatJSON byte = 1
+
+var (
+	bMeta        = []byte("meta")
+	bJobs        = []byte("jobs")
+	bRuns        = []byte("runs")
+	bRunsByJob   = []byte("runs-by-job")
+	bRunsOpen    = []byte("runs-open")
+	bVMState     = []byte("vmstate")
+	bMaintenance = []byte("maintenance")
+	bEvents      = []byte("events")
+	bScheduler   = []byte("scheduler")
+	allBuckets   = [][]byte{bMeta, bJobs, bRuns, bRunsByJob, bRunsOpen, bVMState, bMaintenance, bEvents, bScheduler}
+
+	kSchema     = []byte("schema")
+	kCheckpoint = []byte("checkpoint")
+)
+
+// DB is the appliance's state database. It is safe for concurrent use.
+type DB struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the state database at path. It fails fast
+// if another process holds it, and refuses a schema newer than SchemaVersion.
+func Open(path string) (*DB, error) {
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	err = bdb.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		meta := tx.Bucket(bMeta)
+		v := meta.Get(kSchema)
+		switch {
+		case v == nil:
+			return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+		case len(v) != 4:
+			return fmt.Errorf("schema version: %w", ErrCorrupt)
+		case binary.BigEndian.Uint32(v) > SchemaVersion:
+			return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
+		}
+		// Older schemas would be migrated here, explicitly, one version at a time.
+		return nil
+	})
+	if err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	return &DB{db: bdb}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Schema returns the stored schema version.
+func (d *DB) Schema(ctx context.Context) (int, error) {
+	var v int
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bMeta).Get(kSchema)
+		if len(b) != 4 {
+			return fmt.Errorf("schema version: %w", ErrCorrupt)
+		}
+		v = int(binary.BigEndian.Uint32(b))
+		return nil
+	})
+	return v, err
+}
+
+func (d *DB) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.db.View(fn)
+}
+
+func (d *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.db.Update(fn)
+}
+
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
+	}
+	return append([]byte{formatJSON}, b...), nil
+}
+
+// decode reads a record written by encode; bad input is ErrCorrupt, never a panic.
+func decode(b []byte, v any) error {
+	if len(b) == 0 || b[0] != formatJSON {
+		return fmt.Errorf("record format: %w", ErrCorrupt)
+	}
+	if err := json.Unmarshal(b[1:], v); err != nil {
+		return fmt.Errorf("record: %w (%v)", ErrCorrupt, err)
+	}
+	return nil
+}
+
+func putRecord(b *bolt.Bucket, key []byte, v any) error {
+	val, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, val)
+}
+
+func timeKey(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, timeBits(t))
+}
+
+// timeBits maps a time to an unsigned, order-preserving integer (zero and
+// pre-1678 times sort first).
+func timeBits(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	n := t.UnixNano()
+	return uint64(n) ^ (1 << 63) // flip the sign bit: negative before positive
+}
+
+func join(parts ...[]byte) []byte { return bytes.Join(parts, []byte{0}) }
+
+// PutJob stores a job (insert or replace). The caller validates it first.
+func (d *DB) PutJob(ctx context.Context, j policy.Job) error {
+	if j.ID == "" {
+		return fmt.Errorf("put job: empty id")
+	}
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		if err := putRecord(tx.Bucket(bJobs), []byte(j.ID), j); err != nil {
+			return fmt.Errorf("put job %s: %w", j.ID, err)
+		}
+		return nil
+	})
+}
+
+// Job returns one job or ErrNotFound.
+func (d *DB) Job(ctx context.Context, id string) (policy.Job, error) {
+	var j policy.Job
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bJobs).Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		return decode(v, &j)
+	})
+	return j, err
+}
+
+// DeleteJob removes a job and its per-VM scheduler state; its run history stays.
+func (d *DB) DeleteJob(ctx context.Context, id string) error {
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		if tx.Bucket(bJobs).Get([]byte(id)) == nil {
+			return fmt.Errorf("delete job %s: %w", id, ErrNotFound)
+		}
+		if err := tx.Bucket(bJobs).Delete([]byte(id)); err != nil {
+			return err
+		}
+		c := tx.Bucket(bVMState).Cursor()
+		prefix := append([]byte(id), 0)
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Jobs returns every job, ordered by id.
+func (d *DB) Jobs(ctx context.Context) ([]policy.Job, error) {
+	var out []policy.Job
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error {
+			var j policy.Job
+			if err := decode(v, &j); err != nil {
+				return fmt.Errorf("job %s: %w", k, err)
+			}
+			out = append(out, j)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// PutRun stores a run (insert or replace) and maintains the open-run and per-job indexes.
+func (d *DB) PutRun(ctx context.Context, r policy.JobRun) error {
+	if r.ID == "" || r.Job == "" {
+		return fmt.Errorf("put run: empty id or job")
+	}
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		id := []byte(r.ID)
+		if err := putRecord(tx.Bucket(bRuns), id, r); err != nil {
+			return fmt.Errorf("put run %s: %w", r.ID, err)
+		}
+		if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), nil); err != nil {
+			return err
+		}
+		if r.End.IsZero() {
+			return tx.Bucket(bRunsOpen).Put(id, nil)
+		}
+		return tx.Bucket(bRunsOpen).Delete(id)
+	})
+}
+
+// Run returns one run or ErrNotFound.
+func (d *DB) Run(ctx context.Context, id string) (policy.JobRun, error) {
+	var r policy.JobRun
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bRuns).Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("run %s: %w", id, ErrNotFound)
+		}
+		return decode(v, &r)
+	})
+	return r, err
+}
+
+// OpenRuns returns the runs that have no end yet (after a crash: the ones to resume or close).
+func (d *DB) OpenRuns(ctx context.Context) ([]policy.JobRun, error) {
+	var out []policy.JobRun
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		runs := tx.Bucket(bRuns)
+		return tx.Bucket(bRunsOpen).ForEach(func(k, _ []byte) error {
+			var r policy.JobRun
+			if err := decode(runs.Get(k), &r); err != nil {
+				return fmt.Errorf("run %s: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Runs returns up to limit runs of a job, newest start first (limit <= 0: all).
+func (d *DB) Runs(ctx context.Context, job string, limit int) ([]policy.JobRun, error) {
+	var out []policy.JobRun
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		runs := tx.Bucket(bRuns)
+		prefix := append([]byte(job), 0)
+		c := tx.Bucket(bRunsByJob).Cursor()
+		// Seek past the prefix, then walk backwards: newest first.
+		k, _ := c.Seek(append([]byte(job), 1))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			rest := k[len(prefix):]
+			if len(rest) < 9 {
+				return fmt.Errorf("run index key: %w", ErrCorrupt)
+			}
+			var r policy.JobRun
+			if err := decode(runs.Get(rest[9:]), &r); err != nil {
+				return fmt.Errorf("run %s: %w", rest[9:], err)
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PutVMState stores the scheduler's state for one VM in one job.
+func (d *DB) PutVMState(ctx context.Context, s policy.VMState) error {
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		return putRecord(tx.Bucket(bVMState), join([]byte(s.Job), []byte(s.VM)), s)
+	})
+}
+
+// VMStates returns every per-VM scheduler state, ordered by job then VM.
+func (d *DB) VMStates(ctx context.Context) ([]policy.VMState, error) {
+	var out []policy.VMState
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bVMState).ForEach(func(k, v []byte) error {
+			var s policy.VMState
+			if err := decode(v, &s); err != nil {
+				return fmt.Errorf("vm state %q: %w", k, err)
+			}
+			out = append(out, s)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Checkpoint returns the last time the scheduler recorded itself alive (zero if never).
+func (d *DB) Checkpoint(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bScheduler).Get(kCheckpoint)
+		if v == nil {
+			return nil
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("checkpoint: %w", ErrCorrupt)
+		}
+		bits := binary.BigEndian.Uint64(v)
+		if bits != 0 {
+			t = time.Unix(0, int64(bits^(1<<63))).UTC()
+		}
+		return nil
+	})
+	return t, err
+}
+
+// SetCheckpoint records that the scheduler has evaluated everything up to t.
+func (d *DB) SetCheckpoint(ctx context.Context, t time.Time) error {
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bScheduler).Put(kCheckpoint, timeKey(t))
+	})
+}
+
+// PutMaintenance stores one repository's maintenance progress.
+func (d *DB) PutMaintenance(ctx context.Context, m policy.MaintenanceState) error {
+	if m.Repository == "" {
+		return fmt.Errorf("put maintenance: empty repository")
+	}
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		return putRecord(tx.Bucket(bMaintenance), []byte(m.Repository), m)
+	})
+}
+
+// Maintenance returns every repository's maintenance progress.
+func (d *DB) Maintenance(ctx context.Context) ([]policy.MaintenanceState, error) {
+	var out []policy.MaintenanceState
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bMaintenance).ForEach(func(k, v []byte) error {
+			var m policy.MaintenanceState
+			if err := decode(v, &m); err != nil {
+				return fmt.Errorf("maintenance %s: %w", k, err)
+			}
+			out = append(out, m)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// AddEvent appends an event. Events with equal times keep insertion order.
+func (d *DB) AddEvent(ctx context.Context, e policy.Event) error {
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bEvents)
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		return putRecord(b, binary.BigEndian.AppendUint64(timeKey(e.Time), seq), e)
+	})
+}
+
+// EventQuery filters events. Zero fields do not filter.
+type EventQuery struct {
+	From, To    time.Time       // [From, To)
+	MinSeverity policy.Severity // at least this severe
+	Job         string
+	VM          string
+	Limit       int // at most this many, oldest first (0: no limit)
+}
+
+// Events returns the events matching q, oldest first.
+func (d *DB) Events(ctx context.Context, q EventQuery) ([]policy.Event, error) {
+	var out []policy.Event
+	end := uint64(math.MaxUint64)
+	if !q.To.IsZero() {
+		end = timeBits(q.To)
+	}
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bEvents).Cursor()
+		for k, v := c.Seek(timeKey(q.From)); k != nil; k, v = c.Next() {
+			if len(k) != 16 {
+				return fmt.Errorf("event key: %w", ErrCorrupt)
+			}
+			if binary.BigEndian.Uint64(k) >= end {
+				break
+			}
+			var e policy.Event
+			if err := decode(v, &e); err != nil {
+				return fmt.Errorf("event: %w", err)
+			}
+			if e.Severity.Rank() < q.MinSeverity.Rank() || (q.Job != "" && e.Job != q.Job) || (q.VM != "" && e.VM != q.VM) {
+				continue
+			}
+			out = append(out, e)
+			if q.Limit > 0 && len(out) == q.Limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PruneEvents deletes events older than before and returns how many it
+// deleted. It deletes at most 10000 per call to keep the transaction short;
+// call again while it returns 10000.
+func (d *DB) PruneEvents(ctx context.Context, before time.Time) (int, error) {
+	const batch = 10000
+	n := 0
+	err := d.update(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bEvents).Cursor()
+		limit := timeBits(before)
+		for k, _ := c.First(); k != nil && n < batch; k, _ = c.First() {
+			if len(k) < 8 || binary.BigEndian.Uint64(k) >= limit {
+				break
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+var _ policy.Store = (*DB)(nil)
