@@ -1,0 +1,21 @@
+// Package dedup cuts disk images into chunks for the deduplicating repository.
+//
+// It owns the chunking algorithms (content-defined chunking on
+// github.com/restic/chunker's Rabin fingerprint, and fixed-size chunks), the
+// sparse fast path (unallocated or known-zero areas are never read nor
+// byte-walked: cut positions in zero runs are computed), all-zero chunk
+// recognition by word comparison, and CBT-aware re-chunking, which derives the
+// chunk list of a new disk version from its parent's list while reading from
+// the source only the changed extents.
+//
+// Why the incremental path is exact: restic's chunker restarts its rolling
+// hash at every cut and only tests windows that lie wholly inside the current
+// chunk, so the cut after position s is a pure function of s and the bytes in
+// [s, cut). Whether a window of 64 bytes ends a chunk does not depend on where
+// the chunk started; a run of zeros always hashes to 0 and therefore cuts
+// every MinSize bytes. A parent chunk whose start is reached by the new chain
+// and whose bytes did not change is therefore a chunk of the new disk too.
+//
+// dedup must never import any other vmvault package (it depends only on the
+// standard library, restic/chunker and x/sync).
+package dedup
