@@ -1,0 +1,28 @@
+// Package lab is vmvault's vCenter lab: govmomi's simulator (vcsim, VPX
+// model) started in process over TLS with credentials, plus what a backup
+// product needs that vcsim lacks:
+//
+//   - real disk content: flat extents sized to the disk capacity (sparse),
+//     written with WriteDisk or SetDiskImage and read back with ReadDisk;
+//   - snapshot semantics: while a VM has a snapshot, writes made through the
+//     lab go to an overlay, so the base flat file (what vmvault reads over
+//     the datastore file service) shows the disk as it was at snapshot time;
+//     removing the last snapshot merges the overlay, reverting discards it;
+//   - changed block tracking: QueryChangedDiskAreas with change ids that
+//     advance per snapshot, "*" for allocated areas, paging (a page shorter
+//     than the disk), and resets (revert, resize, re-enable) that make old
+//     change ids fail with a FileFault;
+//   - VMware Tools state per VM: a quiesced snapshot fails with
+//     ToolsUnavailable when Tools are not running, and an
+//     ApplicationQuiesceFault can be injected;
+//   - fault injection: snapshot task failures, vcsim method faults
+//     (FaultInjectionRule), datastore reads that fail, stall or return an
+//     HTTP error after N bytes, and session expiry.
+//
+// The extensions follow VSPHERE.md §4.7: a Registry.Handler installs wrapper
+// objects in each session's registry, so dispatch reaches the wrappers while
+// vcsim's own code keeps seeing its *simulator.VirtualMachine.
+//
+// The lab is test infrastructure: it may expose vim25 types and must never
+// be imported by production code.
+package lab

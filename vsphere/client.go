@@ -1,0 +1,367 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Config says how to reach and authenticate to a vCenter (or ESXi host).
+type Config struct {
+	// URL is "https://vcenter.example.com" or ".../sdk"; "/sdk" is added
+	// when the path is empty. User info in the URL is ignored.
+	URL      string
+	Username string
+	// Password comes from a file or the environment, never a command line.
+	Password string
+	// Thumbprint pins the server certificate (SHA-256 or SHA-1, hex pairs
+	// separated by colons, as vSphere shows it). Used when the certificate
+	// does not chain to a trusted CA.
+	Thumbprint string
+	// CAFile is a PEM bundle of CAs to trust in addition to the system pool.
+	CAFile string
+	// Insecure skips certificate verification. Only when explicitly asked.
+	Insecure bool
+	// ApplianceID goes into the description marker of vmvault's snapshots so
+	// that two appliances on one vCenter never remove each other's.
+	ApplianceID string
+	// KeepAlive is the idle interval after which a no-op call keeps the
+	// session alive (default 5 min; negative disables).
+	KeepAlive time.Duration
+	// Retry is the one retry policy for transient faults (zero: DefaultRetry).
+	Retry RetryPolicy
+}
+
+// RetryPolicy is the single place that decides how transient failures are
+// retried: SOAP calls that are safe to repeat and datastore range reads.
+type RetryPolicy struct {
+	Attempts int           // total tries including the first
+	Base     time.Duration // first backoff
+	Max      time.Duration // backoff cap
+}
+
+// DefaultRetry: 5 tries, 200 ms doubling to 5 s, with jitter.
+var DefaultRetry = RetryPolicy{Attempts: 5, Base: 200 * time.Millisecond, Max: 5 * time.Second}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Attempts <= 0 {
+		p.Attempts = DefaultRetry.Attempts
+	}
+	if p.Base <= 0 {
+		p.Base = DefaultRetry.Base
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultRetry.Max
+	}
+	return p
+}
+
+// backoff sleeps before try number attempt (1-based retry count).
+func (p RetryPolicy) backoff(ctx context.Context, attempt int) error {
+	d := p.Base << min(attempt-1, 16)
+	if d > p.Max || d <= 0 {
+		d = p.Max
+	}
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Stats counts what the client sent, for tests and diagnostics.
+type Stats struct {
+	SOAPCalls   int64 // SOAP requests put on the wire (each retry counts)
+	Retries     int64 // SOAP and HTTP retries
+	Relogins    int64 // transparent re-logins after an expired session
+	RangeGets   int64 // datastore range GETs (each retry counts)
+	BytesRead   int64 // payload bytes received by range reads
+	BytesPushed int64 // payload bytes uploaded
+}
+
+// Client is one authenticated connection to a vCenter. It is safe for
+// concurrent use.
+type Client struct {
+	cfg   Config
+	url   *url.URL
+	sc    *soap.Client
+	vim   *vim25.Client
+	retry RetryPolicy
+
+	loginMu  sync.Mutex
+	loginGen atomic.Int64
+	lastUse  atomic.Int64 // unix nanos of the last SOAP call
+
+	soapCalls, retries, relogins atomic.Int64
+	rangeGets, bytesRead, pushed atomic.Int64
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Connect dials, verifies the server certificate (CA, CAFile, thumbprint pin,
+// or nothing when Insecure), logs in and starts the keep-alive.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	u, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Username == "" || cfg.Password == "" {
+		return nil, fmt.Errorf("connect %s: username and password are required", u.Host)
+	}
+	if cfg.ApplianceID == "" {
+		cfg.ApplianceID = "vmvault"
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 5 * time.Minute
+	}
+	sc := soap.NewClient(u, cfg.Insecure)
+	if cfg.Thumbprint != "" {
+		sc.SetThumbprint(u.Host, strings.ToUpper(strings.TrimSpace(cfg.Thumbprint)))
+	}
+	if cfg.CAFile != "" {
+		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("connect %s: CA file %s: %w", u.Host, cfg.CAFile, err)
+		}
+	}
+	// Parallel range reads want more than the default 2 idle connections.
+	sc.DefaultTransport().MaxIdleConnsPerHost = 32
+
+	c := &Client{cfg: cfg, url: u, sc: sc, retry: cfg.Retry.withDefaults(), stop: make(chan struct{})}
+	c.lastUse.Store(time.Now().UnixNano())
+	vc, err := vim25.NewClient(ctx, &roundTripper{c: c})
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", u.Host, err)
+	}
+	c.vim = vc
+	if err := c.login(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.KeepAlive > 0 {
+		c.wg.Add(1)
+		go c.keepAlive(cfg.KeepAlive)
+	}
+	return c, nil
+}
+
+func parseURL(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, errors.New("connect: vCenter URL is required")
+	}
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("connect: bad vCenter URL: %w", err)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("connect: bad vCenter URL %q: no host", s)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = vim25.Path
+	}
+	u.User = nil
+	return u, nil
+}
+
+// Close stops the keep-alive and logs out.
+func (c *Client) Close(ctx context.Context) error {
+	select {
+	case <-c.stop:
+		return nil
+	default:
+		close(c.stop)
+	}
+	c.wg.Wait()
+	_, err := methods.Logout(ctx, c.sc, &types.Logout{This: *c.vim.ServiceContent.SessionManager})
+	c.sc.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the counters since Connect.
+func (c *Client) Stats() Stats {
+	return Stats{
+		SOAPCalls: c.soapCalls.Load(), Retries: c.retries.Load(), Relogins: c.relogins.Load(),
+		RangeGets: c.rangeGets.Load(), BytesRead: c.bytesRead.Load(), BytesPushed: c.pushed.Load(),
+	}
+}
+
+// Host is the vCenter host:port this client talks to.
+func (c *Client) Host() string { return c.url.Host }
+
+// About describes the server ("VMware vCenter Server 8.0.2 build-…").
+func (c *Client) About() string { return c.vim.ServiceContent.About.FullName }
+
+// login authenticates with the inner SOAP client so that it never recurses
+// through the re-login round tripper.
+func (c *Client) login(ctx context.Context) error {
+	req := types.Login{This: *c.vim.ServiceContent.SessionManager, UserName: c.cfg.Username, Password: c.cfg.Password}
+	c.soapCalls.Add(1)
+	if _, err := methods.Login(ctx, c.sc, &req); err != nil {
+		return mapFault(fmt.Sprintf("login to %s as %s", c.url.Host, c.cfg.Username), err)
+	}
+	c.loginGen.Add(1)
+	return nil
+}
+
+// relogin logs in again unless another goroutine already did since gen.
+func (c *Client) relogin(ctx context.Context, gen int64) error {
+	c.loginMu.Lock()
+	defer c.loginMu.Unlock()
+	if c.loginGen.Load() != gen {
+		return nil
+	}
+	c.relogins.Add(1)
+	return c.login(ctx)
+}
+
+func (c *Client) keepAlive(idle time.Duration) {
+	defer c.wg.Done()
+	t := time.NewTicker(idle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, c.lastUse.Load())) < idle {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			// Errors are not fatal here: the next real call re-logs in.
+			_, _ = methods.GetCurrentTime(ctx, c.vim)
+			cancel()
+		}
+	}
+}
+
+// roundTripper is the only SOAP retry and re-login layer: an expired session
+// is re-established once and the call repeated; transient faults are retried
+// for calls that are safe to repeat.
+type roundTripper struct{ c *Client }
+
+func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	c := rt.c
+	name := methodName(req)
+	relogged := false
+	for attempt := 1; ; attempt++ {
+		gen := c.loginGen.Load()
+		c.soapCalls.Add(1)
+		c.lastUse.Store(time.Now().UnixNano())
+		err := c.sc.RoundTrip(ctx, req, res)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if !relogged && name != "Login" && name != "Logout" && fault.Is(err, &types.NotAuthenticated{}) && gen > 0 {
+			relogged = true
+			if lerr := c.relogin(ctx, gen); lerr != nil {
+				return fmt.Errorf("%s: session expired and re-login failed: %w", name, lerr)
+			}
+			attempt--
+			continue
+		}
+		if !idempotent[name] || !transient(err) {
+			return err
+		}
+		if attempt >= c.retry.Attempts {
+			return fmt.Errorf("%s: %w after %d attempts: %w", name, ErrTransient, attempt, err)
+		}
+		c.retries.Add(1)
+		if berr := c.retry.backoff(ctx, attempt); berr != nil {
+			return err
+		}
+	}
+}
+
+// methodName is "RetrievePropertiesEx" for *methods.RetrievePropertiesExBody.
+func methodName(req soap.HasFault) string {
+	t := reflect.TypeOf(req)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.TrimSuffix(t.Name(), "Body")
+}
+
+// idempotent lists SOAP methods that may be repeated after a transient
+// failure without side effects (reads, view and filter housekeeping).
+var idempotent = map[string]bool{
+	"RetrieveServiceContent": true, "RetrieveProperties": true, "RetrievePropertiesEx": true,
+	"ContinueRetrievePropertiesEx": true, "WaitForUpdatesEx": true, "CurrentTime": true,
+	"CreateContainerView": true, "DestroyView": true, "DestroyPropertyFilter": true, "CreateFilter": true,
+	"QueryChangedDiskAreas": true, "FindByInventoryPath": true, "FindByUuid": true,
+	"HttpNfcLeaseProgress": true, "SessionIsActive": true, "HasPrivilegeOnEntities": true,
+}
+
+// transient classifies an error as worth retrying: network trouble, server
+// busy, or a vSphere fault that says "try again".
+func transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		return se.code >= 500 || se.code == http.StatusTooManyRequests || se.code == http.StatusRequestTimeout
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, errShortBody) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if fault.IsTransientError(err) || fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.HostCommunication{}) {
+		return true
+	}
+	// An injected or proxied "SystemError" often arrives as a bare soap fault.
+	if f := faultOf(err); f != nil {
+		switch f.(type) {
+		case *types.SystemErrorFault, *types.SystemError, *types.HostCommunication, *types.Timedout, *types.RequestCanceled:
+			return true
+		}
+	}
+	return false
+}
+
+// httpStatusError is a non-success HTTP status from the datastore service.
+type httpStatusError struct {
+	code   int
+	status string
+	url    string
+}
+
+func (e *httpStatusError) Error() string { return fmt.Sprintf("%s: %s", e.url, e.status) }
+
+var errShortBody = errors.New("short response body")
+
+// defaultCallTimeout bounds clean-up calls made with a detached context.
+const defaultCallTimeout = 2 * time.Minute

@@ -1,0 +1,110 @@
+package vsphere
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Sentinel errors callers branch on. Errors returned by this package wrap one
+// of these (test with errors.Is) when the condition applies.
+var (
+	// ErrNotFound: the VM, snapshot, disk, datastore or container does not exist.
+	ErrNotFound = errors.New("vsphere: not found")
+	// ErrLogin: the credentials were refused.
+	ErrLogin = errors.New("vsphere: login failed")
+	// ErrToolsUnavailable: a quiesced snapshot was asked for but VMware Tools
+	// is not running in the guest; the caller may retry without quiescing.
+	ErrToolsUnavailable = errors.New("vsphere: VMware Tools unavailable, cannot quiesce")
+	// ErrQuiesceFailed: the guest's quiesce (VSS / sync driver) failed.
+	ErrQuiesceFailed = errors.New("vsphere: guest quiesce failed")
+	// ErrSnapshotFailed: the snapshot task failed for another reason.
+	ErrSnapshotFailed = errors.New("vsphere: snapshot failed")
+	// ErrConsolidation: disks still need consolidation after a snapshot removal.
+	ErrConsolidation = errors.New("vsphere: disk consolidation failed")
+	// ErrCBTReset: the stored change id can no longer be used (revert, resize,
+	// lost ctk file, CBT re-enabled); the caller must fall back to a full read.
+	ErrCBTReset = errors.New("vsphere: changed block tracking was reset")
+	// ErrCBTDisabled: CBT is not enabled on the VM (no change id on the disk).
+	ErrCBTDisabled = errors.New("vsphere: changed block tracking not enabled")
+	// ErrUnsupportedDisk: the disk cannot be read consistently; the error is an
+	// *UnsupportedDiskError carrying the reason.
+	ErrUnsupportedDisk = errors.New("vsphere: unsupported disk")
+	// ErrTransient marks errors the retry policy gave up on after retrying.
+	ErrTransient = errors.New("vsphere: transient failure")
+)
+
+// UnsupportedDiskError says why a disk cannot be backed up or read.
+type UnsupportedDiskError struct {
+	VM     string
+	Disk   int32
+	Reason string
+}
+
+func (e *UnsupportedDiskError) Error() string {
+	return fmt.Sprintf("vsphere: VM %s disk %d unsupported: %s", e.VM, e.Disk, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrUnsupportedDisk) true.
+func (e *UnsupportedDiskError) Unwrap() error { return ErrUnsupportedDisk }
+
+// faultOf extracts the vSphere method fault from a SOAP fault or a task
+// error; nil when err carries none.
+func faultOf(err error) types.BaseMethodFault {
+	if err == nil {
+		return nil
+	}
+	var te task.Error
+	if errors.As(err, &te) && te.LocalizedMethodFault != nil {
+		return te.LocalizedMethodFault.Fault
+	}
+	var pte *task.Error
+	if errors.As(err, &pte) && pte.LocalizedMethodFault != nil {
+		return pte.LocalizedMethodFault.Fault
+	}
+	if soap.IsSoapFault(err) {
+		if f, ok := soap.ToSoapFault(err).VimFault().(types.BaseMethodFault); ok {
+			return f
+		}
+	}
+	if soap.IsVimFault(err) {
+		return soap.ToVimFault(err)
+	}
+	return nil
+}
+
+// isFault reports whether err carries a fault of the same type as target
+// (or one derived from it, as fault.Is understands it).
+func isFault(err error, target types.BaseMethodFault) bool {
+	if err == nil {
+		return false
+	}
+	if fault.Is(err, target) {
+		return true
+	}
+	f := faultOf(err)
+	return f != nil && fmt.Sprintf("%T", f) == fmt.Sprintf("%T", target)
+}
+
+// mapFault wraps err with the sentinel that matches its vSphere fault, keeping
+// the original message for the operator.
+func mapFault(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case isFault(err, &types.ToolsUnavailable{}):
+		return fmt.Errorf("%s: %w: %v", op, ErrToolsUnavailable, err)
+	case isFault(err, &types.ApplicationQuiesceFault{}):
+		return fmt.Errorf("%s: %w: %v", op, ErrQuiesceFailed, err)
+	case isFault(err, &types.ManagedObjectNotFound{}), isFault(err, &types.NotFound{}):
+		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
+	case isFault(err, &types.InvalidLogin{}):
+		return fmt.Errorf("%s: %w: %v", op, ErrLogin, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

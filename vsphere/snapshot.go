@@ -1,0 +1,294 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/progress"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// SnapshotPrefix starts the name of every snapshot vmvault creates. A
+// snapshot is vmvault's only if it also carries the description marker
+// "vmvault:<applianceID>:<unix seconds>" of this appliance.
+const SnapshotPrefix = "vmvault-"
+
+const markerPrefix = "vmvault:"
+
+// VSS backup types (VSS_BACKUP_TYPE) for Windows application quiescing.
+const (
+	VSSFull int32 = 1
+	VSSCopy int32 = 5
+)
+
+// SnapshotOptions controls CreateSnapshot.
+type SnapshotOptions struct {
+	// Name is appended to SnapshotPrefix ("job42-run7").
+	Name string
+	// Quiesce asks the guest to quiesce: VSS for Windows guests, the
+	// file-system sync driver otherwise. Failures come back as
+	// ErrToolsUnavailable or ErrQuiesceFailed; the caller decides whether to
+	// retry crash-consistent.
+	Quiesce bool
+	// QuiesceTimeout is clamped to vSphere's 5–240 minutes (default 15).
+	QuiesceTimeout time.Duration
+	// VSSBackupType is VSSCopy (default: another tool may own log truncation)
+	// or VSSFull.
+	VSSBackupType int32
+	// Progress, if set, receives the task's percent complete.
+	Progress func(percent int32)
+}
+
+// CreateSnapshot takes a snapshot (never with memory) and returns it with the
+// disks as the snapshot sees them.
+func (c *Client) CreateSnapshot(ctx context.Context, vm VMRef, opts SnapshotOptions) (*Snapshot, error) {
+	name := SnapshotPrefix + opts.Name
+	desc := fmt.Sprintf("%s%s:%d", markerPrefix, c.cfg.ApplianceID, time.Now().Unix())
+	var qs types.BaseVirtualMachineGuestQuiesceSpec
+	if opts.Quiesce {
+		mins := int32(opts.QuiesceTimeout / time.Minute)
+		if mins == 0 {
+			mins = 15
+		}
+		mins = max(5, min(240, mins))
+		var v mo.VirtualMachine
+		if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"guest.guestFamily"}, &v); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", vm.Name, err)
+		}
+		if v.Guest != nil && v.Guest.GuestFamily == string(types.VirtualMachineGuestOsFamilyWindowsGuest) {
+			bt := opts.VSSBackupType
+			if bt == 0 {
+				bt = VSSCopy
+			}
+			qs = &types.VirtualMachineWindowsQuiesceSpec{
+				VirtualMachineGuestQuiesceSpec: types.VirtualMachineGuestQuiesceSpec{Timeout: mins},
+				VssBackupType:                  bt,
+				VssBootableSystemState:         types.NewBool(true),
+				VssPartialFileSupport:          types.NewBool(false),
+				VssBackupContext:               string(types.VirtualMachineWindowsQuiesceSpecVssBackupContextCtx_backup),
+			}
+		} else {
+			qs = &types.VirtualMachineGuestQuiesceSpec{Timeout: mins}
+		}
+	}
+	res, err := methods.CreateSnapshotEx_Task(ctx, c.vim, &types.CreateSnapshotEx_Task{
+		This: vmMoRef(vm), Name: name, Description: desc, Memory: false, QuiesceSpec: qs,
+	})
+	if err != nil {
+		return nil, snapshotError(vm, err)
+	}
+	info, err := c.waitTask(ctx, res.Returnval, opts.Progress)
+	if err != nil {
+		return nil, snapshotError(vm, err)
+	}
+	ref, ok := info.Result.(types.ManagedObjectReference)
+	if !ok {
+		return nil, fmt.Errorf("snapshot %s: task returned %T, not a snapshot: %w", vm.Name, info.Result, ErrSnapshotFailed)
+	}
+	return c.Snapshot(ctx, vm, ref.Value)
+}
+
+func snapshotError(vm VMRef, err error) error {
+	m := mapFault("snapshot "+vm.Name, err)
+	if m != nil && !isSentinel(m) {
+		return fmt.Errorf("%w: %w", ErrSnapshotFailed, m)
+	}
+	return m
+}
+
+func isSentinel(err error) bool {
+	for _, s := range []error{ErrToolsUnavailable, ErrQuiesceFailed, ErrNotFound, ErrLogin} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitTask waits for a task and returns its info; a task error keeps its
+// vSphere fault so mapFault can classify it.
+func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference, onProgress func(int32)) (*types.TaskInfo, error) {
+	t := object.NewTask(c.vim, ref)
+	if onProgress != nil {
+		return t.WaitForResult(ctx, &progressSink{fn: onProgress})
+	}
+	return t.WaitForResult(ctx)
+}
+
+// Snapshot reads one snapshot of a VM: its tree entry and its disks.
+func (c *Client) Snapshot(ctx context.Context, vm VMRef, moref string) (*Snapshot, error) {
+	sref := types.ManagedObjectReference{Type: "VirtualMachineSnapshot", Value: moref}
+	var v mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"name", "config.instanceUuid", "snapshot"}, &v); err != nil {
+		return nil, fmt.Errorf("snapshot %s of %s: %w", moref, vm.MoRef, err)
+	}
+	if vm.Name == "" {
+		vm.Name = v.Name
+	}
+	if vm.InstanceUUID == "" && v.Config != nil {
+		vm.InstanceUUID = v.Config.InstanceUuid
+	}
+	var tree, parent *types.VirtualMachineSnapshotTree
+	if v.Snapshot != nil {
+		tree, parent = findTree(v.Snapshot.RootSnapshotList, sref, nil)
+	}
+	if tree == nil {
+		return nil, fmt.Errorf("snapshot %s of %s: %w", moref, vm.Name, ErrNotFound)
+	}
+	var s mo.VirtualMachineSnapshot
+	if err := c.retrieveOne(ctx, sref, []string{"config.hardware.device", "config.keyId"}, &s); err != nil {
+		return nil, fmt.Errorf("snapshot %s of %s: %w", moref, vm.Name, err)
+	}
+	snap := &Snapshot{MoRef: moref, VM: vm, Name: tree.Name, Description: tree.Description, Created: tree.CreateTime, Quiesced: tree.Quiesced}
+	if parent != nil {
+		snap.Parent = parent.Snapshot.Value
+	}
+	snap.Disks = disksFrom(s.Config.Hardware.Device, s.Config.KeyId != nil)
+	return snap, nil
+}
+
+// findTree returns the tree entry of ref and of its parent (nil for a root).
+func findTree(list []types.VirtualMachineSnapshotTree, ref types.ManagedObjectReference, parent *types.VirtualMachineSnapshotTree) (*types.VirtualMachineSnapshotTree, *types.VirtualMachineSnapshotTree) {
+	for i := range list {
+		if list[i].Snapshot == ref {
+			return &list[i], parent
+		}
+		if t, p := findTree(list[i].ChildSnapshotList, ref, &list[i]); t != nil {
+			return t, p
+		}
+	}
+	return nil, nil
+}
+
+// RemoveSnapshot removes one snapshot (never its children), asks vSphere to
+// consolidate, and runs a consolidation when the VM still needs one.
+func (c *Client) RemoveSnapshot(ctx context.Context, vm VMRef, moref string) error {
+	consolidate := true
+	res, err := methods.RemoveSnapshot_Task(ctx, c.vim, &types.RemoveSnapshot_Task{
+		This: types.ManagedObjectReference{Type: "VirtualMachineSnapshot", Value: moref}, RemoveChildren: false, Consolidate: &consolidate,
+	})
+	if err != nil {
+		return mapFault(fmt.Sprintf("remove snapshot %s of %s", moref, vm.Name), err)
+	}
+	if _, err := c.waitTask(ctx, res.Returnval, nil); err != nil {
+		return mapFault(fmt.Sprintf("remove snapshot %s of %s", moref, vm.Name), err)
+	}
+	var v mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"runtime.consolidationNeeded"}, &v); err != nil {
+		return fmt.Errorf("remove snapshot %s of %s: consolidation check: %w", moref, vm.Name, err)
+	}
+	if v.Runtime.ConsolidationNeeded {
+		cres, err := methods.ConsolidateVMDisks_Task(ctx, c.vim, &types.ConsolidateVMDisks_Task{This: vmMoRef(vm)})
+		if err == nil {
+			_, err = c.waitTask(ctx, cres.Returnval, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("remove snapshot %s of %s: %w: %v", moref, vm.Name, ErrConsolidation, err)
+		}
+	}
+	return nil
+}
+
+// SnapshotEntry is a snapshot as listed in a VM's snapshot tree.
+type SnapshotEntry struct {
+	MoRef       string    `json:"moref"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Created     time.Time `json:"created"`
+	Quiesced    bool      `json:"quiesced"`
+	Ours        bool      `json:"ours"` // created by this appliance
+}
+
+// Snapshots lists a VM's snapshots, depth first.
+func (c *Client) Snapshots(ctx context.Context, vm VMRef) ([]SnapshotEntry, error) {
+	var v mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"snapshot"}, &v); err != nil {
+		return nil, fmt.Errorf("snapshots of %s: %w", vm.Name, err)
+	}
+	var out []SnapshotEntry
+	var walk func([]types.VirtualMachineSnapshotTree)
+	walk = func(l []types.VirtualMachineSnapshotTree) {
+		for _, t := range l {
+			out = append(out, SnapshotEntry{
+				MoRef: t.Snapshot.Value, Name: t.Name, Description: t.Description, Created: t.CreateTime,
+				Quiesced: t.Quiesced, Ours: c.isOurs(t.Name, t.Description),
+			})
+			walk(t.ChildSnapshotList)
+		}
+	}
+	if v.Snapshot != nil {
+		walk(v.Snapshot.RootSnapshotList)
+	}
+	return out, nil
+}
+
+// isOurs: prefix AND this appliance's marker; anything else is the user's.
+func (c *Client) isOurs(name, desc string) bool {
+	if !strings.HasPrefix(name, SnapshotPrefix) {
+		return false
+	}
+	rest, ok := strings.CutPrefix(desc, markerPrefix+c.cfg.ApplianceID+":")
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseInt(rest, 10, 64)
+	return err == nil
+}
+
+// RemoveStaleSnapshots removes this appliance's snapshots of vm that were
+// created before `before` (left by a crash) and returns what it removed.
+// User snapshots — anything without both the prefix and this appliance's
+// marker — are never touched.
+func (c *Client) RemoveStaleSnapshots(ctx context.Context, vm VMRef, before time.Time) ([]SnapshotEntry, error) {
+	list, err := c.Snapshots(ctx, vm)
+	if err != nil {
+		return nil, err
+	}
+	var removed []SnapshotEntry
+	for _, s := range list {
+		if !s.Ours || !s.Created.Before(before) {
+			continue
+		}
+		if err := c.RemoveSnapshot(ctx, vm, s.MoRef); err != nil {
+			return removed, fmt.Errorf("remove stale snapshot %q: %w", s.Name, err)
+		}
+		removed = append(removed, s)
+	}
+	return removed, nil
+}
+
+func (c *Client) retrieveOne(ctx context.Context, ref types.ManagedObjectReference, props []string, dst any) error {
+	ocs, err := c.retrieve(ctx, types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: ref}},
+		PropSet:   []types.PropertySpec{{Type: ref.Type, PathSet: props}},
+	})
+	if err != nil {
+		return err
+	}
+	if len(ocs) == 0 {
+		return fmt.Errorf("%s: %w", ref, ErrNotFound)
+	}
+	if err := mo.LoadObjectContent(ocs, dst); err != nil {
+		return fmt.Errorf("decode %s: %w", ref, err)
+	}
+	return nil
+}
+
+type progressSink struct{ fn func(int32) }
+
+func (s *progressSink) Sink() chan<- progress.Report {
+	ch := make(chan progress.Report)
+	go func() {
+		for p := range ch {
+			s.fn(int32(p.Percentage()))
+		}
+	}()
+	return ch
+}
