@@ -1,0 +1,405 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CheckOptions select the depth of Check.
+type CheckOptions struct {
+	ReadData bool // read, decrypt, decompress and verify every blob
+}
+
+// DiskRef names one disk of a restore point.
+type DiskRef struct {
+	Point string `json:"point"`
+	Disk  int    `json:"disk"`
+}
+
+// Problem is one finding of Check.
+type Problem struct {
+	Kind    string    `json:"kind"` // see the problem kinds below
+	Pack    string    `json:"pack,omitempty"`
+	Blob    string    `json:"blob,omitempty"`
+	Message string    `json:"message"`
+	Points  []string  `json:"points,omitempty"` // restore points affected
+	Disks   []DiskRef `json:"disks,omitempty"`  // disks affected
+}
+
+// Problem kinds.
+const (
+	ProblemMissingPack   = "missing-pack"   // catalog lists a pack that is not on disk
+	ProblemBadPack       = "bad-pack"       // pack size or header does not match the catalog
+	ProblemUnindexedPack = "unindexed-pack" // pack file whose header cannot be read
+	ProblemMissingBlob   = "missing-blob"   // a point references a blob that is not indexed
+	ProblemCorruptBlob   = "corrupt-blob"   // a blob failed verification
+	ProblemBadPoint      = "bad-point"      // commit record, manifest or disk map unreadable
+	ProblemCatalog       = "catalog"        // catalog disagrees with commit records
+)
+
+func (p Problem) String() string {
+	s := p.Kind + ": " + p.Message
+	if len(p.Points) > 0 {
+		s += fmt.Sprintf(" (restore points: %v)", p.Points)
+	}
+	return s
+}
+
+// CheckReport is the result of Check.
+type CheckReport struct {
+	Problems  []Problem `json:"problems"`
+	Points    int       `json:"points"`
+	Packs     int       `json:"packs"`
+	Blobs     int       `json:"blobs"`
+	BlobsRead int64     `json:"blobs_read"`
+	BytesRead int64     `json:"bytes_read"`
+}
+
+// Clean reports whether Check found no problem.
+func (c *CheckReport) Clean() bool { return len(c.Problems) == 0 }
+
+// DamagedPoints lists the restore points named by any problem.
+func (c *CheckReport) DamagedPoints() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range c.Problems {
+		for _, id := range p.Points {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type checker struct {
+	r       *Repository
+	rep     *CheckReport
+	bad     map[ID]int // blob -> index into rep.Problems
+	touched map[int]map[string]bool
+}
+
+func (c *checker) problem(p Problem) int {
+	c.rep.Problems = append(c.rep.Problems, p)
+	return len(c.rep.Problems) - 1
+}
+
+func (c *checker) attach(i int, point string, disk int) {
+	p := &c.rep.Problems[i]
+	if c.touched[i] == nil {
+		c.touched[i] = map[string]bool{}
+	}
+	if !c.touched[i][point] {
+		c.touched[i][point] = true
+		p.Points = append(p.Points, point)
+	}
+	if disk >= 0 {
+		key := fmt.Sprintf("%s/%d", point, disk)
+		if !c.touched[i][key] {
+			c.touched[i][key] = true
+			p.Disks = append(p.Disks, DiskRef{Point: point, Disk: disk})
+		}
+	}
+}
+
+// blobProblem records (once) a problem about a blob and attaches a point.
+func (c *checker) blobProblem(id ID, kind, pack, msg, point string, disk int) {
+	i, ok := c.bad[id]
+	if !ok {
+		i = c.problem(Problem{Kind: kind, Blob: id.String(), Pack: pack, Message: msg})
+		c.bad[id] = i
+	}
+	if point != "" {
+		c.attach(i, point, disk)
+	}
+}
+
+// Check verifies the repository: catalog vs packs vs commit records and
+// manifests; with ReadData, every blob is read and verified. Bad blobs are
+// reported with exactly the restore points (and disks) that reference them.
+func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func(Progress)) (*CheckReport, error) {
+	c := &checker{r: r, rep: &CheckReport{}, bad: map[ID]int{}, touched: map[int]map[string]bool{}}
+	report := func(phase string, done, total int64) {
+		if progress != nil {
+			progress(Progress{Phase: phase, Done: done, Total: total})
+		}
+	}
+	// Catalog snapshot.
+	packs := map[packID]packInfo{}
+	perPack := map[packID]uint32{}
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
+			pi, err := decodePackInfo(v)
+			if err != nil {
+				return err
+			}
+			packs[packID(k)] = pi
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+			l, err := decodeBlobLoc(v)
+			if err != nil {
+				return err
+			}
+			perPack[l.Pack]++
+			c.rep.Blobs++
+			return nil
+		})
+	}); err != nil {
+		return nil, fmt.Errorf("check: read catalog: %w", err)
+	}
+	c.rep.Packs = len(packs)
+	onDisk, err := r.listPackFiles()
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	r.mu.Lock()
+	for id := range r.openPacks {
+		delete(onDisk, id)
+	}
+	r.mu.Unlock()
+	badPacks := map[packID]string{}
+	ids := make([]packID, 0, len(packs))
+	for id := range packs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+	for n, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		report("packs", int64(n+1), int64(len(ids)))
+		pi := packs[id]
+		size, ok := onDisk[id]
+		delete(onDisk, id)
+		if !ok {
+			badPacks[id] = "pack file is missing"
+			c.problem(Problem{Kind: ProblemMissingPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is in the catalog but not on disk", id)})
+			continue
+		}
+		if uint64(size) != pi.Size {
+			badPacks[id] = "pack size mismatch"
+			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d", id, size, pi.Size)})
+			continue
+		}
+		entries, _, err := r.readPackHeader(id)
+		if err != nil {
+			badPacks[id] = "pack header unreadable"
+			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v", id, err)})
+			continue
+		}
+		if msg := r.comparePack(id, entries, perPack[id]); msg != "" {
+			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %s", id, msg)})
+		}
+		if opts.ReadData {
+			if err := c.readPack(ctx, id, size, entries); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for id := range onDisk {
+		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it)", id)})
+	}
+	if len(badPacks) > 0 {
+		// Every blob of a lost pack is lost.
+		if err := r.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+				l, err := decodeBlobLoc(v)
+				if err == nil {
+					if why, ok := badPacks[l.Pack]; ok {
+						c.blobProblem(ID(k), ProblemCorruptBlob, l.Pack.String(), fmt.Sprintf("blob %s: %s", ID(k), why), "", -1)
+					}
+				}
+				return nil
+			})
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.checkPoints(ctx, report); err != nil {
+		return nil, err
+	}
+	return c.rep, nil
+}
+
+// comparePack checks a pack header against the catalog.
+func (r *Repository) comparePack(id packID, entries []packEntry, catalogCount uint32) string {
+	var msg string
+	var pointing uint32
+	_ = r.db.View(func(tx *bolt.Tx) error {
+		for _, e := range entries {
+			l, ok := lookupTx(tx, e.ID)
+			if !ok {
+				msg = fmt.Sprintf("blob %s is not in the catalog", e.ID)
+				return nil
+			}
+			if l.Pack != id {
+				continue // a duplicate copy; the catalog uses another pack
+			}
+			pointing++
+			if l.Offset != e.Offset || l.StoredLen != e.StoredLen || l.RawLen != e.RawLen || l.Type != e.Type || l.Flags != e.Flags {
+				msg = fmt.Sprintf("blob %s: catalog entry differs from the pack header", e.ID)
+				return nil
+			}
+		}
+		return nil
+	})
+	if msg == "" && pointing != catalogCount {
+		msg = fmt.Sprintf("catalog has %d blobs in this pack, header lists %d", catalogCount, pointing)
+	}
+	return msg
+}
+
+// readPack reads a whole pack sequentially and verifies every blob.
+func (c *checker) readPack(ctx context.Context, id packID, size int64, entries []packEntry) error {
+	r := c.r
+	f, err := os.Open(r.packPath(id))
+	if err != nil {
+		c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: err.Error()})
+		return nil
+	}
+	defer f.Close()
+	var buf, plain []byte
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if cap(buf) < int(e.StoredLen) {
+			buf = make([]byte, e.StoredLen)
+		}
+		buf = buf[:e.StoredLen]
+		if _, err := f.ReadAt(buf, int64(e.Offset)); err != nil {
+			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), fmt.Sprintf("blob %s in pack %s: %v", e.ID, id, err), "", -1)
+			continue
+		}
+		c.rep.BlobsRead++
+		c.rep.BytesRead += int64(e.StoredLen)
+		b, err := r.codec.decode(plain, e, buf)
+		if err != nil {
+			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), (&CorruptBlobError{Blob: e.ID, Pack: id.String(), Err: err}).Error(), "", -1)
+			continue
+		}
+		plain = b
+	}
+	return nil
+}
+
+// checkPoints walks every restore point: record, manifest, config, maps and
+// the index entries of every referenced blob.
+func (c *checker) checkPoints(ctx context.Context, report func(string, int64, int64)) error {
+	r := c.r
+	pts, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	c.rep.Points = len(pts)
+	inCat := map[string]bool{}
+	for n, p := range pts {
+		inCat[p.ID] = true
+		report("points", int64(n+1), int64(len(pts)))
+		pid, _ := ParseID(p.ID)
+		rec, err := r.readRecord(pid)
+		if err != nil {
+			i := c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("restore point %s: commit record: %v", p.ID, err)})
+			c.attach(i, p.ID, -1)
+			continue
+		}
+		if rec.Locked != p.Locked {
+			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: lock state differs between catalog and commit record", p.ID)})
+			c.attach(i, p.ID, -1)
+		}
+		if _, err := r.loadPointFromFiles(ctx, pid); err != nil {
+			c.blobError(err, pid, p.ID, -1, "manifest")
+			continue
+		}
+		if !p.ConfigID.IsZero() {
+			c.checkRef(p.ConfigID, 0, p.ID, -1)
+		}
+		for di, d := range p.Disks {
+			if err := c.checkMap(ctx, p.ID, di, d.Map); err != nil {
+				return err
+			}
+		}
+	}
+	ents, err := os.ReadDir(r.dir + "/points")
+	if err == nil {
+		for _, e := range ents {
+			if id, err := ParseID(e.Name()); err == nil && !inCat[id.String()] {
+				c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("commit record %s is not in the catalog (its manifest may be unreadable)", id), Points: []string{id.String()}})
+			}
+		}
+	}
+	return nil
+}
+
+// blobError turns a load error into a problem attached to a point.
+func (c *checker) blobError(err error, id ID, point string, disk int, what string) {
+	var cb *CorruptBlobError
+	if errors.As(err, &cb) {
+		c.blobProblem(cb.Blob, ProblemCorruptBlob, cb.Pack, cb.Error(), point, disk)
+		return
+	}
+	if errors.Is(err, ErrNotFound) {
+		c.blobProblem(id, ProblemMissingBlob, "", fmt.Sprintf("%s blob %s is not in the repository", what, id), point, disk)
+		return
+	}
+	i := c.problem(Problem{Kind: ProblemBadPoint, Blob: id.String(), Message: fmt.Sprintf("restore point %s: %s %s: %v", point, what, id, err)})
+	c.attach(i, point, disk)
+}
+
+func (c *checker) checkRef(id ID, length int64, point string, disk int) {
+	if _, ok := c.bad[id]; ok {
+		c.blobProblem(id, "", "", "", point, disk)
+		return
+	}
+	loc, ok, err := c.r.lookup(id)
+	if err != nil || !ok {
+		c.blobProblem(id, ProblemMissingBlob, "", fmt.Sprintf("blob %s is not in the repository", id), point, disk)
+		return
+	}
+	if length > 0 && int64(loc.RawLen) != length {
+		c.blobProblem(id, ProblemCorruptBlob, loc.Pack.String(), fmt.Sprintf("blob %s is %d bytes, disk map says %d", id, loc.RawLen, length), point, disk)
+	}
+}
+
+func (c *checker) checkMap(ctx context.Context, point string, disk int, root ID) error {
+	r := c.r
+	if _, ok := c.bad[root]; ok {
+		c.blobProblem(root, "", "", "", point, disk)
+		return nil
+	}
+	dr, err := r.loadRoot(ctx, root)
+	if err != nil {
+		c.blobError(err, root, point, disk, "disk map root")
+		return ctx.Err()
+	}
+	for _, ref := range dr.Segs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, ok := c.bad[ref.ID]; ok {
+			c.blobProblem(ref.ID, "", "", "", point, disk)
+			continue
+		}
+		s, err := r.loadSegment(ctx, ref)
+		if err != nil {
+			c.blobError(err, ref.ID, point, disk, "disk map segment")
+			continue
+		}
+		for _, e := range s.Extents {
+			if !e.Zero {
+				c.checkRef(e.ID, e.Length, point, disk)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package repository
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// ChunkerConfig is stored in the config; the repository only validates it,
+// the caller's chunker uses it.
+type ChunkerConfig struct {
+	Algorithm  string `json:"algorithm"` // "cdc" | "fixed"
+	Polynomial uint64 `json:"polynomial"`
+	MinSize    int    `json:"min_size"`
+	AvgSize    int    `json:"avg_size"`
+	MaxSize    int    `json:"max_size"`
+}
+
+// Validate checks that the sizes are sane.
+func (c ChunkerConfig) Validate() error {
+	switch c.Algorithm {
+	case "cdc":
+		if c.Polynomial == 0 {
+			return errors.New("chunker: cdc needs a polynomial")
+		}
+		if c.MinSize <= 0 || c.MinSize > c.AvgSize || c.AvgSize > c.MaxSize || c.MaxSize > MaxBlobSize {
+			return fmt.Errorf("chunker: need 0 < min %d <= avg %d <= max %d <= %d", c.MinSize, c.AvgSize, c.MaxSize, MaxBlobSize)
+		}
+	case "fixed":
+		if c.AvgSize <= 0 || c.AvgSize > MaxBlobSize || c.MinSize < 0 || c.MaxSize < 0 || c.MaxSize > MaxBlobSize {
+			return fmt.Errorf("chunker: fixed size %d must be in (0, %d]", c.AvgSize, MaxBlobSize)
+		}
+	default:
+		return fmt.Errorf("chunker: unknown algorithm %q (want cdc or fixed)", c.Algorithm)
+	}
+	return nil
+}
+
+// KDFParams are Argon2id parameters; the zero value means the defaults.
+type KDFParams struct {
+	Time      uint32 `json:"time"`
+	MemoryKiB uint32 `json:"memory_kib"`
+	Threads   uint8  `json:"threads"`
+}
+
+// DefaultKDF is used when InitOptions.KDF is zero (about 0.3 s on 2 cores).
+var DefaultKDF = KDFParams{Time: 3, MemoryKiB: 64 << 10, Threads: 2}
+
+// DefaultPackSize is the target pack size when InitOptions.PackSize is 0.
+const DefaultPackSize = 32 << 20
+
+// InitOptions configure a new repository.
+type InitOptions struct {
+	NoEncryption bool // encryption is ON unless this is set explicitly
+	Chunker      ChunkerConfig
+	KDF          KDFParams
+	PackSize     int // 0 = DefaultPackSize
+}
+
+// FormatVersion is the repository format version (major.minor).
+type FormatVersion struct {
+	Major int `json:"major"`
+	Minor int `json:"minor"`
+}
+
+func (v FormatVersion) String() string { return fmt.Sprintf("v%d.%d", v.Major, v.Minor) }
+
+// Config describes an open repository.
+type Config struct {
+	ID          string        `json:"id"`
+	Version     FormatVersion `json:"version"`
+	Created     time.Time     `json:"created"`
+	Chunker     ChunkerConfig `json:"chunker"`
+	Encrypted   bool          `json:"encrypted"`
+	PackSize    int           `json:"pack_size"`
+	Compression string        `json:"compression"`
+}
+
+// configFile is the JSON stored in <dir>/config (FORMAT.md "Config").
+type configFile struct {
+	Format      string          `json:"format"`
+	Version     FormatVersion   `json:"version"`
+	ID          string          `json:"id"`
+	Created     time.Time       `json:"created"`
+	Chunker     ChunkerConfig   `json:"chunker"`
+	PackSize    int             `json:"pack_size"`
+	Compression string          `json:"compression"`
+	Encryption  *encryptionFile `json:"encryption,omitempty"`
+}
+
+type encryptionFile struct {
+	Cipher     string  `json:"cipher"` // "aes-256-gcm"
+	IDMAC      string  `json:"id_mac"` // "hmac-sha256"
+	KDF        kdfFile `json:"kdf"`
+	WrappedKey []byte  `json:"wrapped_key"` // nonce(12) || AES-256-GCM(kek, 64-byte master key)
+}
+
+type kdfFile struct {
+	Name string `json:"name"` // "argon2id"
+	KDFParams
+	Salt []byte `json:"salt"`
+}
+
+const formatName = "vmvault repository"
+
+func keyAD(repoID string) []byte { return append(append([]byte(nil), magicKey[:]...), repoID...) }
+
+func deriveKEK(password []byte, k kdfFile) []byte {
+	return argon2.IDKey(password, k.Salt, k.Time, k.MemoryKiB, k.Threads, 32)
+}
+
+// Init creates a repository in dir, which must be absent or empty.
+func Init(ctx context.Context, dir string, password []byte, opts InitOptions) error {
+	if err := opts.Chunker.Validate(); err != nil {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	if opts.PackSize == 0 {
+		opts.PackSize = DefaultPackSize
+	}
+	if opts.PackSize < 1<<10 || opts.PackSize > 1<<30 {
+		return fmt.Errorf("init %s: pack size %d out of range [1 KiB, 1 GiB]", dir, opts.PackSize)
+	}
+	if !opts.NoEncryption && len(password) == 0 {
+		return fmt.Errorf("init %s: an encrypted repository needs a passphrase", dir)
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("init %s: %w", dir, ErrNotEmpty)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("init %s: %w", dir, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var rid [16]byte
+	if _, err := rand.Read(rid[:]); err != nil {
+		return fmt.Errorf("init: random: %w", err)
+	}
+	cf := configFile{
+		Format:      formatName,
+		Version:     FormatVersion{FormatMajor, FormatMinor},
+		ID:          hex.EncodeToString(rid[:]),
+		Created:     time.Now().UTC().Truncate(time.Second),
+		Chunker:     opts.Chunker,
+		PackSize:    opts.PackSize,
+		Compression: "zstd",
+	}
+	if !opts.NoEncryption {
+		kdf := opts.KDF
+		if kdf == (KDFParams{}) {
+			kdf = DefaultKDF
+		}
+		if kdf.Time == 0 || kdf.Threads == 0 || kdf.MemoryKiB < 8*uint32(kdf.Threads) {
+			return fmt.Errorf("init: bad argon2id parameters %+v", kdf)
+		}
+		k := kdfFile{Name: "argon2id", KDFParams: kdf, Salt: make([]byte, 32)}
+		master := make([]byte, 64)
+		if _, err := rand.Read(k.Salt); err != nil {
+			return err
+		}
+		if _, err := rand.Read(master); err != nil {
+			return err
+		}
+		wrapped, err := wrapKey(deriveKEK(password, k), master, keyAD(cf.ID))
+		if err != nil {
+			return err
+		}
+		cf.Encryption = &encryptionFile{Cipher: "aes-256-gcm", IDMAC: "hmac-sha256", KDF: k, WrappedKey: wrapped}
+	}
+	b, err := json.MarshalIndent(cf, "", "  ")
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "packs"), filepath.Join(dir, "points"), filepath.Join(dir, "locks")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
+	}
+	// config is written last: a directory without config is not a repository.
+	if err := writeFileAtomic(filepath.Join(dir, "config"), append(b, '\n'), true); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	return nil
+}
+
+func wrapKey(kek, master, ad []byte) ([]byte, error) {
+	block, err := aes.NewCipher(kek)
+	if err != nil {
+		return nil, err
+	}
+	g, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, gcmNonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return g.Seal(nonce, nonce, master, ad), nil
+}
+
+func unwrapKey(kek, wrapped, ad []byte) ([]byte, error) {
+	block, err := aes.NewCipher(kek)
+	if err != nil {
+		return nil, err
+	}
+	g, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if len(wrapped) != gcmNonceSize+64+gcmTagSize {
+		return nil, formatErr("config", "wrapped key has %d bytes", len(wrapped))
+	}
+	m, err := g.Open(nil, wrapped[:gcmNonceSize], wrapped[gcmNonceSize:], ad)
+	if err != nil {
+		return nil, ErrWrongPassword
+	}
+	return m, nil
+}
+
+// decodeConfig parses and validates config bytes; a newer major version is
+// refused before anything else is interpreted.
+func decodeConfig(b []byte) (configFile, error) {
+	var cf configFile
+	var head struct {
+		Format  string        `json:"format"`
+		Version FormatVersion `json:"version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return cf, formatErr("config", "%v", err)
+	}
+	if head.Format != formatName {
+		return cf, formatErr("config", "format %q is not %q", head.Format, formatName)
+	}
+	if head.Version.Major > FormatMajor {
+		return cf, fmt.Errorf("%w: repository format %s is newer than this vmvault supports (%s); upgrade vmvault",
+			ErrNewerFormat, head.Version, FormatVersion{FormatMajor, FormatMinor})
+	}
+	if head.Version.Major < 1 {
+		return cf, formatErr("config", "unsupported version %s", head.Version)
+	}
+	if err := json.Unmarshal(b, &cf); err != nil {
+		return cf, formatErr("config", "%v", err)
+	}
+	if len(cf.ID) != 32 {
+		return cf, formatErr("config", "bad repository id %q", cf.ID)
+	}
+	if _, err := hex.DecodeString(cf.ID); err != nil {
+		return cf, formatErr("config", "bad repository id %q", cf.ID)
+	}
+	if err := cf.Chunker.Validate(); err != nil {
+		return cf, formatErr("config", "%v", err)
+	}
+	if cf.PackSize < 1<<10 || cf.PackSize > 1<<30 {
+		return cf, formatErr("config", "pack size %d out of range", cf.PackSize)
+	}
+	if cf.Compression != "zstd" {
+		return cf, formatErr("config", "unknown compression %q", cf.Compression)
+	}
+	if e := cf.Encryption; e != nil {
+		if e.Cipher != "aes-256-gcm" || e.IDMAC != "hmac-sha256" || e.KDF.Name != "argon2id" {
+			return cf, formatErr("config", "unsupported encryption %s/%s/%s", e.Cipher, e.IDMAC, e.KDF.Name)
+		}
+		if e.KDF.Time == 0 || e.KDF.Time > 100 || e.KDF.Threads == 0 || e.KDF.MemoryKiB < 8*uint32(e.KDF.Threads) ||
+			e.KDF.MemoryKiB > 4<<20 || len(e.KDF.Salt) < 16 {
+			return cf, formatErr("config", "bad argon2id parameters")
+		}
+	}
+	return cf, nil
+}
+
+func (cf configFile) public() Config {
+	return Config{ID: cf.ID, Version: cf.Version, Created: cf.Created, Chunker: cf.Chunker,
+		Encrypted: cf.Encryption != nil, PackSize: cf.PackSize, Compression: cf.Compression}
+}

@@ -1,0 +1,23 @@
+// Package repository is vmvault's deduplication store: immutable pack files
+// holding compressed (zstd) and, by default, encrypted (AES-256-GCM) blobs,
+// a rebuildable bbolt catalog (index.db), disk maps stored as
+// content-addressed segments under a Merkle root, restore point manifests,
+// and the maintenance operations (check, reclaim, recatalog, stats).
+//
+// Truth lives in files: packs (each ends with a header listing its blobs) and
+// one tiny commit record per restore point under points/. index.db is a cache
+// that Recatalog rebuilds from those files alone. The exact bytes are
+// documented in FORMAT.md; the write order (pack -> fsync -> rename -> fsync
+// dir -> index transaction -> commit record last) is the crash-safety
+// contract.
+//
+// Concurrency: a Repository is goroutine-safe. Sessions share a small pool of
+// open pack files; blobs are hashed, compressed and sealed in the calling
+// goroutine and only the append happens under a short per-pack lock. Reclaim
+// may run while sessions write: blobs any open session has used are part of
+// the live set, condemned blobs are invisible to deduplication, and deletion
+// waits (a barrier) for every session that started before the condemn step.
+//
+// This package imports nothing of vmvault's except its own subpackages; in
+// particular it never imports vsphere, backup or dedup.
+package repository

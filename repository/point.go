@@ -1,0 +1,280 @@
+package repository
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// VMIdentity names the protected VM.
+type VMIdentity struct {
+	Name         string `json:"name"`
+	MoRef        string `json:"moref,omitempty"`
+	InstanceUUID string `json:"instance_uuid,omitempty"`
+	VCenter      string `json:"vcenter,omitempty"`
+}
+
+// DiskStats are per-disk backup figures recorded in the manifest.
+type DiskStats struct {
+	LogicalBytes   int64  `json:"logical_bytes"`
+	AllocatedBytes int64  `json:"allocated_bytes"`
+	BytesRead      int64  `json:"bytes_read"`
+	NewBytes       int64  `json:"new_bytes"`
+	StoredBytes    int64  `json:"stored_bytes"`
+	Mode           string `json:"mode,omitempty"`
+}
+
+// NewDisk is one disk of a restore point being committed.
+type NewDisk struct {
+	Key      int32     `json:"key"`
+	Label    string    `json:"label"`
+	Capacity int64     `json:"capacity"`
+	Map      ID        `json:"map"`
+	ChangeID string    `json:"change_id,omitempty"`
+	Stats    DiskStats `json:"stats"`
+}
+
+// Disk is a committed disk (same fields as NewDisk).
+type Disk = NewDisk
+
+// NewPoint describes a restore point to commit.
+type NewPoint struct {
+	VM          VMIdentity
+	Time        time.Time
+	Parent      string
+	Consistency string
+	Config      []byte // opaque VM configuration, stored as a blob
+	Disks       []NewDisk
+	Warnings    []string
+	Partial     bool
+	Tags        map[string]string
+}
+
+// Point is a committed restore point.
+type Point struct {
+	ID           string            `json:"id"`
+	VM           VMIdentity        `json:"vm"`
+	Time         time.Time         `json:"time"`
+	Parent       string            `json:"parent,omitempty"`
+	Consistency  string            `json:"consistency,omitempty"`
+	Disks        []Disk            `json:"disks"`
+	Warnings     []string          `json:"warnings,omitempty"`
+	Partial      bool              `json:"partial"`
+	Locked       bool              `json:"locked"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	LogicalBytes int64             `json:"logical_bytes"`
+	ConfigID     ID                `json:"config_id"`
+}
+
+// manifest is the JSON body of a manifest blob (FORMAT.md "Manifest").
+type manifest struct {
+	VM          VMIdentity        `json:"vm"`
+	Time        time.Time         `json:"time"`
+	Parent      string            `json:"parent,omitempty"`
+	Consistency string            `json:"consistency,omitempty"`
+	Config      ID                `json:"config"`
+	Disks       []Disk            `json:"disks"`
+	Warnings    []string          `json:"warnings,omitempty"`
+	Partial     bool              `json:"partial,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+}
+
+func encodeManifest(m manifest) ([]byte, error) {
+	j, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte(nil), magicManifest[:]...), j...), nil
+}
+
+func decodeManifest(b []byte) (manifest, error) {
+	var m manifest
+	if len(b) < 8 || !bytes.Equal(b[:8], magicManifest[:]) {
+		return m, formatErr("manifest", "bad magic")
+	}
+	if err := json.Unmarshal(b[8:], &m); err != nil {
+		return m, formatErr("manifest", "%v", err)
+	}
+	if m.Disks == nil {
+		m.Disks = []Disk{}
+	}
+	for i, d := range m.Disks {
+		if d.Map.IsZero() || d.Capacity < 0 {
+			return m, formatErr("manifest", "disk %d: missing map or negative capacity", i)
+		}
+	}
+	return m, nil
+}
+
+func pointFrom(id ID, m manifest, locked bool) Point {
+	p := Point{ID: id.String(), VM: m.VM, Time: m.Time, Parent: m.Parent, Consistency: m.Consistency,
+		Disks: m.Disks, Warnings: m.Warnings, Partial: m.Partial, Locked: locked, Tags: m.Tags, ConfigID: m.Config}
+	for _, d := range m.Disks {
+		p.LogicalBytes += d.Capacity
+	}
+	return p
+}
+
+func (r *Repository) recordPath(id ID) string { return filepath.Join(r.dir, "points", id.String()) }
+
+func (r *Repository) writeRecord(rec record) error {
+	if err := writeFileAtomic(r.recordPath(rec.Manifest), r.codec.encodeRecord(rec), !r.opts.NoFsync); err != nil {
+		return fmt.Errorf("write commit record %s: %w", rec.Manifest, err)
+	}
+	return nil
+}
+
+func (r *Repository) readRecord(id ID) (record, error) {
+	b, err := os.ReadFile(r.recordPath(id))
+	if err != nil {
+		return record{}, err
+	}
+	rec, err := r.codec.decodeRecord(b)
+	if err != nil {
+		return rec, fmt.Errorf("commit record %s: %w", id, err)
+	}
+	if rec.Manifest != id {
+		return rec, fmt.Errorf("commit record %s: names manifest %s: %w", id, rec.Manifest, ErrCorrupt)
+	}
+	return rec, nil
+}
+
+// loadPointFromFiles reads a point from its commit record and manifest blob.
+func (r *Repository) loadPointFromFiles(ctx context.Context, id ID) (Point, error) {
+	rec, err := r.readRecord(id)
+	if err != nil {
+		return Point{}, err
+	}
+	b, err := r.loadBlob(ctx, rec.Manifest, nil)
+	if err != nil {
+		return Point{}, fmt.Errorf("manifest of point %s: %w", id, err)
+	}
+	m, err := decodeManifest(b)
+	if err != nil {
+		return Point{}, fmt.Errorf("point %s: %w", id, err)
+	}
+	return pointFrom(id, m, rec.Locked), nil
+}
+
+func putPointTx(tx *bolt.Tx, p Point) error {
+	id, err := ParseID(p.ID)
+	if err != nil {
+		return err
+	}
+	v, err := encodePointValue(p)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketPoints).Put(id[:], v)
+}
+
+// List returns every committed restore point, oldest first.
+func (r *Repository) List(ctx context.Context) ([]Point, error) {
+	var out []Point
+	err := r.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPoints).ForEach(func(k, v []byte) error {
+			p, err := decodePointValue(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list points: %w", err)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.Before(out[j].Time)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Point returns the restore point with this id or unique id prefix.
+func (r *Repository) Point(ctx context.Context, idOrPrefix string) (Point, error) {
+	s := strings.ToLower(strings.TrimSpace(idOrPrefix))
+	if s == "" {
+		return Point{}, fmt.Errorf("restore point id is empty: %w", ErrNotFound)
+	}
+	pts, err := r.List(ctx)
+	if err != nil {
+		return Point{}, err
+	}
+	var found []Point
+	for _, p := range pts {
+		if p.ID == s {
+			return p, nil
+		}
+		if strings.HasPrefix(p.ID, s) {
+			found = append(found, p)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Point{}, fmt.Errorf("restore point %q: %w", idOrPrefix, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return Point{}, fmt.Errorf("restore point %q matches %d points: %w", idOrPrefix, len(found), ErrAmbiguous)
+}
+
+// LoadConfigBlob returns the opaque VM configuration of a point (nil when none).
+func (r *Repository) LoadConfigBlob(ctx context.Context, p Point) ([]byte, error) {
+	if p.ConfigID.IsZero() {
+		return nil, nil
+	}
+	return r.LoadBlob(ctx, p.ConfigID)
+}
+
+// Delete removes a restore point (its data is freed by the next Reclaim).
+func (r *Repository) Delete(ctx context.Context, id string) error {
+	p, err := r.Point(ctx, id)
+	if err != nil {
+		return err
+	}
+	if p.Locked {
+		return fmt.Errorf("delete %s: %w", p.ID, ErrPointLocked)
+	}
+	pid, _ := ParseID(p.ID)
+	// The record is the truth: remove it first; the catalog follows.
+	if err := os.Remove(r.recordPath(pid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", p.ID, err)
+	}
+	if !r.opts.NoFsync {
+		if err := syncDir(filepath.Join(r.dir, "points")); err != nil {
+			return fmt.Errorf("delete %s: %w", p.ID, err)
+		}
+	}
+	return r.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPoints).Delete(pid[:]) })
+}
+
+// Lock protects a restore point from deletion, retention and reclaim.
+func (r *Repository) Lock(ctx context.Context, id string) error { return r.setLocked(ctx, id, true) }
+
+// Unlock removes the protection set by Lock.
+func (r *Repository) Unlock(ctx context.Context, id string) error { return r.setLocked(ctx, id, false) }
+
+func (r *Repository) setLocked(ctx context.Context, id string, locked bool) error {
+	p, err := r.Point(ctx, id)
+	if err != nil {
+		return err
+	}
+	pid, _ := ParseID(p.ID)
+	if err := r.writeRecord(record{Manifest: pid, Locked: locked}); err != nil {
+		return err
+	}
+	p.Locked = locked
+	return r.db.Update(func(tx *bolt.Tx) error { return putPointTx(tx, p) })
+}

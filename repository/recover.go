@@ -1,0 +1,191 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// reconcile makes the catalog agree with the files (packs are the truth,
+// commit records decide which points exist). It runs at Open (where an empty
+// catalog makes it a full recatalog) and from Recatalog.
+func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) error {
+	report := func(phase string, done, total int64) {
+		if progress != nil {
+			progress(Progress{Phase: phase, Done: done, Total: total})
+		}
+	}
+	onDisk, err := r.listPackFiles()
+	if err != nil {
+		return fmt.Errorf("list packs: %w", err)
+	}
+	// 1. Finish an interrupted reclaim: condemned packs that are gone lose
+	// their entries; the rest become ordinary packs again (the next reclaim
+	// recomputes everything).
+	var interrupted bool
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		interrupted = tx.Bucket(bucketMeta).Get(metaReclaim) != nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	if interrupted {
+		if err := r.db.Update(func(tx *bolt.Tx) error {
+			packs, blobs := tx.Bucket(bucketPacks), tx.Bucket(bucketBlobs)
+			gone := map[packID]bool{}
+			err := packs.ForEach(func(k, v []byte) error {
+				pi, err := decodePackInfo(v)
+				if err != nil {
+					return err
+				}
+				id := packID(k)
+				if _, ok := onDisk[id]; !ok && pi.State == blobStateCondemned {
+					gone[id] = true
+				} else if pi.State != blobStateLive {
+					pi.State = blobStateLive
+					return packs.Put(k, encodePackInfo(pi))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for id := range gone {
+				if err := packs.Delete(id[:]); err != nil {
+					return err
+				}
+			}
+			var del [][]byte
+			var fix [][2][]byte
+			err = blobs.ForEach(func(k, v []byte) error {
+				l, err := decodeBlobLoc(v)
+				if err != nil {
+					return err
+				}
+				if gone[l.Pack] {
+					del = append(del, append([]byte(nil), k...))
+				} else if l.State != blobStateLive {
+					l.State = blobStateLive
+					fix = append(fix, [2][]byte{append([]byte(nil), k...), encodeBlobLoc(l)})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, k := range del {
+				if err := blobs.Delete(k); err != nil {
+					return err
+				}
+			}
+			for _, kv := range fix {
+				if err := blobs.Put(kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Delete(metaReclaim)
+		}); err != nil {
+			return fmt.Errorf("recover interrupted reclaim: %w", err)
+		}
+	}
+
+	// 2. Index packs that reached their final name but not the catalog
+	// (crash between rename and index transaction). Unreadable ones are left
+	// for check to report and reclaim to remove.
+	known := map[packID]bool{}
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
+			known[packID(k)] = true
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	var todo []packID
+	for id := range onDisk {
+		if !known[id] {
+			todo = append(todo, id)
+		}
+	}
+	for i, id := range todo {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entries, size, err := r.readPackHeader(id)
+		if err != nil {
+			continue
+		}
+		if err := r.db.Update(func(tx *bolt.Tx) error { return indexPackTx(tx, id, uint64(size), entries) }); err != nil {
+			return fmt.Errorf("index pack %s: %w", id, err)
+		}
+		report("index packs", int64(i+1), int64(len(todo)))
+	}
+
+	// 3. Points: commit records are the truth.
+	files := map[ID]bool{}
+	ents, err := os.ReadDir(filepath.Join(r.dir, "points"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("list points: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if id, err := ParseID(e.Name()); err == nil {
+			files[id] = true
+		}
+	}
+	inCat := map[ID]bool{}
+	lockedInCat := map[ID]bool{}
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPoints).ForEach(func(k, v []byte) error {
+			inCat[ID(k)] = true
+			if p, err := decodePointValue(v); err == nil && p.Locked {
+				lockedInCat[ID(k)] = true
+			}
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	var add []Point
+	var n int64
+	for id := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n++
+		if inCat[id] {
+			rec, err := r.readRecord(id)
+			if err != nil || rec.Locked == lockedInCat[id] {
+				continue // unreadable records are check's business
+			}
+		}
+		p, err := r.loadPointFromFiles(ctx, id)
+		if err != nil {
+			continue
+		}
+		add = append(add, p)
+		report("index points", n, int64(len(files)))
+	}
+	return r.db.Update(func(tx *bolt.Tx) error {
+		for id := range inCat {
+			if !files[id] {
+				if err := tx.Bucket(bucketPoints).Delete(id[:]); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range add {
+			if err := putPointTx(tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

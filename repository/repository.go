@@ -1,0 +1,349 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// OpenOptions tune an open repository.
+type OpenOptions struct {
+	NoFsync    bool // tests only; default fsyncs per the write-order contract
+	CacheBytes int  // blob cache for readers; 0 = 64 MiB
+}
+
+// Repository is an open repository. It is safe for concurrent use. Close
+// must not run concurrently with other calls.
+type Repository struct {
+	dir      string
+	cfg      Config
+	codec    *codec
+	opts     OpenOptions
+	lockFile *os.File
+	db       *bolt.DB
+	files    *fileCache
+
+	mu        sync.Mutex // guards the fields below; never held across I/O except short catalog reads
+	pending   map[ID]*pendingBlob
+	condemned map[ID]struct{}
+	sessions  map[*Session]struct{}
+	sessDone  *sync.Cond // broadcast when a session ends
+	gen       uint64     // bumped by each condemn step
+	marking   bool
+	markExtra map[ID]struct{}
+	openPacks map[packID]*packWriter
+	closed    bool
+
+	poolMu sync.Mutex
+	free   []*packWriter
+
+	finq  chan *packWriter
+	finWG sync.WaitGroup
+
+	gcMu    sync.RWMutex // W: reclaim deleting packs; R: copying a condemned blob
+	maintMu sync.Mutex   // one Reclaim/Recatalog at a time
+}
+
+// pendingBlob is a blob reserved by a session and not yet indexed.
+type pendingBlob struct {
+	ready  chan struct{} // closed once appended (pw set) or failed (err set)
+	pw     *packWriter
+	err    error
+	rawLen uint32
+}
+
+const lockFileName = "repo.lock"
+
+// Open opens the repository in dir. See the package documentation for the
+// recovery it performs.
+func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*Repository, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open %s: not a vmvault repository (no config): %w", dir, ErrNotFound)
+		}
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	cf, err := decodeConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	var encKey, idKey []byte
+	if e := cf.Encryption; e != nil {
+		master, err := unwrapKey(deriveKEK(password, e.KDF), e.WrappedKey, keyAD(cf.ID))
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+		encKey, idKey = master[:32], master[32:]
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "locks"), 0o700); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	lockPath := filepath.Join(dir, "locks", lockFileName)
+	lf, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: lock: %w", dir, err)
+	}
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lf.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("open %s: %w (%s is held; is another vmvault running?)", dir, ErrLocked, lockPath)
+		}
+		return nil, fmt.Errorf("open %s: flock: %w", dir, err)
+	}
+	c, err := newCodec(encKey, idKey)
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	r := &Repository{
+		dir: dir, cfg: cf.public(), codec: c, opts: opts, lockFile: lf,
+		files:     newFileCache(64),
+		pending:   map[ID]*pendingBlob{},
+		condemned: map[ID]struct{}{},
+		sessions:  map[*Session]struct{}{},
+		openPacks: map[packID]*packWriter{},
+	}
+	r.sessDone = sync.NewCond(&r.mu)
+	fail := func(err error) (*Repository, error) {
+		if r.db != nil {
+			r.db.Close()
+		}
+		c.close()
+		lf.Close()
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	if err := r.removeTemp(); err != nil {
+		return fail(err)
+	}
+	if err := r.openCatalog(); err != nil {
+		return fail(err)
+	}
+	if err := r.reconcile(ctx, nil); err != nil {
+		return fail(err)
+	}
+	n := 2
+	r.finq = make(chan *packWriter, n)
+	for range n {
+		r.finWG.Add(1)
+		go r.finalizer()
+	}
+	return r, nil
+}
+
+func (r *Repository) openCatalog() error {
+	path := filepath.Join(r.dir, "index.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if _, err := initCatalog(db, r.cfg.ID); err != nil {
+		// index.db is only a cache: rebuild it from packs and commit records.
+		db.Close()
+		if err := os.Rename(path, path+".bad"); err != nil {
+			return fmt.Errorf("catalog unusable (%v) and cannot be moved aside: %w", err, err)
+		}
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
+		if err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		if _, err := initCatalog(db, r.cfg.ID); err != nil {
+			db.Close()
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	r.db = db
+	return nil
+}
+
+// removeTemp deletes temp files left by a crash (no session can be open:
+// we hold the repository lock).
+func (r *Repository) removeTemp() error {
+	rm := func(pattern string) error {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return err
+		}
+		for _, f := range m {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, p := range []string{"packs/*/*.tmp", "points/*.tmp", "*.tmp"} {
+		if err := rm(filepath.Join(r.dir, p)); err != nil {
+			return fmt.Errorf("remove temp files: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close flushes open packs and releases the repository. Sessions must have
+// been committed or aborted.
+func (r *Repository) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	open := make([]*packWriter, 0, len(r.openPacks))
+	for _, pw := range r.openPacks {
+		open = append(open, pw)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, pw := range open {
+		r.sealPack(pw)
+	}
+	for _, pw := range open {
+		<-pw.done
+		if pw.err != nil {
+			errs = append(errs, pw.err)
+		}
+	}
+	close(r.finq)
+	r.finWG.Wait()
+	r.files.closeAll()
+	r.codec.close()
+	if err := r.db.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	syscall.Flock(int(r.lockFile.Fd()), syscall.LOCK_UN)
+	if err := r.lockFile.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Config returns the repository configuration.
+func (r *Repository) Config() Config { return r.cfg }
+
+// Dir returns the repository directory.
+func (r *Repository) Dir() string { return r.dir }
+
+// lookup returns a blob's catalog entry.
+func (r *Repository) lookup(id ID) (loc blobLoc, ok bool, err error) {
+	err = r.db.View(func(tx *bolt.Tx) error {
+		loc, ok = lookupTx(tx, id)
+		return nil
+	})
+	return loc, ok, err
+}
+
+// LoadBlob returns a blob's verified plaintext.
+func (r *Repository) LoadBlob(ctx context.Context, id ID) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.loadBlob(ctx, id, nil)
+}
+
+func (r *Repository) loadBlob(ctx context.Context, id ID, dst []byte) ([]byte, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		loc, ok, err := r.lookup(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// A blob written moments ago may still sit in an open pack.
+			r.mu.Lock()
+			pb := r.pending[id]
+			r.mu.Unlock()
+			if pb == nil {
+				return nil, fmt.Errorf("blob %s: %w", id, ErrNotFound)
+			}
+			if err := r.waitPending(ctx, pb); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		buf := make([]byte, loc.StoredLen)
+		if err := r.readPackAt(loc.Pack, buf, int64(loc.Offset)); err != nil {
+			// Reclaim may have moved the blob and deleted the pack: retry the lookup.
+			lastErr = &CorruptBlobError{Blob: id, Pack: loc.Pack.String(), Err: err}
+			r.files.forget(loc.Pack)
+			continue
+		}
+		out, err := r.codec.decode(dst, loc.entry(id), buf)
+		if err != nil {
+			return nil, &CorruptBlobError{Blob: id, Pack: loc.Pack.String(), Err: err}
+		}
+		return out, nil
+	}
+	return nil, lastErr
+}
+
+// waitPending flushes the pack holding pb and waits until it is indexed.
+func (r *Repository) waitPending(ctx context.Context, pb *pendingBlob) error {
+	select {
+	case <-pb.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if pb.err != nil {
+		return pb.err
+	}
+	r.sealPack(pb.pw)
+	select {
+	case <-pb.pw.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return pb.pw.err
+}
+
+// listPackFiles returns the pack ids found under packs/.
+func (r *Repository) listPackFiles() (map[packID]int64, error) {
+	out := map[packID]int64{}
+	dirs, err := os.ReadDir(filepath.Join(r.dir, "packs"))
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dirs {
+		if !d.IsDir() || len(d.Name()) != 2 {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(r.dir, "packs", d.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".tmp") {
+				continue
+			}
+			id, err := parsePackID(e.Name())
+			if err != nil || !strings.HasPrefix(e.Name(), d.Name()) {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				continue
+			}
+			out[id] = info.Size()
+		}
+	}
+	return out, nil
+}
+
+func defaultWorkers() int {
+	n := runtime.GOMAXPROCS(0)
+	if n < 2 {
+		n = 2
+	}
+	return n
+}

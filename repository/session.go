@@ -1,0 +1,431 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Extent is one run of a disk map: Length bytes at Offset, either a data
+// blob (ID) or a hole (Zero, no blob).
+type Extent struct {
+	Offset, Length int64
+	ID             ID
+	Zero           bool
+}
+
+// Progress reports a long operation's phase and position.
+type Progress struct {
+	Phase string `json:"phase"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
+
+// Session is one backup in progress. Its methods are goroutine-safe.
+type Session struct {
+	r   *Repository
+	gen uint64 // repository generation at start (reclaim barrier)
+
+	// guarded by r.mu
+	used  map[ID]struct{}           // every blob this session references
+	packs map[*packWriter]struct{}  // packs holding blobs it added
+	waits map[*pendingBlob]struct{} // other sessions' pending blobs it deduplicated against
+	done  bool
+}
+
+// NewSession starts a backup session.
+func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("repository is closed")
+	}
+	s := &Session{r: r, gen: r.gen, used: map[ID]struct{}{}, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}}
+	r.sessions[s] = struct{}{}
+	return s, nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20+64); return &b }}
+
+// PutChunk stores one data chunk, deduplicated against the catalog and every
+// open session's pending blobs. It returns the id, whether the blob was
+// newly added, and the stored (on-disk) bytes added.
+func (s *Session) PutChunk(ctx context.Context, data []byte) (id ID, added bool, stored int, err error) {
+	if err := ctx.Err(); err != nil {
+		return id, false, 0, err
+	}
+	if len(data) == 0 || len(data) > MaxBlobSize {
+		return id, false, 0, fmt.Errorf("put chunk: size %d out of range (0, %d]", len(data), MaxBlobSize)
+	}
+	id = s.r.codec.id(data)
+	added, stored, err = s.put(BlobData, id, data)
+	return id, added, stored, err
+}
+
+// put stores a blob of any type unless an equal one is known.
+func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
+	r := s.r
+	r.mu.Lock()
+	if s.done {
+		r.mu.Unlock()
+		return false, 0, ErrSessionClosed
+	}
+	if pb, ok := r.pending[id]; ok {
+		s.used[id] = struct{}{}
+		s.waits[pb] = struct{}{}
+		r.mu.Unlock()
+		return false, 0, nil
+	}
+	if _, cond := r.condemned[id]; !cond {
+		_, ok, err := r.lookup(id)
+		if err != nil {
+			r.mu.Unlock()
+			return false, 0, err
+		}
+		if ok {
+			s.used[id] = struct{}{}
+			r.mu.Unlock()
+			return false, 0, nil
+		}
+	}
+	pb := &pendingBlob{ready: make(chan struct{}), rawLen: uint32(len(data))}
+	r.pending[id] = pb
+	s.used[id] = struct{}{}
+	r.mu.Unlock()
+
+	// Compression and sealing run in the caller's goroutine.
+	bp, sp := bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
+	enc, scratch, flags := r.codec.encode(*bp, *sp, t, id, data)
+	pw, err := r.appendBlob(packEntry{Type: t, Flags: flags, RawLen: uint32(len(data)), StoredLen: uint32(len(enc)), ID: id}, enc, pb)
+	n := len(enc)
+	*bp, *sp = enc[:0], scratch[:0]
+	bufPool.Put(bp)
+	bufPool.Put(sp)
+
+	r.mu.Lock()
+	if err != nil {
+		if r.pending[id] == pb {
+			delete(r.pending, id)
+		}
+		pb.err = err
+		close(pb.ready)
+		r.mu.Unlock()
+		return false, 0, err
+	}
+	close(pb.ready)
+	s.packs[pw] = struct{}{}
+	r.mu.Unlock()
+	return true, n, nil
+}
+
+// refState classifies a referenced id.
+type refState int
+
+const (
+	refOK refState = iota
+	refCondemned
+	refMissing
+	refBadLength
+)
+
+// reference marks ids (with their expected plaintext lengths, 0 = any) as
+// used by this session, under r.mu, so that a concurrent reclaim keeps them.
+func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
+	r := s.r
+	out := make([]refState, len(ids))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.done {
+		return nil, ErrSessionClosed
+	}
+	err := r.db.View(func(tx *bolt.Tx) error {
+		for i, id := range ids {
+			if pb, ok := r.pending[id]; ok {
+				if lens[i] != 0 && int64(pb.rawLen) != lens[i] {
+					out[i] = refBadLength
+					continue
+				}
+				s.used[id] = struct{}{}
+				s.waits[pb] = struct{}{}
+				continue
+			}
+			loc, ok := lookupTx(tx, id)
+			switch {
+			case !ok:
+				out[i] = refMissing
+			case lens[i] != 0 && int64(loc.RawLen) != lens[i]:
+				out[i] = refBadLength
+			default:
+				if _, c := r.condemned[id]; c {
+					out[i] = refCondemned
+				} else {
+					s.used[id] = struct{}{}
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// rescue re-writes a condemned blob (still readable: deletion waits for the
+// barrier, and gcMu keeps the delete step out while we copy).
+func (s *Session) rescue(ctx context.Context, id ID) error {
+	r := s.r
+	r.gcMu.RLock()
+	defer r.gcMu.RUnlock()
+	loc, ok, err := r.lookup(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("blob %s: %w", id, ErrCondemned)
+	}
+	data, err := r.loadBlob(ctx, id, nil)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("blob %s: %w", id, ErrCondemned)
+		}
+		return err
+	}
+	_, _, err = s.put(loc.Type, id, data)
+	return err
+}
+
+// referenceAll marks ids as used, rescuing condemned ones.
+func (s *Session) referenceAll(ctx context.Context, what string, ids []ID, lens []int64) error {
+	st, err := s.reference(ids, lens)
+	if err != nil {
+		return err
+	}
+	for i, v := range st {
+		switch v {
+		case refMissing:
+			return fmt.Errorf("%s references blob %s which is not in the repository: %w", what, ids[i], ErrNotFound)
+		case refBadLength:
+			return fmt.Errorf("%s: extent of %d bytes does not match the length of blob %s", what, lens[i], ids[i])
+		case refCondemned:
+			if err := s.rescue(ctx, ids[i]); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+		}
+	}
+	return nil
+}
+
+// PutDisk stores a disk map and returns its root id. Extents must be
+// contiguous from 0 to size, in order; Zero extents are holes.
+func (s *Session) PutDisk(ctx context.Context, size int64, extents []Extent) (ID, error) {
+	var root ID
+	if size < 0 {
+		return root, fmt.Errorf("put disk: negative size %d", size)
+	}
+	// Validate and coalesce holes.
+	var ext []Extent
+	var off int64
+	for i, e := range extents {
+		if e.Offset != off || e.Length <= 0 {
+			return root, fmt.Errorf("put disk: extent %d [%d,+%d) is not contiguous at %d", i, e.Offset, e.Length, off)
+		}
+		if !e.Zero && (e.ID.IsZero() || e.Length > MaxBlobSize) {
+			return root, fmt.Errorf("put disk: extent %d: data extent needs a blob id and at most %d bytes", i, MaxBlobSize)
+		}
+		if e.Zero {
+			e.ID = ID{}
+			if n := len(ext); n > 0 && ext[n-1].Zero {
+				ext[n-1].Length += e.Length
+				off += e.Length
+				continue
+			}
+		}
+		ext = append(ext, e)
+		off += e.Length
+	}
+	if off != size {
+		return root, fmt.Errorf("put disk: extents cover %d bytes, size is %d", off, size)
+	}
+	// Every data blob must exist; mark them used in batches.
+	const batch = 4096
+	ids := make([]ID, 0, batch)
+	lens := make([]int64, 0, batch)
+	for i := 0; i < len(ext); i++ {
+		if !ext[i].Zero {
+			ids, lens = append(ids, ext[i].ID), append(lens, ext[i].Length)
+		}
+		if len(ids) == batch || (i == len(ext)-1 && len(ids) > 0) {
+			if err := ctx.Err(); err != nil {
+				return root, err
+			}
+			if err := s.referenceAll(ctx, "put disk", ids, lens); err != nil {
+				return root, err
+			}
+			ids, lens = ids[:0], lens[:0]
+		}
+	}
+	// Segments: extents grouped by the span their start offset falls in.
+	dr := diskRoot{Size: size, Span: segmentSpan}
+	for i := 0; i < len(ext); {
+		j := i + 1
+		span := ext[i].Offset / segmentSpan
+		for j < len(ext) && ext[j].Offset/segmentSpan == span {
+			j++
+		}
+		b := encodeSegment(ext[i].Offset, ext[i:j])
+		sid := s.r.codec.id(b)
+		if _, _, err := s.put(BlobSegment, sid, b); err != nil {
+			return root, fmt.Errorf("put disk: segment: %w", err)
+		}
+		end := ext[j-1].Offset + ext[j-1].Length
+		dr.Segs = append(dr.Segs, segRef{Start: ext[i].Offset, Length: end - ext[i].Offset, ID: sid})
+		i = j
+	}
+	b := encodeRoot(dr)
+	root = s.r.codec.id(b)
+	if _, _, err := s.put(BlobRoot, root, b); err != nil {
+		return root, fmt.Errorf("put disk: root: %w", err)
+	}
+	return root, nil
+}
+
+// flush makes every blob this session references durable and indexed.
+func (s *Session) flush(ctx context.Context) error {
+	r := s.r
+	r.mu.Lock()
+	waits := make([]*pendingBlob, 0, len(s.waits))
+	for pb := range s.waits {
+		waits = append(waits, pb)
+	}
+	packs := make([]*packWriter, 0, len(s.packs))
+	for pw := range s.packs {
+		packs = append(packs, pw)
+	}
+	r.mu.Unlock()
+	for _, pb := range waits {
+		select {
+		case <-pb.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if pb.err != nil {
+			return fmt.Errorf("deduplicated blob failed in another session: %w", pb.err)
+		}
+		packs = append(packs, pb.pw)
+	}
+	for _, pw := range packs {
+		r.sealPack(pw)
+	}
+	for _, pw := range packs {
+		select {
+		case <-pw.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if pw.err != nil {
+			return pw.err
+		}
+	}
+	return nil
+}
+
+// Commit flushes packs, writes the manifest and commits the restore point
+// LAST (commit record file, then catalog).
+func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
+	r := s.r
+	if p.Time.IsZero() {
+		return Point{}, errors.New("commit: restore point time is required")
+	}
+	m := manifest{VM: p.VM, Time: p.Time.UTC(), Parent: p.Parent, Consistency: p.Consistency,
+		Disks: make([]Disk, len(p.Disks)), Warnings: p.Warnings, Partial: p.Partial, Tags: p.Tags}
+	if len(p.Config) > 0 {
+		if len(p.Config) > MaxBlobSize {
+			return Point{}, fmt.Errorf("commit: VM configuration of %d bytes is too large", len(p.Config))
+		}
+		m.Config = r.codec.id(p.Config)
+		if _, _, err := s.put(BlobVMConfig, m.Config, p.Config); err != nil {
+			return Point{}, fmt.Errorf("commit: config: %w", err)
+		}
+	}
+	roots := make([]ID, len(p.Disks))
+	for i, d := range p.Disks {
+		if d.Map.IsZero() || d.Capacity < 0 {
+			return Point{}, fmt.Errorf("commit: disk %d has no map or a negative capacity", i)
+		}
+		m.Disks[i] = d
+		roots[i] = d.Map
+	}
+	if err := s.referenceAll(ctx, "commit", roots, make([]int64, len(roots))); err != nil {
+		return Point{}, err
+	}
+	mb, err := encodeManifest(m)
+	if err != nil {
+		return Point{}, err
+	}
+	mid := r.codec.id(mb)
+	if _, _, err := s.put(BlobManifest, mid, mb); err != nil {
+		return Point{}, fmt.Errorf("commit: manifest: %w", err)
+	}
+	if err := s.flush(ctx); err != nil {
+		return Point{}, fmt.Errorf("commit: flush: %w", err)
+	}
+	// Every referenced blob must still be indexed and not condemned: reclaim
+	// keeps our used set alive, so this is a safety net, not a code path.
+	r.mu.Lock()
+	var bad []ID
+	verr := r.db.View(func(tx *bolt.Tx) error {
+		for id := range s.used {
+			if _, ok := lookupTx(tx, id); !ok {
+				bad = append(bad, id)
+			} else if _, c := r.condemned[id]; c {
+				bad = append(bad, id)
+			}
+		}
+		return nil
+	})
+	r.mu.Unlock()
+	if verr != nil {
+		return Point{}, verr
+	}
+	if len(bad) > 0 {
+		return Point{}, fmt.Errorf("commit: %d referenced blobs (e.g. %s) are not durable: %w", len(bad), bad[0], ErrCondemned)
+	}
+	pt := pointFrom(mid, m, false)
+	if err := r.writeRecord(record{Manifest: mid}); err != nil {
+		return Point{}, fmt.Errorf("commit: %w", err)
+	}
+	if err := r.db.Update(func(tx *bolt.Tx) error { return putPointTx(tx, pt) }); err != nil {
+		// The record is durable: the point exists and Open will re-catalog it.
+		return pt, fmt.Errorf("commit: catalog (point %s is committed; reopen to repair): %w", pt.ID, err)
+	}
+	s.end()
+	return pt, nil
+}
+
+// Abort ends the session without a restore point. Blobs already written stay
+// (indexed per pack) for reuse by the next backup or removal by reclaim.
+// Idempotent; safe after Commit.
+func (s *Session) Abort() { s.end() }
+
+func (s *Session) end() {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	if r.marking {
+		for id := range s.used {
+			r.markExtra[id] = struct{}{}
+		}
+	}
+	delete(r.sessions, s)
+	s.used, s.packs, s.waits = nil, nil, nil
+	r.sessDone.Broadcast()
+}
