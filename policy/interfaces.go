@@ -111,6 +111,7 @@ type VMState struct {
 	Job          string    `json:"job"`
 	VM           string    `json:"vm"` // instance UUID
 	Name         string    `json:"name"`
+	Selected     bool      `json:"selected"` // in the job's last resolved selection
 	LastAttempt  time.Time `json:"lastAttempt,omitzero"`
 	LastSuccess  time.Time `json:"lastSuccess,omitzero"`
 	LastPoint    string    `json:"lastPoint,omitempty"`
@@ -141,6 +142,7 @@ const (
 type VMOutcome struct {
 	VM       string        `json:"vm"`
 	Name     string        `json:"name"`
+	MoRef    string        `json:"moref,omitempty"`
 	Status   OutcomeStatus `json:"status"`
 	Attempts int           `json:"attempts"`
 	Start    time.Time     `json:"start,omitzero"`
