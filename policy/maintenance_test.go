@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/vmvault/vmvault/policy"
 )
@@ -19,7 +22,7 @@ type fakeMaintainer struct {
 	resumes  []string
 	damaged  int
 	fullGate chan struct{} // a full check reports progress, then waits for this (or cancellation)
-	onStart  func(task string)
+	atGate   chan string   // receives the cursor when a full check reaches the gate
 }
 
 func (m *fakeMaintainer) record(s string) {
@@ -46,6 +49,7 @@ func (m *fakeMaintainer) Check(ctx context.Context, req policy.CheckRequest, pro
 	m.record("full " + req.Repository + " from " + fmt.Sprintf("%q", req.Resume))
 	progress(req.Resume + "+1")
 	progress(req.Resume + "+2")
+	m.atGate <- req.Resume + "+2"
 	select {
 	case <-gate:
 		return policy.CheckResult{Summary: "full"}, nil
@@ -72,4 +76,104 @@ func (m *fakeMaintainer) RemovePoints(ctx context.Context, repo string, ids []st
 func (m *fakeMaintainer) Reclaim(ctx context.Context, repo string) (int64, error) {
 	m.record("reclaim " + repo)
 	return 4096, nil
+}
+
+func TestSchedulerMaintenance(t *testing.T) {
+	backupWindow := policy.Window{Location: time.UTC}
+	maintWindow := policy.Window{Location: time.UTC}
+	for d := range backupWindow.Days {
+		backupWindow.Days[d] = []policy.Range{{Start: 18 * 60, End: 22 * 60}}
+		maintWindow.Days[d] = []policy.Range{{Start: 23 * 60, End: 3 * 60}}
+	}
+	job := policy.Job{ID: "a", Name: "job a", Enabled: true, Repository: "repo1",
+		Selection: policy.Selection{VMs: []string{"v1"}}, Window: backupWindow, Retention: policy.Retention{Last: 2}}
+	h := newHarness(t, monday, vms("v1"), job)
+	var points []policy.Point
+	for i := range 5 {
+		points = append(points, policy.Point{ID: fmt.Sprintf("p%d", i), Repository: "repo1", VM: "v1", Job: "a",
+			Time: monday.AddDate(0, 0, -10+i), Status: policy.PointComplete, Bytes: 1000})
+	}
+	points = append(points, policy.Point{ID: "orphan", Repository: "repo1", VM: "v9", Job: "deleted-job", Time: monday.AddDate(-1, 0, 0), Status: policy.PointComplete})
+	h.maint = &fakeMaintainer{points: points, fullGate: make(chan struct{}), atGate: make(chan string)}
+	h.cfg.MaintenanceWindow = maintWindow
+	h.start()
+
+	// A backup still running at 23:00 keeps maintenance off its repository.
+	h.set(at(0, 22, 59))
+	if _, err := h.sched.RunNow(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	c := h.startedOne("v1")
+	h.set(at(0, 23, 0))
+	if got := h.maint.calls(); len(got) != 0 || len(h.sched.Status().Maintenance) != 0 {
+		t.Fatalf("maintenance overlapped a running backup: %v", got)
+	}
+	h.finish(c, nil)
+
+	// Then: retention + reclaim, quick check, full check (never done yet).
+	h.events.waitCount(t, policy.EventReclaimDone, "", 1)
+	h.events.waitCount(t, policy.EventCheckClean, "", 1)
+	if cur := <-h.maint.atGate; cur != "+2" {
+		t.Fatalf("full check cursor %q", cur)
+	}
+	if want := []string{"remove 3 from repo1", "reclaim repo1", "quick repo1", `full repo1 from ""`}; !slices.Equal(h.maint.calls(), want) {
+		t.Fatalf("calls %q, want %q", h.maint.calls(), want)
+	}
+	h.maint.mu.Lock()
+	removed := slices.Clone(h.maint.removed)
+	h.maint.mu.Unlock()
+	if !slices.Equal(removed, []string{"p2", "p1", "p0"}) {
+		t.Fatalf("retention removed %v (the orphan of a deleted job must stay)", removed)
+	}
+	if ev := h.events.all(policy.EventRetentionRemoved); len(ev) != 1 || !strings.Contains(ev[0].Message, "3 restore points (3000 bytes)") {
+		t.Fatalf("retention event %+v", ev)
+	}
+
+	// A backup does not start on a repository under maintenance.
+	if _, err := h.sched.RunNow(h.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.expectRunning()
+
+	// The maintenance window closes: the full check pauses where it was,
+	// and the waiting backup may go.
+	h.set(at(1, 3, 0))
+	h.events.waitCount(t, policy.EventCheckPaused, "", 1)
+	h.finish(h.startedOne("v1"), nil)
+	ms, _ := h.db.Maintenance(h.ctx)
+	if len(ms) != 1 || ms[0].FullCheckCursor != "+2" || !ms[0].LastFullCheck.IsZero() {
+		t.Fatalf("maintenance state after pause %+v", ms)
+	}
+
+	// Next night it resumes from the cursor and completes. A restart in
+	// between must not lose the cursor.
+	h.restart()
+	h.set(at(1, 23, 0))
+	h.events.waitCount(t, policy.EventReclaimDone, "", 2)
+	if cur := <-h.maint.atGate; cur != "+2+2" {
+		t.Fatalf("resumed full check cursor %q", cur)
+	}
+	close(h.maint.fullGate)
+	h.events.waitCount(t, policy.EventCheckClean, "", 3)
+	h.sync()
+	ms, _ = h.db.Maintenance(h.ctx)
+	if ms[0].FullCheckCursor != "" || !ms[0].LastFullCheck.Equal(at(1, 23, 0)) {
+		t.Fatalf("maintenance state after full check %+v", ms[0])
+	}
+
+	// The third night: no full check (weekly), and damage is reported.
+	h.maint.mu.Lock()
+	h.maint.damaged = 2
+	h.maint.mu.Unlock()
+	before := len(h.maint.calls())
+	h.set(at(2, 23, 0))
+	h.events.waitCount(t, policy.EventCheckDamage, "", 1)
+	h.sync()
+	if got := h.maint.calls()[before:]; !slices.Equal(got, []string{"reclaim repo1", "quick repo1"}) {
+		t.Fatalf("third night calls %q", got)
+	}
+	if ev := h.events.all(policy.EventCheckDamage); ev[0].Severity != policy.SeverityError {
+		t.Fatalf("damage severity %s", ev[0].Severity)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/clock"
@@ -107,6 +108,7 @@ type Scheduler struct {
 	reqs    chan request
 	results chan any
 	stopped chan struct{}
+	started atomic.Bool
 
 	mu     sync.Mutex // guards status only
 	status map[string]*RunningBackup
@@ -210,8 +212,11 @@ func New(cfg Config) (*Scheduler, error) {
 // Run loads the persisted state, reports what happened while the appliance
 // was down, and schedules until ctx is cancelled. On cancellation it cancels
 // running backups and maintenance, records them as interrupted, waits for
-// them and returns ctx.Err(). Run must be called once.
+// them and returns ctx.Err(). A Scheduler runs once.
 func (s *Scheduler) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("scheduler: Run called twice")
+	}
 	defer close(s.stopped)
 	s.pctx = context.WithoutCancel(ctx)
 	s.runCtx = ctx

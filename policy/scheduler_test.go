@@ -365,6 +365,9 @@ func TestSchedulerPriorityAndOldestFirst(t *testing.T) {
 		c := h.started(1)[0]
 		order = append(order, c.VM)
 		h.expectRunning(c.Job + "/" + c.VM) // appliance-wide limit of 1
+		if st := h.sched.Status(); st.Backups[0].Progress.Phase != "snapshot" || !st.Backups[0].Started.Equal(at(0, 22, 0)) {
+			t.Fatalf("status %+v", st)
+		}
 		h.finish(c, nil)
 	}
 	// b has the higher priority; within a, never-protected a2 first, then the oldest success.
@@ -646,4 +649,42 @@ func TestSchedulerSelectionChangesBetweenWindows(t *testing.T) {
 	h.inv.SetError(nil)
 	h.set(at(2, 22, 10))
 	h.finish(h.startedOne("v1"), nil)
+}
+
+func TestSchedulerReloadDisablesJobMidWindow(t *testing.T) {
+	j := nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2"}})
+	h := newHarness(t, monday, vms("v1", "v2"), j)
+	h.start()
+	h.set(at(0, 22, 0))
+	c := h.startedOne("v1")
+	j.Enabled = false
+	if err := h.db.PutJob(h.ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sched.Reload(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(c, nil)  // the running backup finishes (default close action)
+	h.expectRunning() // v2 never starts
+	if h.events.count(policy.EventVMNotBackedUp, "v2") != 1 {
+		t.Fatal("v2 not reported")
+	}
+	runs, _ := h.db.Runs(h.ctx, "a", 0)
+	if len(runs) != 1 || runs[0].End.IsZero() {
+		t.Fatalf("run not closed: %+v", runs)
+	}
+	// Re-enabled later: windows that passed while it was disabled are not "missed".
+	h.set(at(2, 12, 0))
+	j.Enabled = true
+	if err := h.db.PutJob(h.ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sched.Reload(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.set(at(2, 22, 0))
+	h.finish(h.startedOne("v2"), nil)
+	if n := len(h.events.all(policy.EventWindowMissed)); n != 0 {
+		t.Fatalf("%d missed windows reported for a disabled job", n)
+	}
 }
