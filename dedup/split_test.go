@@ -57,9 +57,9 @@ func TestSplitSparse(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	for _, alg := range []string{AlgorithmCDC, AlgorithmFixed} {
-		for iter := range 12 {
+		for iter := range scale(12) + 1 {
 			c := newChunker(t, smallParams(alg), []int{0, 8 << 10, 65536 + 17}[iter%3])
-			size := 1 + rng.Intn(6<<20)
+			size := 1 + rng.Intn(scale(6<<20))
 			data := image(rng, size)
 			alloc := dataExtents(rng, data)
 			want := oracle(t, c.p, data)
@@ -232,5 +232,26 @@ func TestIsZero(t *testing.T) {
 			t.Fatalf("byte %d set, still zero", i)
 		}
 		b[i] = 0
+	}
+}
+
+// TestSplitDefaultsRandomPolynomial: default sizes and a fresh polynomial on a large mixed image
+// (the four-lane scan runs here) cut exactly where restic/chunker cuts.
+func TestSplitDefaultsRandomPolynomial(t *testing.T) {
+	p, err := DefaultParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("polynomial %#x", p.Polynomial)
+	c := newChunker(t, p, 0)
+	rng := rand.New(rand.NewSource(13))
+	data := make([]byte, scale(48<<20))
+	rng.Read(data)
+	copy(data[3<<20:], image(rng, 6<<20))
+	want := oracle(t, p, data)
+	g := split(t, c, &recorder{data: data}, int64(len(data)), nil, data)
+	diffSpans(t, "split", g.spans, want)
+	if len(want) < 5 {
+		t.Fatalf("only %d chunks", len(want))
 	}
 }
