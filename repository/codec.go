@@ -99,6 +99,9 @@ func (c *codec) encode(dst, scratch []byte, t BlobType, id ID, data []byte) (out
 	if !c.encrypted {
 		return append(dst[:0], payload...), comp, flags
 	}
+	if need := gcmNonceSize + len(payload) + gcmTagSize; cap(dst) < need {
+		dst = make([]byte, 0, need)
+	}
 	out = dst[:gcmNonceSize]
 	if _, err := rand.Read(out); err != nil {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // never happens on Linux (getrandom)

@@ -282,3 +282,8 @@ func (cf configFile) public() Config {
 	return Config{ID: cf.ID, Version: cf.Version, Created: cf.Created, Chunker: cf.Chunker,
 		Encrypted: cf.Encryption != nil, PackSize: cf.PackSize, Compression: cf.Compression}
 }
+
+func jsonIndent(cf configFile) ([]byte, error) {
+	b, err := json.MarshalIndent(cf, "", "  ")
+	return append(b, '\n'), err
+}
