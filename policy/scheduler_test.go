@@ -688,3 +688,47 @@ func TestSchedulerReloadDisablesJobMidWindow(t *testing.T) {
 		t.Fatalf("%d missed windows reported for a disabled job", n)
 	}
 }
+
+// TestSchedulerFollowsDSTWindows runs a Berlin 01:30-03:30 window on the
+// spring-forward night (one hour long) and the fall-back night (three hours).
+func TestSchedulerFollowsDSTWindows(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatalf("load zone (install tzdata): %v", err)
+	}
+	w := policy.Window{Location: berlin}
+	for d := range w.Days {
+		w.Days[d] = []policy.Range{{Start: 90, End: 210}}
+	}
+	j := nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2"}})
+	j.Window, j.OnWindowClose = w, policy.CloseCancel
+	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }
+	tests := []struct {
+		name        string
+		open, close time.Time
+	}{
+		{"spring forward", utc(3, 29, 0, 30), utc(3, 29, 1, 30)},
+		{"fall back", utc(10, 24, 23, 30), utc(10, 25, 2, 30)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.open.Add(-12*time.Hour), vms("v1", "v2"), j)
+			h.start()
+			h.set(tc.open.Add(-time.Minute))
+			h.expectRunning()
+			h.set(tc.open)
+			h.finish(h.startedOne("v1"), nil)
+			c := h.startedOne("v2")
+			h.set(tc.close.Add(-time.Minute))
+			h.expectRunning("a/v2")
+			h.set(tc.close)
+			h.events.waitCount(t, policy.EventVMCancelled, "v2", 1)
+			h.expectRunning()
+			_ = c
+			runs, _ := h.db.Runs(h.ctx, "a", 0)
+			if len(runs) != 1 || !runs[0].Start.Equal(tc.open) || !runs[0].End.Equal(tc.close) {
+				t.Fatalf("run %+v, want %v - %v", runs, tc.open, tc.close)
+			}
+		})
+	}
+}
