@@ -193,6 +193,7 @@ type Store interface {
 	Jobs(ctx context.Context) ([]Job, error)
 	VMStates(ctx context.Context) ([]VMState, error)
 	PutVMState(ctx context.Context, s VMState) error
+	PutVMStates(ctx context.Context, s []VMState) error // one transaction for a whole selection
 	PutRun(ctx context.Context, r JobRun) error
 	OpenRuns(ctx context.Context) ([]JobRun, error)
 	Checkpoint(ctx context.Context) (time.Time, error)

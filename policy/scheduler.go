@@ -115,24 +115,26 @@ type Scheduler struct {
 	mstat  map[string]*RunningMaintenance
 
 	// Owned by the Run goroutine.
-	wg          sync.WaitGroup
-	jobs        map[string]Job
-	jobSince    map[string]time.Time // missed-window detection starts here per job
-	states      map[stateKey]*VMState
-	runs        map[string]*activeRun
-	current     map[string]*activeRun // job -> open scheduled run
-	busyVM      map[string]*backupTask
-	jobRunning  map[string]int
-	repoRunning map[string]int
-	running     int
-	resolveWait map[string]time.Time // job -> when to retry a failed selection
-	maint       map[string]*maintTask
-	mstate      map[string]MaintenanceState
-	maintFailed map[string]string // repo+task -> maintenance occurrence id in which it failed
-	lastStep    time.Time
-	pctx        context.Context // for persistence: outlives the Run context's cancellation
-	runCtx      context.Context
-	shutdown    bool
+	wg           sync.WaitGroup
+	jobs         map[string]Job
+	jobSince     map[string]time.Time // missed-window detection starts here per job
+	states       map[stateKey]*VMState
+	runs         map[string]*activeRun
+	current      map[string]*activeRun // job -> open scheduled run
+	busyVM       map[string]*backupTask
+	jobRunning   map[string]int
+	repoRunning  map[string]int
+	running      int
+	resolveWait  map[string]time.Time // job -> when to retry a failed selection
+	resolving    map[string]bool      // job -> its selection is being evaluated for a window
+	resolveCount int                  // selections being evaluated (windows and run now)
+	maint        map[string]*maintTask
+	mstate       map[string]MaintenanceState
+	maintFailed  map[string]string // repo+task -> maintenance occurrence id in which it failed
+	lastStep     time.Time
+	pctx         context.Context // for persistence: outlives the Run context's cancellation
+	runCtx       context.Context
+	shutdown     bool
 }
 
 type stateKey struct{ job, vm string }
@@ -319,22 +321,28 @@ func (s *Scheduler) handleRequest(ctx context.Context, req request, timerC <-cha
 	switch req.kind {
 	case reqSync:
 		// Handle everything that is already ready before answering, so the
-		// caller sees the consequences of a clock change it just made.
-		for drained := false; !drained; {
-			select {
-			case r := <-s.results:
-				s.handleResult(r)
-			case <-timerC:
-				timerC = nil
-			default:
-				drained = true
+		// caller sees the consequences of a clock change it just made, and
+		// wait for selections being evaluated (they open runs).
+		for {
+			for drained := false; !drained; {
+				select {
+				case r := <-s.results:
+					s.handleResult(r)
+				case <-timerC:
+					timerC = nil
+				default:
+					drained = true
+				}
 			}
+			s.step()
+			if s.resolveCount == 0 {
+				break
+			}
+			s.handleResult(<-s.results)
 		}
-		s.step()
 		req.reply <- reply{}
 	case reqRunNow:
-		id, err := s.runNow(ctx, req.job)
-		req.reply <- reply{runID: id, err: err}
+		s.runNow(req.job, req.reply)
 	case reqReload:
 		req.reply <- reply{err: s.reload(ctx)}
 	}
@@ -346,6 +354,8 @@ func (s *Scheduler) handleResult(r any) {
 		s.backupFinished(r)
 	case maintDone:
 		s.maintFinished(r)
+	case resolveDone:
+		s.resolved(r)
 	}
 }
 
@@ -376,7 +386,7 @@ func (s *Scheduler) load(ctx context.Context) error {
 	s.states = map[stateKey]*VMState{}
 	s.runs, s.current = map[string]*activeRun{}, map[string]*activeRun{}
 	s.busyVM, s.jobRunning, s.repoRunning = map[string]*backupTask{}, map[string]int{}, map[string]int{}
-	s.resolveWait = map[string]time.Time{}
+	s.resolveWait, s.resolving = map[string]time.Time{}, map[string]bool{}
 	s.maint, s.mstate, s.maintFailed = map[string]*maintTask{}, map[string]MaintenanceState{}, map[string]string{}
 	if checkpoint.IsZero() || checkpoint.After(now) {
 		checkpoint = now
@@ -516,11 +526,11 @@ func (s *Scheduler) step() {
 			s.closeRun(cur, "the backup window closed")
 			cur = nil
 		}
-		if open && cur == nil {
+		if open && cur == nil && !s.resolving[j.ID] {
 			if wait, ok := s.resolveWait[j.ID]; ok && now.Before(wait) {
 				continue
 			}
-			s.openRun(j, occ, now)
+			s.startResolve(j, occ, false, nil)
 		}
 	}
 	pending := s.startBackups(now)
@@ -567,9 +577,20 @@ func runID(job string, t time.Time, kind string) string {
 	return fmt.Sprintf("%s/%s-%s", job, t.UTC().Format("20060102T150405.000000000Z"), kind)
 }
 
-// resolve evaluates the job's selection, updates which VMs are selected and
-// reports new, vanished and missing VMs.
-func (s *Scheduler) resolve(j Job, now time.Time) ([]VM, error) {
+// resolveDone carries a selection evaluated off the scheduler goroutine.
+type resolveDone struct {
+	job    Job
+	occ    Occurrence // the window occurrence a scheduled run is for
+	manual bool
+	reply  chan reply // run now: answered once the run exists
+	res    Resolution
+	err    error
+}
+
+// startResolve evaluates the job's selection in a goroutine: listing a
+// vCenter inventory can take a while, and the scheduler keeps recording
+// finished backups meanwhile. The result comes back as a resolveDone.
+func (s *Scheduler) startResolve(j Job, occ Occurrence, manual bool, rep chan reply) {
 	var previous []string
 	known := false
 	for k, st := range s.states {
@@ -581,13 +602,69 @@ func (s *Scheduler) resolve(j Job, now time.Time) ([]VM, error) {
 		}
 	}
 	if known && previous == nil {
-		previous = []string{}
+		previous = []string{} // a known job whose selection was empty: everything is new
 	}
-	ctx := s.runCtx
-	res, err := j.Selection.Resolve(ctx, s.cfg.Inventory, previous)
-	if err != nil {
-		return nil, err
+	if !manual {
+		s.resolving[j.ID] = true
 	}
+	s.resolveCount++
+	ctx, inv := s.runCtx, s.cfg.Inventory
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		d := resolveDone{job: j, occ: occ, manual: manual, reply: rep}
+		d.res, d.err = j.Selection.Resolve(ctx, inv, previous)
+		s.results <- d
+	}()
+}
+
+func (s *Scheduler) resolved(d resolveDone) {
+	s.resolveCount--
+	if !d.manual {
+		delete(s.resolving, d.job.ID)
+	}
+	if s.runCtx.Err() != nil {
+		if d.reply != nil {
+			d.reply <- reply{err: ErrSchedulerStopped}
+		}
+		return
+	}
+	now := s.now()
+	j, ok := s.jobs[d.job.ID]
+	if !ok || !j.Enabled {
+		if d.reply != nil {
+			err := ErrJobNotFound
+			if ok {
+				err = ErrJobDisabled
+			}
+			d.reply <- reply{err: fmt.Errorf("run job %s: %w", d.job.ID, err)}
+		}
+		return
+	}
+	if d.err != nil {
+		if d.reply != nil {
+			d.reply <- reply{err: fmt.Errorf("run job %s: evaluate selection: %w", j.ID, d.err)}
+			return
+		}
+		s.resolveWait[j.ID] = now.Add(s.cfg.RetryBackoff)
+		s.emit(Event{Severity: SeverityError, Kind: EventSelectionFailed, Subject: j.Name, Job: j.ID,
+			Message: fmt.Sprintf("cannot evaluate the selection (retrying at %s): %v", now.Add(s.cfg.RetryBackoff).Format(time.RFC3339), d.err)})
+		return
+	}
+	if d.manual {
+		d.reply <- reply{runID: s.openManualRun(j, s.applyResolution(j, d.res), now)}
+		return
+	}
+	if occ, open := j.Window.At(now); !open || occ.ID() != d.occ.ID() || s.current[j.ID] != nil {
+		return // the window moved on while the inventory answered; step decides afresh
+	}
+	delete(s.resolveWait, j.ID)
+	s.openRun(j, d.occ, s.applyResolution(j, d.res), now)
+}
+
+// applyResolution records which VMs are selected and reports the new,
+// vanished and missing ones.
+func (s *Scheduler) applyResolution(j Job, res Resolution) []VM {
 	for _, vm := range res.New {
 		s.emit(Event{Severity: SeverityInfo, Kind: EventSelectionNew, Subject: vm.Name, Job: j.ID, VM: vm.InstanceUUID,
 			Message: fmt.Sprintf("VM %s is now protected by job %s", vm.Name, j.Name)})
@@ -606,27 +683,29 @@ func (s *Scheduler) resolve(j Job, now time.Time) ([]VM, error) {
 		s.emit(Event{Severity: SeverityWarning, Kind: EventSelectionVanished, Subject: id, Job: j.ID, VM: id,
 			Message: fmt.Sprintf("VM %s named by job %s is not in the inventory", id, j.Name)})
 	}
-	return res.VMs, nil
+	var changed []VMState
+	for _, vm := range res.VMs {
+		st := s.state(j.ID, vm)
+		if !st.Selected || st.Name != vm.Name {
+			st.Selected, st.Name = true, vm.Name
+			changed = append(changed, *st)
+		}
+	}
+	s.putStates(changed)
+	return res.VMs
 }
 
-func (s *Scheduler) openRun(j Job, occ Occurrence, now time.Time) {
-	vms, err := s.resolve(j, now)
-	if err != nil {
-		s.resolveWait[j.ID] = now.Add(s.cfg.RetryBackoff)
-		s.emit(Event{Severity: SeverityError, Kind: EventSelectionFailed, Subject: j.Name, Job: j.ID,
-			Message: fmt.Sprintf("cannot evaluate the selection (retrying at %s): %v", now.Add(s.cfg.RetryBackoff).Format(time.RFC3339), err)})
-		return
-	}
-	delete(s.resolveWait, j.ID)
+func (s *Scheduler) openRun(j Job, occ Occurrence, vms []VM, now time.Time) {
 	ar := &activeRun{rec: JobRun{ID: runID(j.ID, now, "window"), Job: j.ID, WindowID: occ.ID(), Start: now}, job: j, vms: map[string]VM{}}
+	var changed []VMState
+	defer func() { s.putStates(changed) }()
 	for _, vm := range vms {
 		ar.vms[vm.InstanceUUID] = vm
 		st := s.state(j.ID, vm)
-		st.Selected = true
 		if st.WindowID != occ.ID() {
 			st.WindowID, st.Attempts, st.Done, st.NextRetry = occ.ID(), 0, false, time.Time{}
+			changed = append(changed, *st)
 		}
-		s.putState(st)
 		o := VMOutcome{VM: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, Status: OutcomePending}
 		if st.Done {
 			o.Status, o.Point = OutcomeSucceeded, st.LastPoint
@@ -640,25 +719,24 @@ func (s *Scheduler) openRun(j Job, occ Occurrence, now time.Time) {
 		Message: fmt.Sprintf("backup window opened: %d VMs selected, until %s", len(vms), occ.Close.In(j.Window.loc()).Format("Mon 15:04 MST"))})
 }
 
-func (s *Scheduler) runNow(ctx context.Context, id string) (string, error) {
+// runNow checks the job and starts evaluating its selection; the reply is
+// sent once the manual run exists.
+func (s *Scheduler) runNow(id string, rep chan reply) {
 	j, ok := s.jobs[id]
-	if !ok {
-		return "", fmt.Errorf("run job %s: %w", id, ErrJobNotFound)
+	switch {
+	case !ok:
+		rep <- reply{err: fmt.Errorf("run job %s: %w", id, ErrJobNotFound)}
+	case !j.Enabled:
+		rep <- reply{err: fmt.Errorf("run job %s: %w", id, ErrJobDisabled)}
+	default:
+		s.startResolve(j, Occurrence{}, true, rep)
 	}
-	if !j.Enabled {
-		return "", fmt.Errorf("run job %s: %w", id, ErrJobDisabled)
-	}
-	now := s.now()
-	vms, err := s.resolve(j, now)
-	if err != nil {
-		return "", fmt.Errorf("run job %s: %w", id, err)
-	}
+}
+
+func (s *Scheduler) openManualRun(j Job, vms []VM, now time.Time) string {
 	ar := &activeRun{rec: JobRun{ID: runID(j.ID, now, "manual"), Job: j.ID, Manual: true, Start: now}, job: j, vms: map[string]VM{}}
 	for _, vm := range vms {
 		ar.vms[vm.InstanceUUID] = vm
-		st := s.state(j.ID, vm)
-		st.Selected = true
-		s.putState(st)
 		ar.rec.VMs = append(ar.rec.VMs, VMOutcome{VM: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, Status: OutcomePending})
 	}
 	s.runs[ar.rec.ID] = ar
@@ -666,17 +744,16 @@ func (s *Scheduler) runNow(ctx context.Context, id string) (string, error) {
 	s.emit(Event{Severity: SeverityInfo, Kind: EventJobStarted, Subject: j.Name, Job: j.ID,
 		Message: fmt.Sprintf("run now: %d VMs selected", len(vms))})
 	s.finishIfDone(ar)
-	return ar.rec.ID, nil
+	return ar.rec.ID
 }
 
 func (s *Scheduler) state(job string, vm VM) *VMState {
 	k := stateKey{job, vm.InstanceUUID}
 	st := s.states[k]
 	if st == nil {
-		st = &VMState{Job: job, VM: vm.InstanceUUID}
+		st = &VMState{Job: job, VM: vm.InstanceUUID, Name: vm.Name}
 		s.states[k] = st
 	}
-	st.Name = vm.Name
 	return st
 }
 
@@ -927,7 +1004,7 @@ func (s *Scheduler) stop() {
 	for _, m := range s.maint {
 		m.cancel()
 	}
-	for s.running > 0 || len(s.maint) > 0 {
+	for s.running > 0 || len(s.maint) > 0 || s.resolveCount > 0 {
 		s.handleResult(<-s.results)
 	}
 	s.wg.Wait()
@@ -977,6 +1054,15 @@ func (s *Scheduler) nextWake() (time.Time, bool) {
 func (s *Scheduler) putState(st *VMState) {
 	if err := s.cfg.Store.PutVMState(s.pctx, *st); err != nil {
 		s.logf("scheduler: save state of VM %s in job %s: %v", st.VM, st.Job, err)
+	}
+}
+
+func (s *Scheduler) putStates(states []VMState) {
+	if len(states) == 0 {
+		return
+	}
+	if err := s.cfg.Store.PutVMStates(s.pctx, states); err != nil {
+		s.logf("scheduler: save state of %d VMs: %v", len(states), err)
 	}
 }
 

@@ -299,6 +299,19 @@ func (d *DB) PutVMState(ctx context.Context, s policy.VMState) error {
 	})
 }
 
+// PutVMStates stores several per-VM states in one transaction.
+func (d *DB) PutVMStates(ctx context.Context, states []policy.VMState) error {
+	return d.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bVMState)
+		for _, s := range states {
+			if err := putRecord(b, join([]byte(s.Job), []byte(s.VM)), s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // VMStates returns every per-VM scheduler state, ordered by job then VM.
 func (d *DB) VMStates(ctx context.Context) ([]policy.VMState, error) {
 	var out []policy.VMState

@@ -61,7 +61,7 @@ func TestJobsSurviveRestart(t *testing.T) {
 	if err := d.PutVMState(ctx, policy.VMState{Job: "a", VM: "u1", Done: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.PutVMState(ctx, policy.VMState{Job: "ab", VM: "u1"}); err != nil {
+	if err := d.PutVMStates(ctx, []policy.VMState{{Job: "ab", VM: "u1"}, {Job: "b", VM: "u2", LastPoint: "p"}}); err != nil {
 		t.Fatal(err)
 	}
 	d = reopen(t, d, path)
@@ -91,7 +91,7 @@ func TestJobsSurviveRestart(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 	states, err := d.VMStates(ctx)
-	if err != nil || len(states) != 1 || states[0].Job != "ab" {
+	if err != nil || len(states) != 2 || states[0].Job != "ab" || states[1].LastPoint != "p" {
 		t.Fatalf("delete of job a must keep job ab's state: %+v %v", states, err)
 	}
 	if v, err := d.Schema(ctx); err != nil || v != SchemaVersion {
