@@ -2,8 +2,8 @@ package vmdk
 
 import (
 	"bytes"
-	"slices"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,7 +17,7 @@ type Descriptor struct {
 	CreateType string
 	// ParentFileNameHint names the parent of a delta (child) disk.
 	ParentFileNameHint string
-	Extents    []DescriptorExtent
+	Extents            []DescriptorExtent
 	// DDB holds the disk database ("ddb.adapterType" etc.) and any other
 	// key = value line, keys as written.
 	DDB map[string]string
@@ -179,18 +179,19 @@ func parseExtentLine(line string) (DescriptorExtent, error) {
 	return e, nil
 }
 
-// encodeDescriptor renders the descriptor the StreamWriter embeds.
+// encode renders the descriptor the StreamWriter embeds. Values are quoted
+// verbatim as VMware does (no escapes: the format has none).
 func (d *Descriptor) encode() []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Disk DescriptorFile\nversion=%d\nCID=%08x\nparentCID=%08x\ncreateType=%q\n\n# Extent description\n",
+	fmt.Fprintf(&b, "# Disk DescriptorFile\nversion=%d\nCID=%08x\nparentCID=%08x\ncreateType=\"%s\"\n\n# Extent description\n",
 		d.Version, d.CID, d.ParentCID, d.CreateType)
 	for _, e := range d.Extents {
 		if e.Filename == "" {
 			fmt.Fprintf(&b, "%s %d %s\n", e.Access, e.Sectors, e.Type)
 		} else if e.Offset != 0 {
-			fmt.Fprintf(&b, "%s %d %s %q %d\n", e.Access, e.Sectors, e.Type, e.Filename, e.Offset)
+			fmt.Fprintf(&b, "%s %d %s \"%s\" %d\n", e.Access, e.Sectors, e.Type, e.Filename, e.Offset)
 		} else {
-			fmt.Fprintf(&b, "%s %d %s %q\n", e.Access, e.Sectors, e.Type, e.Filename)
+			fmt.Fprintf(&b, "%s %d %s \"%s\"\n", e.Access, e.Sectors, e.Type, e.Filename)
 		}
 	}
 	b.WriteString("\n# The Disk Data Base\n#DDB\n\n")
@@ -200,7 +201,7 @@ func (d *Descriptor) encode() []byte {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %q\n", k, d.DDB[k])
+		fmt.Fprintf(&b, "%s = \"%s\"\n", k, d.DDB[k])
 	}
 	return []byte(b.String())
 }

@@ -15,11 +15,16 @@ import (
 // needTool fails (never skips) when a tool the tests rely on is missing.
 func needTool(t testing.TB, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s not found: install %s (make test does)", name, pkg)
+	if p, err := exec.LookPath(name); err == nil {
+		return p
 	}
-	return p
+	for _, d := range []string{"/usr/sbin", "/sbin"} { // not always on a user's PATH
+		if p := filepath.Join(d, name); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatalf("%s not found: install %s (make test does)", name, pkg)
+	return ""
 }
 
 func run(t testing.TB, name string, args ...string) string {
@@ -42,11 +47,11 @@ func makeRandomImage(t testing.TB, path string, size int64, seed uint64) []byte 
 			img[i] = byte(r.Uint32())
 		}
 	}
-	put(0, 4096)              // first sector / "partition table"
-	put(65536-100, 300)       // across a grain boundary
-	put(size/3, 3*65536+17)   // several grains, unaligned end
-	put(size-512, 512)        // last sector
-	put(size/2+12345, 1)      // a single byte
+	put(0, 4096)             // first sector / "partition table"
+	put(65536-100, 300)      // across a grain boundary
+	put(size/3, 3*65536+17)  // several grains, unaligned end
+	put(size-512, 512)       // last sector
+	put(size/2+12345, 1)     // a single byte
 	for i := 0; i < 8; i++ { // some text-like compressible data
 		off := r.Int64N(size - 8192)
 		copy(img[off:], bytes.Repeat([]byte("vmvault compressible text "), 300))
@@ -80,7 +85,7 @@ func writeSparse(t testing.TB, path string, img []byte) {
 // makeExt4Image builds a real ext4 file system image holding a few files.
 func makeExt4Image(t testing.TB, dir string, size string) []byte {
 	t.Helper()
-	needTool(t, "mkfs.ext4", "e2fsprogs")
+	mkfs := needTool(t, "mkfs.ext4", "e2fsprogs")
 	src := filepath.Join(dir, "fsroot")
 	must(t, os.MkdirAll(filepath.Join(src, "etc", "sub"), 0o755))
 	r := rand.New(rand.NewPCG(1, 2))
@@ -96,7 +101,7 @@ func makeExt4Image(t testing.TB, dir string, size string) []byte {
 	}
 	must(t, os.WriteFile(filepath.Join(src, "etc", "sub", "log.txt"), txt.Bytes(), 0o644))
 	img := filepath.Join(dir, "ext4.raw")
-	run(t, "mkfs.ext4", "-q", "-F", "-E", "root_owner=0:0", "-d", src, img, size)
+	run(t, mkfs, "-q", "-F", "-E", "root_owner=0:0", "-d", src, img, size)
 	b, err := os.ReadFile(img)
 	must(t, err)
 	return b
@@ -168,4 +173,9 @@ func allocatedBytes(ext []Extent) int64 {
 		n += e.Length
 	}
 	return n
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -69,6 +69,12 @@ const (
 // NewStreamWriter writes the header and embedded descriptor for a disk of
 // capacity bytes (a multiple of 512) and returns the encoder.
 func NewStreamWriter(w io.Writer, capacity int64, opts StreamWriterOptions) (*StreamWriter, error) {
+	return newStreamWriter(w, capacity, opts, writerOverhead, writerDescSectors)
+}
+
+// newStreamWriter lets tests shrink the overhead and descriptor area to make
+// small fuzz seeds.
+func newStreamWriter(w io.Writer, capacity int64, opts StreamWriterOptions, overhead, descSectors int64) (*StreamWriter, error) {
 	if capacity <= 0 || capacity%SectorSize != 0 || capacity/SectorSize > maxCapacitySectors {
 		return nil, fmt.Errorf("stream writer: capacity %d: must be a positive multiple of %d up to %d sectors", capacity, SectorSize, int64(maxCapacitySectors))
 	}
@@ -86,8 +92,8 @@ func NewStreamWriter(w io.Writer, capacity int64, opts StreamWriterOptions) (*St
 		h: header{
 			Version: 3, Flags: flagNLDetect | flagCompress | flagMarkers,
 			Capacity: uint64(capacity / SectorSize), GrainSize: writerGrainSectors,
-			DescriptorOffset: 1, DescriptorSize: writerDescSectors,
-			NumGTEsPerGT: writerGTEs, GDOffset: gdAtEnd, OverHead: writerOverhead,
+			DescriptorOffset: 1, DescriptorSize: uint64(descSectors),
+			NumGTEsPerGT: writerGTEs, GDOffset: gdAtEnd, OverHead: uint64(overhead),
 			CompressAlgorithm: compressZlib,
 		},
 	}
@@ -124,10 +130,10 @@ func NewStreamWriter(w io.Writer, capacity int64, opts StreamWriterOptions) (*St
 		},
 	}
 	text := desc.encode()
-	if len(text) > writerDescSectors*SectorSize {
-		return nil, fmt.Errorf("stream writer: descriptor of %d bytes exceeds %d sectors", len(text), writerDescSectors)
+	if int64(len(text)) > descSectors*SectorSize || overhead < 1+descSectors {
+		return nil, fmt.Errorf("stream writer: descriptor of %d bytes does not fit %d sectors", len(text), descSectors)
 	}
-	head := make([]byte, writerOverhead*SectorSize)
+	head := make([]byte, overhead*SectorSize)
 	copy(head, s.h.encode())
 	copy(head[SectorSize:], text)
 	if err := s.write(head); err != nil {
