@@ -123,6 +123,22 @@ func decode(b []byte, v any) error {
 	return nil
 }
 
+// readAll decodes every record of a bucket, in key order.
+func readAll[T any](ctx context.Context, d *DB, bucket []byte, what string) ([]T, error) {
+	var out []T
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			var rec T
+			if err := decode(v, &rec); err != nil {
+				return fmt.Errorf("%s %q: %w", what, k, err)
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, err
+}
+
 func putRecord(b *bolt.Bucket, key []byte, v any) error {
 	val, err := encode(v)
 	if err != nil {
@@ -195,18 +211,7 @@ func (d *DB) DeleteJob(ctx context.Context, id string) error {
 
 // Jobs returns every job, ordered by id.
 func (d *DB) Jobs(ctx context.Context) ([]policy.Job, error) {
-	var out []policy.Job
-	err := d.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error {
-			var j policy.Job
-			if err := decode(v, &j); err != nil {
-				return fmt.Errorf("job %s: %w", k, err)
-			}
-			out = append(out, j)
-			return nil
-		})
-	})
-	return out, err
+	return readAll[policy.Job](ctx, d, bJobs, "job")
 }
 
 // PutRun stores a run (insert or replace) and maintains the open-run and per-job indexes.
@@ -314,18 +319,7 @@ func (d *DB) PutVMStates(ctx context.Context, states []policy.VMState) error {
 
 // VMStates returns every per-VM scheduler state, ordered by job then VM.
 func (d *DB) VMStates(ctx context.Context) ([]policy.VMState, error) {
-	var out []policy.VMState
-	err := d.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bVMState).ForEach(func(k, v []byte) error {
-			var s policy.VMState
-			if err := decode(v, &s); err != nil {
-				return fmt.Errorf("vm state %q: %w", k, err)
-			}
-			out = append(out, s)
-			return nil
-		})
-	})
-	return out, err
+	return readAll[policy.VMState](ctx, d, bVMState, "vm state")
 }
 
 // Checkpoint returns the last time the scheduler recorded itself alive (zero if never).
@@ -367,18 +361,7 @@ func (d *DB) PutMaintenance(ctx context.Context, m policy.MaintenanceState) erro
 
 // Maintenance returns every repository's maintenance progress.
 func (d *DB) Maintenance(ctx context.Context) ([]policy.MaintenanceState, error) {
-	var out []policy.MaintenanceState
-	err := d.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bMaintenance).ForEach(func(k, v []byte) error {
-			var m policy.MaintenanceState
-			if err := decode(v, &m); err != nil {
-				return fmt.Errorf("maintenance %s: %w", k, err)
-			}
-			out = append(out, m)
-			return nil
-		})
-	})
-	return out, err
+	return readAll[policy.MaintenanceState](ctx, d, bMaintenance, "maintenance")
 }
 
 // AddEvent appends an event. Events with equal times keep insertion order.
