@@ -333,7 +333,9 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 				buf = buf[:j.length]
 				if err := r.readPackAt(j.pack, buf, j.off); err != nil {
 					// Possibly moved by a concurrent reclaim: fall back to per-blob loads.
+					var n int64
 					for _, e := range j.ext {
+						n += e.Length
 						b, err := r.loadBlob(ctx, e.ID, plain)
 						if err != nil {
 							return err
@@ -343,7 +345,7 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 							return fmt.Errorf("write at %d: %w", e.Offset, err)
 						}
 					}
-					report(j.length)
+					report(n)
 					continue
 				}
 				var n int64
