@@ -120,6 +120,27 @@ func (s *Scheduler) startMaintenance(repo, task, occID string, ms MaintenanceSta
 	}()
 }
 
+// PlanRetention is the dry run for one job: what its retention would remove
+// from its points in its repository now, with the reasons and the bytes that
+// would be freed. It changes nothing.
+func PlanRetention(ctx context.Context, m Maintainer, j Job, loc *time.Location) (Plan, error) {
+	points, err := m.Points(ctx, j.Repository)
+	if err != nil {
+		return Plan{}, fmt.Errorf("list points of %s: %w", j.Repository, err)
+	}
+	return j.Retention.DryRun(pointsOf(points, j.ID), loc), nil
+}
+
+func pointsOf(points []Point, job string) []Point {
+	var out []Point
+	for _, p := range points {
+		if p.Job == job {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // reclaim applies each job's retention to that job's points in the
 // repository (points of jobs that no longer exist are kept), removes what
 // retention rejects, then reclaims space.
@@ -128,20 +149,14 @@ func reclaim(ctx context.Context, m Maintainer, repo string, retention map[strin
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("list points of %s: %w", repo, err)
 	}
-	byJob := map[string][]Point{}
-	for _, p := range points {
-		if _, ok := retention[p.Job]; ok {
-			byJob[p.Job] = append(byJob[p.Job], p)
-		}
-	}
-	jobs := make([]string, 0, len(byJob))
-	for j := range byJob {
+	jobs := make([]string, 0, len(retention))
+	for j := range retention {
 		jobs = append(jobs, j)
 	}
 	sort.Strings(jobs)
 	var ids []string
 	for _, j := range jobs {
-		plan := retention[j].DryRun(byJob[j], loc)
+		plan := retention[j].DryRun(pointsOf(points, j), loc)
 		for _, p := range plan.Removals() {
 			ids = append(ids, p.ID)
 		}

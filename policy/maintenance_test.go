@@ -95,6 +95,10 @@ func TestSchedulerMaintenance(t *testing.T) {
 	}
 	points = append(points, policy.Point{ID: "orphan", Repository: "repo1", VM: "v9", Job: "deleted-job", Time: monday.AddDate(-1, 0, 0), Status: policy.PointComplete})
 	h.maint = &fakeMaintainer{points: points, fullGate: make(chan struct{}), atGate: make(chan string)}
+	plan, err := policy.PlanRetention(h.ctx, h.maint, job, time.UTC)
+	if err != nil || plan.Remove != 3 || plan.BytesFreed != 3000 || len(plan.Decisions) != 5 {
+		t.Fatalf("dry run %+v %v", plan, err)
+	}
 	h.cfg.MaintenanceWindow = maintWindow
 	h.start()
 

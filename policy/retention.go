@@ -99,8 +99,10 @@ type bucketRule struct {
 
 // Apply decides keep/remove for every point. Points are grouped by
 // (repository, VM) and each group is evaluated on its own, newest first.
-// Locked points are always kept; the newest complete point of a group is
-// never removed; partial and failed points never count toward any rule.
+// Locked points are always kept (and, when complete, also fill the slot of
+// any rule they satisfy: a locked point is a real restore point); the newest
+// complete point of a group is never removed; partial and failed points
+// never count toward any rule and are removed unless locked.
 // Times are bucketed in loc (nil means UTC). Decisions come back ordered by
 // repository, VM, then newest first. Apply is pure: it removes nothing.
 func (r Retention) Apply(points []Point, loc *time.Location) []Decision {
