@@ -732,3 +732,43 @@ func TestSchedulerFollowsDSTWindows(t *testing.T) {
 		})
 	}
 }
+
+func TestSchedulerClosesRunsWhoseWindowEndedWhileDown(t *testing.T) {
+	h := newHarness(t, monday, vms("v1", "v2"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2"}}))
+	h.start()
+	h.set(at(0, 22, 0))
+	h.startedOne("v1")
+	h.set(at(0, 23, 0))
+	h.stop() // down from 23:00 until Tuesday noon: the window closed meanwhile
+	h.clk.Set(at(1, 12, 0))
+	h.restart()
+	runs, _ := h.db.Runs(h.ctx, "a", 0)
+	if len(runs) != 1 || !runs[0].End.Equal(at(0, 23, 0)) {
+		t.Fatalf("run %+v, want ended at the last checkpoint", runs)
+	}
+	if v1, v2 := runs[0].Outcome("v1"), runs[0].Outcome("v2"); v1.Status != policy.OutcomeInterrupted || v2.Status != policy.OutcomeNotRun {
+		t.Fatalf("outcomes v1=%s v2=%s", v1.Status, v2.Status)
+	}
+	if open, _ := h.db.OpenRuns(h.ctx); len(open) != 0 {
+		t.Fatalf("open runs left: %+v", open)
+	}
+	if n := len(h.events.all(policy.EventWindowMissed)); n != 0 {
+		t.Fatalf("a window that opened while up is not missed (%d reported)", n)
+	}
+	h.set(at(1, 22, 0)) // the next window runs both (neither protected yet: by id)
+	h.finish(h.startedOne("v1"), nil)
+	h.finish(h.startedOne("v2"), nil)
+}
+
+func TestSchedulerRunNowSelectionFailureAndConfig(t *testing.T) {
+	h := newHarness(t, monday, vms("v1"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1"}}))
+	h.start()
+	boom := errors.New("vcenter unreachable")
+	h.inv.SetError(boom)
+	if _, err := h.sched.RunNow(h.ctx, "a"); !errors.Is(err, boom) {
+		t.Fatalf("run now with a failing inventory: %v", err)
+	}
+	if _, err := policy.New(policy.Config{Clock: h.clk}); err == nil {
+		t.Fatal("New accepted a config without store, runner and inventory")
+	}
+}
