@@ -10,4 +10,26 @@
 // vsphere or repository, and never calls time.Now: time comes from an
 // internal/clock.Clock, or as a parameter to the pure functions (Window.At,
 // Window.Next, Retention.Apply).
+//
+// Choices made here (and why):
+//
+//   - A window occurrence is one configured range on one date. "At most once
+//     per window" is per occurrence, so an all-day Saturday and an all-day
+//     Sunday are two chances, as a per-day rule would give. Adjacent ranges
+//     (Friday 18:00-24:00, Saturday 00:00-24:00) stay separate occurrences.
+//   - Wall times map to instants in the window's zone: a time skipped by a
+//     DST gap means the end of the gap, a repeated time means its first
+//     occurrence. Nights are an hour shorter or longer on DST days, as a
+//     person reading the schedule expects.
+//   - Retention buckets are calendar periods in the appliance zone (ISO
+//     weeks), newest point per period, as in restic's forget.
+//   - The scheduler is one goroutine that owns all state and persists each
+//     decision before acting on it; backups, maintenance and inventory
+//     queries run in goroutines it owns and report back over a channel.
+//     A backup the appliance was running when it stopped is "interrupted"
+//     and retried while its window is open; a backup that completed is never
+//     repeated in the same window, also across restarts.
+//   - Missed windows are detected from a persisted checkpoint (the last time
+//     the scheduler looked): an occurrence that opened and closed entirely
+//     after it was missed.
 package policy
