@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -83,7 +82,7 @@ func (c *Client) ChangedAreas(ctx context.Context, snap *Snapshot, diskKey int32
 			This: vmMoRef(snap.VM), Snapshot: &sref, DeviceKey: diskKey, StartOffset: off, ChangeId: prevChangeID,
 		})
 		if err != nil {
-			if fault.Is(err, &types.FileFault{}) || fault.Is(err, &types.InvalidArgument{}) || isFault(err, &types.FileNotFound{}) {
+			if isFault(err, &types.FileFault{}) || isFault(err, &types.InvalidArgument{}) || isFault(err, &types.FileNotFound{}) {
 				return nil, fmt.Errorf("%s: %w: %v", op, ErrCBTReset, err)
 			}
 			return nil, mapFault(op, err)

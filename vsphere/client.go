@@ -154,6 +154,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", u.Host, err)
 	}
+	// vim25.NewClient only fills in the SOAP client when it is the round
+	// tripper; the vAPI (tags) client needs it.
+	vc.Client = sc
 	c.vim = vc
 	if err := c.login(ctx); err != nil {
 		return nil, err
@@ -271,6 +274,10 @@ func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 	relogged := false
 	for attempt := 1; ; attempt++ {
 		gen := c.loginGen.Load()
+		if attempt > 1 || relogged {
+			// The decoder leaves the previous attempt's fault in res.
+			resetBody(res)
+		}
 		c.soapCalls.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		err := c.sc.RoundTrip(ctx, req, res)
@@ -280,7 +287,7 @@ func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 		if ctx.Err() != nil {
 			return err
 		}
-		if !relogged && name != "Login" && name != "Logout" && fault.Is(err, &types.NotAuthenticated{}) && gen > 0 {
+		if !relogged && name != "Login" && name != "Logout" && isFault(err, &types.NotAuthenticated{}) && gen > 0 {
 			relogged = true
 			if lerr := c.relogin(ctx, gen); lerr != nil {
 				return fmt.Errorf("%s: session expired and re-login failed: %w", name, lerr)
@@ -298,6 +305,13 @@ func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 		if berr := c.retry.backoff(ctx, attempt); berr != nil {
 			return err
 		}
+	}
+}
+
+func resetBody(res soap.HasFault) {
+	v := reflect.ValueOf(res)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v.Elem().Set(reflect.Zero(v.Elem().Type()))
 	}
 }
 
@@ -339,7 +353,7 @@ func transient(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
-	if fault.IsTransientError(err) || fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.HostCommunication{}) {
+	if fault.IsTransientError(err) {
 		return true
 	}
 	// An injected or proxied "SystemError" often arrives as a bare soap fault.

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/task"
@@ -66,13 +67,33 @@ func faultOf(err error) types.BaseMethodFault {
 	if errors.As(err, &pte) && pte.LocalizedMethodFault != nil {
 		return pte.LocalizedMethodFault.Fault
 	}
+	var sf interface{ Fault() *soap.Fault }
+	if errors.As(err, &sf) && sf.Fault() != nil {
+		return asMethodFault(sf.Fault().VimFault())
+	}
 	if soap.IsSoapFault(err) {
-		if f, ok := soap.ToSoapFault(err).VimFault().(types.BaseMethodFault); ok {
-			return f
-		}
+		return asMethodFault(soap.ToSoapFault(err).VimFault())
 	}
 	if soap.IsVimFault(err) {
 		return soap.ToVimFault(err)
+	}
+	return nil
+}
+
+// asMethodFault returns v as a BaseMethodFault; SOAP decoding yields fault
+// values (types.SystemError), whose methods are on the pointer.
+func asMethodFault(v any) types.BaseMethodFault {
+	if v == nil {
+		return nil
+	}
+	if f, ok := v.(types.BaseMethodFault); ok {
+		return f
+	}
+	rv := reflect.ValueOf(v)
+	p := reflect.New(rv.Type())
+	p.Elem().Set(rv)
+	if f, ok := p.Interface().(types.BaseMethodFault); ok {
+		return f
 	}
 	return nil
 }

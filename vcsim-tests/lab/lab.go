@@ -14,12 +14,14 @@ import (
 	"sync"
 
 	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	_ "github.com/vmware/govmomi/vapi/simulator" // vAPI (tags) endpoints
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -51,6 +53,10 @@ type Options struct {
 	// (default 1 MiB), so callers must page. CBTBlockSize is the tracking
 	// granularity (default 64 KiB).
 	CBTPageSize, CBTBlockSize int64
+
+	// ExtraVMs adds that many powered-off VMs ("LAB_VM0000"…) to the first
+	// cluster, created in parallel (see CreateVMs): the way to a 1,000-VM lab.
+	ExtraVMs int
 
 	// ToolsNotRunning starts every VM with VMware Tools not running
 	// (default: running, as on a healthy estate).
@@ -90,7 +96,6 @@ type Lab struct {
 	disks     map[string]*disk    // flat path -> state
 	vms       map[string]*vmState // VM moref -> state
 	sessions  map[string]bool     // session keys seen
-	expired   map[string]bool
 	faults    []*ReadFault
 	folderGet int64
 	closed    chan struct{}
@@ -148,7 +153,6 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		disks:    map[string]*disk{},
 		vms:      map[string]*vmState{},
 		sessions: map[string]bool{},
-		expired:  map[string]bool{},
 		closed:   make(chan struct{}),
 	}
 	for _, e := range m.Map().All("Datastore") {
@@ -188,6 +192,12 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		return nil, fmt.Errorf("lab: admin session: %v", err)
 	}
 	l.adminK = us.Key
+	if opts.ExtraVMs > 0 {
+		if err := l.CreateVMs(ctx, opts.ExtraVMs, "LAB_VM"); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
@@ -372,7 +382,7 @@ func (l *Lab) FailNextSnapshot(vm string, fault types.BaseMethodFault) error {
 // (nil: a SystemError, which clients treat as transient).
 func (l *Lab) FailMethod(method string, fault types.BaseMethodFault, count int) {
 	rule := &simulator.FaultInjectionRule{
-		MethodName: method, ObjectName: "*", Probability: 1, MaxCount: count, Enabled: true,
+		MethodName: method, ObjectType: "*", ObjectName: "*", Probability: 1, MaxCount: count, Enabled: true,
 		FaultType: simulator.FaultTypeNetworkFailure,
 	}
 	if fault != nil {
@@ -385,16 +395,26 @@ func (l *Lab) FailMethod(method string, fault types.BaseMethodFault, count int) 
 func (l *Lab) ClearMethodFaults() { l.model.Service.ClearFaultRules() }
 
 // ExpireSessions ends every client session opened so far (except the lab's
-// own): their next call fails with NotAuthenticated, as after vCenter's idle
-// timeout, and a new Login works.
-func (l *Lab) ExpireSessions() {
+// own), as vCenter's idle timeout does: the next call with the old cookie
+// fails with NotAuthenticated and a new Login works.
+func (l *Lab) ExpireSessions(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var keys []string
 	for k := range l.sessions {
 		if k != l.adminK {
-			l.expired[k] = true
+			keys = append(keys, k)
+		}
+		delete(l.sessions, k)
+	}
+	l.mu.Unlock()
+	sm := *l.admin.Client.ServiceContent.SessionManager
+	for _, k := range keys {
+		_, err := methods.TerminateSession(ctx, l.admin.Client, &types.TerminateSession{This: sm, SessionId: []string{k}})
+		if err != nil && !fault.Is(err, &types.NotFound{}) {
+			return fmt.Errorf("lab: expire session: %w", err)
 		}
 	}
+	return nil
 }
 
 // TagVMs attaches tag (created in category when missing) to the VMs.
@@ -493,5 +513,3 @@ func newEpoch() string {
 	}
 	return sb.String()
 }
-
-
