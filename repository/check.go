@@ -181,6 +181,9 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		pi := packs[id]
 		size, ok := onDisk[id]
 		delete(onDisk, id)
+		if !ok && !r.packIndexed(id) {
+			continue // removed by a concurrent reclaim
+		}
 		if !ok {
 			badPacks[id] = "pack file is missing"
 			c.problem(Problem{Kind: ProblemMissingPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is in the catalog but not on disk", id)})
@@ -207,6 +210,9 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		}
 	}
 	for id := range onDisk {
+		if r.packIndexed(id) {
+			continue // indexed after our catalog snapshot (a concurrent backup)
+		}
 		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it)", id)})
 	}
 	if len(badPacks) > 0 {
@@ -238,12 +244,11 @@ func (r *Repository) comparePack(id packID, entries []packEntry, catalogCount ui
 	_ = r.db.View(func(tx *bolt.Tx) error {
 		for _, e := range entries {
 			l, ok := lookupTx(tx, e.ID)
-			if !ok {
-				msg = fmt.Sprintf("blob %s is not in the catalog", e.ID)
-				return nil
-			}
-			if l.Pack != id {
-				continue // a duplicate copy; the catalog uses another pack
+			if !ok || l.Pack != id {
+				// An unreferenced copy (the catalog uses another pack, or
+				// reclaim dropped a dead blob): garbage, not damage. Blobs
+				// that points need are checked by the points walk.
+				continue
 			}
 			pointing++
 			if l.Offset != e.Offset || l.StoredLen != e.StoredLen || l.RawLen != e.RawLen || l.Type != e.Type || l.Flags != e.Flags {
@@ -402,4 +407,13 @@ func (c *checker) checkMap(ctx context.Context, point string, disk int, root ID)
 		}
 	}
 	return nil
+}
+
+func (r *Repository) packIndexed(id packID) bool {
+	var ok bool
+	r.db.View(func(tx *bolt.Tx) error {
+		ok = tx.Bucket(bucketPacks).Get(id[:]) != nil
+		return nil
+	})
+	return ok
 }

@@ -105,7 +105,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		live[id] = struct{}{}
 	}
 	for s := range r.sessions {
-		for id := range s.used {
+		for _, id := range s.used {
 			live[id] = struct{}{}
 		}
 	}

@@ -43,6 +43,8 @@ type Repository struct {
 	openPacks map[packID]*packWriter
 	closed    bool
 
+	inflight sync.WaitGroup // puts in progress (Close waits for them)
+
 	poolMu sync.Mutex
 	free   []*packWriter
 
@@ -146,14 +148,19 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 func (r *Repository) openCatalog() error {
 	path := filepath.Join(r.dir, "index.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
-	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
+	if errors.Is(err, bolt.ErrTimeout) {
+		return fmt.Errorf("catalog %s is locked: %w", path, ErrLocked)
 	}
-	if _, err := initCatalog(db, r.cfg.ID); err != nil {
-		// index.db is only a cache: rebuild it from packs and commit records.
-		db.Close()
-		if err := os.Rename(path, path+".bad"); err != nil {
-			return fmt.Errorf("catalog unusable (%v) and cannot be moved aside: %w", err, err)
+	if err == nil {
+		if _, err = initCatalog(db, r.cfg.ID); err != nil {
+			db.Close()
+		}
+	}
+	if err != nil {
+		// index.db is only a cache: move it aside and rebuild it from packs
+		// and commit records.
+		if rerr := os.Rename(path, path+".bad"); rerr != nil {
+			return fmt.Errorf("catalog unusable (%v) and cannot be moved aside: %w", err, rerr)
 		}
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
 		if err != nil {
@@ -200,6 +207,11 @@ func (r *Repository) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.mu.Unlock()
+	r.inflight.Wait()
+	r.maintMu.Lock() // let a running Reclaim/Recatalog finish
+	defer r.maintMu.Unlock()
+	r.mu.Lock()
 	open := make([]*packWriter, 0, len(r.openPacks))
 	for _, pw := range r.openPacks {
 		open = append(open, pw)

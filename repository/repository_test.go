@@ -669,3 +669,21 @@ func TestCommitAfterAbortFails(t *testing.T) {
 		t.Fatal("Commit after Abort succeeded")
 	}
 }
+
+func TestGarbageCatalogIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	r := TestRepository(t, WithDir(dir))
+	img := testDisk(70, 1<<20)
+	p := backup(t, r, "vm", testTime, img)
+	r.Close()
+	if err := os.WriteFile(filepath.Join(dir, "index.db"), []byte("this is not a bbolt file at all, just garbage bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(context.Background(), dir, []byte(TestPassword), OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatalf("Open with a garbage index.db: %v", err)
+	}
+	defer r2.Close()
+	verifyPoint(t, r2, p.ID, img)
+	requireClean(t, r2)
+}

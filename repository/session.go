@@ -31,7 +31,7 @@ type Session struct {
 	gen uint64 // repository generation at start (reclaim barrier)
 
 	// guarded by r.mu
-	used  map[ID]struct{}           // every blob this session references
+	used  []ID                      // every blob this session references (32 bytes per chunk, duplicates allowed)
 	packs map[*packWriter]struct{}  // packs holding blobs it added
 	waits map[*pendingBlob]struct{} // other sessions' pending blobs it deduplicated against
 	done  bool
@@ -47,7 +47,7 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	if r.closed {
 		return nil, errors.New("repository is closed")
 	}
-	s := &Session{r: r, gen: r.gen, used: map[ID]struct{}{}, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}}
+	s := &Session{r: r, gen: r.gen, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}}
 	r.sessions[s] = struct{}{}
 	return s, nil
 }
@@ -73,12 +73,14 @@ func (s *Session) PutChunk(ctx context.Context, data []byte) (id ID, added bool,
 func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 	r := s.r
 	r.mu.Lock()
-	if s.done {
+	if s.done || r.closed {
 		r.mu.Unlock()
 		return false, 0, ErrSessionClosed
 	}
+	r.inflight.Add(1)
+	defer r.inflight.Done()
 	if pb, ok := r.pending[id]; ok {
-		s.used[id] = struct{}{}
+		s.used = append(s.used, id)
 		s.waits[pb] = struct{}{}
 		r.mu.Unlock()
 		return false, 0, nil
@@ -90,14 +92,14 @@ func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 			return false, 0, err
 		}
 		if ok {
-			s.used[id] = struct{}{}
+			s.used = append(s.used, id)
 			r.mu.Unlock()
 			return false, 0, nil
 		}
 	}
 	pb := &pendingBlob{ready: make(chan struct{}), rawLen: uint32(len(data))}
 	r.pending[id] = pb
-	s.used[id] = struct{}{}
+	s.used = append(s.used, id)
 	r.mu.Unlock()
 
 	// Compression and sealing run in the caller's goroutine.
@@ -152,7 +154,7 @@ func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
 					out[i] = refBadLength
 					continue
 				}
-				s.used[id] = struct{}{}
+				s.used = append(s.used, id)
 				s.waits[pb] = struct{}{}
 				continue
 			}
@@ -166,7 +168,7 @@ func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
 				if _, c := r.condemned[id]; c {
 					out[i] = refCondemned
 				} else {
-					s.used[id] = struct{}{}
+					s.used = append(s.used, id)
 				}
 			}
 		}
@@ -379,7 +381,7 @@ func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
 	r.mu.Lock()
 	var bad []ID
 	verr := r.db.View(func(tx *bolt.Tx) error {
-		for id := range s.used {
+		for _, id := range s.used {
 			if _, ok := lookupTx(tx, id); !ok {
 				bad = append(bad, id)
 			} else if _, c := r.condemned[id]; c {
@@ -421,7 +423,7 @@ func (s *Session) end() {
 	}
 	s.done = true
 	if r.marking {
-		for id := range s.used {
+		for _, id := range s.used {
 			r.markExtra[id] = struct{}{}
 		}
 	}
