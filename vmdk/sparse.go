@@ -200,6 +200,12 @@ func (s *sparseExtent) readAt(p []byte, off int64) error {
 			if _, err := s.f.ReadAt(p[:n], goff+in); err != nil {
 				return fmt.Errorf("%s: read grain %d: %w", s.name, g, eofCorrupt(err))
 			}
+		case n == s.gb:
+			// A whole-grain read (sequential backup) inflates straight
+			// into p: no cache churn, no allocation.
+			if err := s.inflateGrain(p[:n], g, e); err != nil {
+				return err
+			}
 		default:
 			data, err := s.compressedGrain(g, e)
 			if err != nil {
@@ -221,36 +227,9 @@ func (s *sparseExtent) compressedGrain(g int64, sector uint32) ([]byte, error) {
 		return d, nil
 	}
 	s.mu.Unlock()
-
-	off := int64(sector) * SectorSize
-	var mh [markerHeaderSize]byte
-	if off+markerHeaderSize > s.fsize {
-		return nil, fmt.Errorf("%s: grain %d marker at sector %d lies outside the file: %w", s.name, g, sector, ErrCorrupt)
-	}
-	if _, err := s.f.ReadAt(mh[:], off); err != nil {
-		return nil, fmt.Errorf("%s: read grain %d marker: %w", s.name, g, eofCorrupt(err))
-	}
-	lba := binary.LittleEndian.Uint64(mh[0:])
-	csize := int64(binary.LittleEndian.Uint32(mh[8:]))
-	if want := uint64(g) * s.h.GrainSize; lba != want {
-		return nil, fmt.Errorf("%s: grain %d marker lba %d, want %d: %w", s.name, g, lba, want, ErrCorrupt)
-	}
-	if csize == 0 || csize > maxCompressed(s.gb) || off+markerHeaderSize+csize > s.fsize {
-		return nil, fmt.Errorf("%s: grain %d compressed size %d (file %d bytes): %w", s.name, g, csize, s.fsize, ErrCorrupt)
-	}
-	bp, _ := s.bufPool.Get().(*[]byte)
-	if bp == nil || cap(*bp) < int(csize) {
-		b := make([]byte, maxCompressed(s.gb))
-		bp = &b
-	}
-	defer s.bufPool.Put(bp)
-	cbuf := (*bp)[:csize]
-	if _, err := s.f.ReadAt(cbuf, off+markerHeaderSize); err != nil {
-		return nil, fmt.Errorf("%s: read grain %d: %w", s.name, g, eofCorrupt(err))
-	}
 	out := make([]byte, s.gb)
-	if err := s.inflate(out, cbuf); err != nil {
-		return nil, fmt.Errorf("%s: grain %d: %w", s.name, g, err)
+	if err := s.inflateGrain(out, g, sector); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if _, dup := s.grains[g]; !dup {
@@ -263,6 +242,44 @@ func (s *sparseExtent) compressedGrain(g int64, sector uint32) ([]byte, error) {
 	}
 	s.mu.Unlock()
 	return out, nil
+}
+
+// inflateGrain reads grain g's marker and compressed bytes and inflates them
+// into out (len = grain size).
+func (s *sparseExtent) inflateGrain(out []byte, g int64, sector uint32) error {
+	off := int64(sector) * SectorSize
+	if off+markerHeaderSize > s.fsize {
+		return fmt.Errorf("%s: grain %d marker at sector %d lies outside the file: %w", s.name, g, sector, ErrCorrupt)
+	}
+	bp, _ := s.bufPool.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, markerHeaderSize+maxCompressed(s.gb))
+		bp = &b
+	}
+	defer s.bufPool.Put(bp)
+	// One read usually gets marker and data: compressed grains are rarely
+	// larger than the grain.
+	first := (*bp)[:min(markerHeaderSize+s.gb, s.fsize-off)]
+	if _, err := s.f.ReadAt(first, off); err != nil {
+		return fmt.Errorf("%s: read grain %d: %w", s.name, g, eofCorrupt(err))
+	}
+	lba := binary.LittleEndian.Uint64(first[0:])
+	csize := int64(binary.LittleEndian.Uint32(first[8:]))
+	if want := uint64(g) * s.h.GrainSize; lba != want {
+		return fmt.Errorf("%s: grain %d marker lba %d, want %d: %w", s.name, g, lba, want, ErrCorrupt)
+	}
+	if csize == 0 || csize > maxCompressed(s.gb) || off+markerHeaderSize+csize > s.fsize {
+		return fmt.Errorf("%s: grain %d compressed size %d (file %d bytes): %w", s.name, g, csize, s.fsize, ErrCorrupt)
+	}
+	if rec := (*bp)[:markerHeaderSize+csize]; int64(len(first)) < int64(len(rec)) {
+		if _, err := s.f.ReadAt(rec[len(first):], off+int64(len(first))); err != nil {
+			return fmt.Errorf("%s: read grain %d: %w", s.name, g, eofCorrupt(err))
+		}
+	}
+	if err := s.inflate(out, (*bp)[markerHeaderSize:markerHeaderSize+csize]); err != nil {
+		return fmt.Errorf("%s: grain %d: %w", s.name, g, err)
+	}
+	return nil
 }
 
 // inflate decompresses src into dst (len(dst) = grain size) and zero-pads a
