@@ -7,6 +7,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -193,19 +194,29 @@ func BenchmarkStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Run("WriteTo", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			d, _ := r.OpenDisk(ctx, p.ID, 0)
+			if _, err := d.WriteTo(io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	out := filepath.Join(b.TempDir(), "out")
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		f, _ := os.Create(out)
-		f.Truncate(size)
-		d, err := r.OpenDisk(ctx, p.ID, 0)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("sparse-file", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			f, _ := os.Create(out)
+			f.Truncate(size)
+			d, err := r.OpenDisk(ctx, p.ID, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Stream(ctx, f, nil); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
 		}
-		if err := d.Stream(ctx, f, nil); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
-	}
+	})
 }

@@ -142,6 +142,11 @@ func verifyPoint(t testing.TB, r *Repository, id string, imgs ...[]byte) {
 		if last != int64(len(img)) {
 			t.Errorf("Stream progress ended at %d, want %d", last, len(img))
 		}
+		var seq bytes.Buffer
+		n, err := d.WriteTo(&seq)
+		if err != nil || n != int64(len(img)) || !bytes.Equal(seq.Bytes(), img) {
+			t.Fatalf("point %s disk %d: WriteTo wrote %d bytes (%v), data equal=%v", id, i, n, err, bytes.Equal(seq.Bytes(), img))
+		}
 		d.Close()
 	}
 }

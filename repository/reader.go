@@ -227,30 +227,147 @@ func (d *DiskReader) blob(ctx context.Context, id ID) ([]byte, error) {
 	return b, nil
 }
 
-// streamJob is a run of data extents whose blobs are adjacent in one pack,
-// fetched with one read.
+// streamJob is either a hole or a run of data extents whose blobs are
+// adjacent in one pack, fetched with one read.
 type streamJob struct {
+	hole   int64 // > 0: a hole of this many bytes at off
+	diskAt int64
 	pack   packID
 	off    int64 // pack offset of the first blob
-	length int64
+	length int64 // stored bytes to read
+	raw    int64 // plaintext bytes
 	ext    []Extent
 	locs   []blobLoc
+
+	// ordered streaming only
+	done chan struct{}
+	out  [][]byte
+	err  error
 }
 
 const (
-	streamReadMax = 8 << 20 // bytes per pack read
+	streamReadMax = 8 << 20 // stored bytes per pack read
+	streamRawMax  = 8 << 20 // plaintext bytes per job
 	streamJobMax  = 64      // extents per job
 )
 
-// Stream writes the whole disk to w in disk order, fetching blobs with
-// parallel workers (each reads a pack region sequentially and verifies every
-// blob). Holes are left unwritten, so a fresh sparse file stays sparse.
-// progress (may be nil) receives the number of disk bytes done.
-func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(done int64)) error {
+// planJobs walks the map in disk order, emitting holes and pack-adjacent
+// runs of blobs. One segment is in memory at a time.
+func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) error {
 	r := d.r
+	var cur *streamJob
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		j := cur
+		cur = nil
+		return emit(j)
+	}
+	for _, ref := range d.root.Segs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s, err := r.loadSegment(ctx, ref)
+		if err != nil {
+			return err
+		}
+		locs := make([]blobLoc, len(s.Extents))
+		var missing *Extent
+		if err := r.db.View(func(tx *bolt.Tx) error {
+			for i, e := range s.Extents {
+				if e.Zero {
+					continue
+				}
+				l, ok := lookupTx(tx, e.ID)
+				if !ok {
+					missing = &s.Extents[i]
+					return nil
+				}
+				locs[i] = l
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if missing != nil {
+			return &CorruptBlobError{Blob: missing.ID, Pack: "(not indexed)", Err: fmt.Errorf("blob at disk offset %d: %w", missing.Offset, ErrNotFound)}
+		}
+		for i, e := range s.Extents {
+			if e.Zero {
+				if err := flush(); err != nil {
+					return err
+				}
+				if err := emit(&streamJob{hole: e.Length, diskAt: e.Offset}); err != nil {
+					return err
+				}
+				continue
+			}
+			l := locs[i]
+			adjacent := cur != nil && cur.pack == l.Pack && cur.off+cur.length == int64(l.Offset) &&
+				cur.length+int64(l.StoredLen) <= streamReadMax && cur.raw+e.Length <= streamRawMax && len(cur.ext) < streamJobMax
+			if !adjacent {
+				if err := flush(); err != nil {
+					return err
+				}
+				cur = &streamJob{pack: l.Pack, off: int64(l.Offset), diskAt: e.Offset}
+			}
+			cur.ext = append(cur.ext, e)
+			cur.locs = append(cur.locs, l)
+			cur.length += int64(l.StoredLen)
+			cur.raw += e.Length
+		}
+	}
+	return flush()
+}
+
+// fetch reads a job's pack region once and decodes (verifies) every blob,
+// calling use for each plaintext in order. plain is a reusable buffer.
+func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, plain func(i int) []byte, use func(i int, b []byte) error) error {
+	r := d.r
+	if cap(*buf) < int(j.length) {
+		*buf = make([]byte, j.length)
+	}
+	b := (*buf)[:j.length]
+	if err := r.readPackAt(j.pack, b, j.off); err != nil {
+		// Possibly moved by a concurrent reclaim: fall back to per-blob loads.
+		for i, e := range j.ext {
+			data, err := r.loadBlob(ctx, e.ID, plain(i))
+			if err != nil {
+				return err
+			}
+			if err := use(i, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, e := range j.ext {
+		l := j.locs[i]
+		start := int64(l.Offset) - j.off
+		data, err := r.codec.decode(plain(i), l.entry(e.ID), b[start:start+int64(l.StoredLen)])
+		if err != nil {
+			return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: err}
+		}
+		if int64(len(data)) != e.Length {
+			return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: fmt.Errorf("blob is %d bytes, map says %d", len(data), e.Length)}
+		}
+		if err := use(i, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stream writes the whole disk to w, fetching blobs with parallel workers
+// (each reads a pack region sequentially and verifies every blob) and
+// writing each extent at its offset. Holes are left unwritten, so a fresh
+// (truncated) file stays sparse. progress (may be nil) receives the number
+// of disk bytes done.
+func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(done int64)) error {
 	workers := defaultWorkers() + 1
 	g, ctx := errgroup.WithContext(ctx)
-	jobs := make(chan streamJob, workers*2)
+	jobs := make(chan *streamJob, workers*2)
 	var pmu sync.Mutex
 	var done int64
 	report := func(n int64) {
@@ -263,117 +380,130 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 	}
 	g.Go(func() error {
 		defer close(jobs)
-		var cur streamJob
-		emit := func() error {
-			if len(cur.ext) == 0 {
+		return d.planJobs(ctx, func(j *streamJob) error {
+			if j.hole > 0 {
+				report(j.hole)
 				return nil
 			}
 			select {
-			case jobs <- cur:
+			case jobs <- j:
+				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			cur = streamJob{}
-			return nil
-		}
-		for _, ref := range d.root.Segs {
-			s, err := r.loadSegment(ctx, ref)
-			if err != nil {
-				return err
-			}
-			locs := make([]blobLoc, len(s.Extents))
-			var missing *Extent
-			if err := r.db.View(func(tx *bolt.Tx) error {
-				for i, e := range s.Extents {
-					if e.Zero {
-						continue
-					}
-					l, ok := lookupTx(tx, e.ID)
-					if !ok {
-						missing = &s.Extents[i]
-						return nil
-					}
-					locs[i] = l
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if missing != nil {
-				return &CorruptBlobError{Blob: missing.ID, Pack: "(not indexed)", Err: fmt.Errorf("blob at disk offset %d: %w", missing.Offset, ErrNotFound)}
-			}
-			for i, e := range s.Extents {
-				if e.Zero {
-					report(e.Length)
-					continue
-				}
-				l := locs[i]
-				adjacent := len(cur.ext) > 0 && cur.pack == l.Pack && cur.off+cur.length == int64(l.Offset) &&
-					cur.length+int64(l.StoredLen) <= streamReadMax && len(cur.ext) < streamJobMax
-				if !adjacent {
-					if err := emit(); err != nil {
-						return err
-					}
-					cur = streamJob{pack: l.Pack, off: int64(l.Offset)}
-				}
-				cur.ext = append(cur.ext, e)
-				cur.locs = append(cur.locs, l)
-				cur.length += int64(l.StoredLen)
-			}
-		}
-		return emit()
+		})
 	})
 	for range workers {
 		g.Go(func() error {
-			var buf, plain []byte
+			var buf, scratch []byte
 			for j := range jobs {
-				if cap(buf) < int(j.length) {
-					buf = make([]byte, j.length)
-				}
-				buf = buf[:j.length]
-				if err := r.readPackAt(j.pack, buf, j.off); err != nil {
-					// Possibly moved by a concurrent reclaim: fall back to per-blob loads.
-					var n int64
-					for _, e := range j.ext {
-						n += e.Length
-						b, err := r.loadBlob(ctx, e.ID, plain)
-						if err != nil {
-							return err
-						}
-						plain = b
-						if _, err := w.WriteAt(b, e.Offset); err != nil {
-							return fmt.Errorf("write at %d: %w", e.Offset, err)
-						}
+				err := d.fetch(ctx, j, &buf, func(int) []byte { return scratch }, func(i int, b []byte) error {
+					scratch = b
+					if _, err := w.WriteAt(b, j.ext[i].Offset); err != nil {
+						return fmt.Errorf("write at %d: %w", j.ext[i].Offset, err)
 					}
-					report(n)
-					continue
-				}
-				var n int64
-				for i, e := range j.ext {
-					l := j.locs[i]
-					start := int64(l.Offset) - j.off
-					b, err := r.codec.decode(plain, l.entry(e.ID), buf[start:start+int64(l.StoredLen)])
-					if err != nil {
-						return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: err}
-					}
-					plain = b
-					if int64(len(b)) != e.Length {
-						return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: fmt.Errorf("blob is %d bytes, map says %d", len(b), e.Length)}
-					}
-					if _, err := w.WriteAt(b, e.Offset); err != nil {
-						return fmt.Errorf("write at %d: %w", e.Offset, err)
-					}
-					n += e.Length
-				}
-				if err := ctx.Err(); err != nil {
+					return nil
+				})
+				if err != nil {
 					return err
 				}
-				report(n)
+				report(j.raw)
 			}
 			return nil
 		})
 	}
 	return g.Wait()
+}
+
+// WriteTo streams the whole disk to w in order (holes as zeros). It
+// implements io.WriterTo for sequential sinks (an upload stream).
+func (d *DiskReader) WriteTo(w io.Writer) (int64, error) {
+	return d.StreamTo(context.Background(), w, nil)
+}
+
+var zeroBuf = make([]byte, 1<<20)
+
+// StreamTo writes the whole disk to w in disk order, holes as zeros, with a
+// bounded window of jobs prefetched and verified in parallel.
+func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(done int64)) (int64, error) {
+	workers := defaultWorkers()
+	g, ctx := errgroup.WithContext(ctx)
+	work := make(chan *streamJob, workers)
+	order := make(chan *streamJob, workers*2) // the prefetch window
+	g.Go(func() error {
+		defer close(work)
+		defer close(order)
+		return d.planJobs(ctx, func(j *streamJob) error {
+			if j.hole == 0 {
+				j.done = make(chan struct{})
+				select {
+				case work <- j:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			select {
+			case order <- j:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	})
+	for range workers {
+		g.Go(func() error {
+			var buf []byte
+			for j := range work {
+				j.out = make([][]byte, len(j.ext))
+				j.err = d.fetch(ctx, j, &buf, func(int) []byte { return nil }, func(i int, b []byte) error {
+					j.out[i] = b
+					return nil
+				})
+				close(j.done)
+				if j.err != nil {
+					return j.err
+				}
+			}
+			return nil
+		})
+	}
+	var written int64
+	g.Go(func() error {
+		for j := range order {
+			if j.hole > 0 {
+				for n := j.hole; n > 0; {
+					c := min(n, int64(len(zeroBuf)))
+					if _, err := w.Write(zeroBuf[:c]); err != nil {
+						return err
+					}
+					n -= c
+					written += c
+				}
+			} else {
+				select {
+				case <-j.done:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if j.err != nil {
+					return j.err
+				}
+				for i, b := range j.out {
+					if _, err := w.Write(b); err != nil {
+						return err
+					}
+					written += int64(len(b))
+					j.out[i] = nil
+				}
+			}
+			if progress != nil {
+				progress(written)
+			}
+		}
+		return nil
+	})
+	err := g.Wait()
+	return written, err
 }
 
 // blobCache is a byte-bounded LRU of verified plaintext blobs.

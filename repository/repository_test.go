@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -435,6 +436,9 @@ func TestCorruptionIsReportedWithPoints(t *testing.T) {
 			}
 			if err := d.Stream(ctx, discardAt{}, nil); !errors.As(err, &cbe) || !strings.Contains(err.Error(), victim.String()) {
 				t.Fatalf("Stream of corrupt blob: %v", err)
+			}
+			if _, err := d.WriteTo(io.Discard); !errors.As(err, &cbe) || !strings.Contains(err.Error(), victim.String()) {
+				t.Fatalf("WriteTo of corrupt blob: %v", err)
 			}
 			if _, err := r.LoadBlob(ctx, victim); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("LoadBlob: %v", err)
