@@ -43,24 +43,57 @@ func runID(job string, t time.Time, kind string) string {
 	return fmt.Sprintf("%s/%s-%s", job, t.UTC().Format("20060102T150405.000000000Z"), kind)
 }
 
-// resolveDone carries a selection evaluated off the scheduler goroutine.
-type resolveDone struct {
-	job    Job
-	occ    Occurrence // the window occurrence a scheduled run is for
-	manual bool
-	reply  chan reply // run now: answered once the run exists
-	res    Resolution
-	err    error
+// resolveItem is one job whose selection is to be evaluated.
+type resolveItem struct {
+	job      Job
+	occ      Occurrence // the window occurrence a scheduled run is for
+	previous []string   // VMs selected last time (nil: first evaluation)
+	res      Resolution
 }
 
-// startResolve evaluates the job's selection in a goroutine: listing a
-// vCenter inventory can take a while, and the scheduler keeps recording
-// finished backups meanwhile. The result comes back as a resolveDone.
-func (s *Scheduler) startResolve(j Job, occ Occurrence, manual bool, rep chan reply) {
+// resolveDone carries selections evaluated off the scheduler goroutine.
+type resolveDone struct {
+	items  []resolveItem
+	manual bool
+	reply  chan reply // run now: answered once the run exists
+	err    error      // listing the inventory failed (for every item)
+}
+
+// startResolve evaluates the selections of jobs in one goroutine with one
+// inventory listing: listing a vCenter can take a while, the scheduler keeps
+// recording finished backups meanwhile, and jobs whose windows open together
+// get their runs together, so job priority decides between them.
+func (s *Scheduler) startResolve(items []resolveItem, manual bool, rep chan reply) {
+	for i := range items {
+		items[i].previous = s.previouslySelected(items[i].job.ID)
+		if !manual {
+			s.resolving[items[i].job.ID] = true
+		}
+	}
+	s.resolveCount++
+	ctx, inv := s.runCtx, s.cfg.Inventory
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		d := resolveDone{items: items, manual: manual, reply: rep}
+		all, err := inv.VMs(ctx)
+		if err != nil {
+			d.err = fmt.Errorf("list inventory: %w", err)
+		}
+		for i := range d.items {
+			if err == nil {
+				d.items[i].res = d.items[i].job.Selection.resolveList(all, d.items[i].previous)
+			}
+		}
+		s.results <- d
+	}()
+}
+
+func (s *Scheduler) previouslySelected(job string) []string {
 	var previous []string
 	known := false
 	for k, st := range s.states {
-		if k.job == j.ID {
+		if k.job == job {
 			known = true
 			if st.Selected {
 				previous = append(previous, k.vm)
@@ -70,24 +103,15 @@ func (s *Scheduler) startResolve(j Job, occ Occurrence, manual bool, rep chan re
 	if known && previous == nil {
 		previous = []string{} // a known job whose selection was empty: everything is new
 	}
-	if !manual {
-		s.resolving[j.ID] = true
-	}
-	s.resolveCount++
-	ctx, inv := s.runCtx, s.cfg.Inventory
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		d := resolveDone{job: j, occ: occ, manual: manual, reply: rep}
-		d.res, d.err = j.Selection.Resolve(ctx, inv, previous)
-		s.results <- d
-	}()
+	return previous
 }
 
 func (s *Scheduler) resolved(d resolveDone) {
 	s.resolveCount--
 	if !d.manual {
-		delete(s.resolving, d.job.ID)
+		for _, it := range d.items {
+			delete(s.resolving, it.job.ID)
+		}
 	}
 	if s.runCtx.Err() != nil {
 		if d.reply != nil {
@@ -96,36 +120,38 @@ func (s *Scheduler) resolved(d resolveDone) {
 		return
 	}
 	now := s.now()
-	j, ok := s.jobs[d.job.ID]
-	if !ok || !j.Enabled {
-		if d.reply != nil {
-			err := ErrJobNotFound
-			if ok {
-				err = ErrJobDisabled
+	for _, it := range d.items {
+		j, ok := s.jobs[it.job.ID]
+		if !ok || !j.Enabled {
+			if d.reply != nil {
+				err := ErrJobNotFound
+				if ok {
+					err = ErrJobDisabled
+				}
+				d.reply <- reply{err: fmt.Errorf("run job %s: %w", it.job.ID, err)}
 			}
-			d.reply <- reply{err: fmt.Errorf("run job %s: %w", d.job.ID, err)}
+			continue
 		}
-		return
-	}
-	if d.err != nil {
-		if d.reply != nil {
-			d.reply <- reply{err: fmt.Errorf("run job %s: evaluate selection: %w", j.ID, d.err)}
-			return
+		if d.err != nil {
+			if d.reply != nil {
+				d.reply <- reply{err: fmt.Errorf("run job %s: evaluate selection: %w", j.ID, d.err)}
+				continue
+			}
+			s.resolveWait[j.ID] = now.Add(s.cfg.RetryBackoff)
+			s.emit(Event{Severity: SeverityError, Kind: EventSelectionFailed, Subject: j.Name, Job: j.ID,
+				Message: fmt.Sprintf("cannot evaluate the selection (retrying at %s): %v", now.Add(s.cfg.RetryBackoff).Format(time.RFC3339), d.err)})
+			continue
 		}
-		s.resolveWait[j.ID] = now.Add(s.cfg.RetryBackoff)
-		s.emit(Event{Severity: SeverityError, Kind: EventSelectionFailed, Subject: j.Name, Job: j.ID,
-			Message: fmt.Sprintf("cannot evaluate the selection (retrying at %s): %v", now.Add(s.cfg.RetryBackoff).Format(time.RFC3339), d.err)})
-		return
+		if d.manual {
+			d.reply <- reply{runID: s.openManualRun(j, s.applyResolution(j, it.res), now)}
+			continue
+		}
+		if occ, open := j.Window.At(now); !open || occ.ID() != it.occ.ID() || s.current[j.ID] != nil {
+			continue // the window moved on while the inventory answered; step decides afresh
+		}
+		delete(s.resolveWait, j.ID)
+		s.openRun(j, it.occ, s.applyResolution(j, it.res), now)
 	}
-	if d.manual {
-		d.reply <- reply{runID: s.openManualRun(j, s.applyResolution(j, d.res), now)}
-		return
-	}
-	if occ, open := j.Window.At(now); !open || occ.ID() != d.occ.ID() || s.current[j.ID] != nil {
-		return // the window moved on while the inventory answered; step decides afresh
-	}
-	delete(s.resolveWait, j.ID)
-	s.openRun(j, d.occ, s.applyResolution(j, d.res), now)
 }
 
 // applyResolution records which VMs are selected and reports the new,
@@ -195,7 +221,7 @@ func (s *Scheduler) runNow(id string, rep chan reply) {
 	case !j.Enabled:
 		rep <- reply{err: fmt.Errorf("run job %s: %w", id, ErrJobDisabled)}
 	default:
-		s.startResolve(j, Occurrence{}, true, rep)
+		s.startResolve([]resolveItem{{job: j}}, true, rep)
 	}
 }
 

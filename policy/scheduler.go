@@ -515,6 +515,7 @@ func (s *Scheduler) step() {
 		return
 	}
 	now := s.now()
+	var opening []resolveItem
 	for _, j := range s.sortedJobs() {
 		if !j.Enabled {
 			continue
@@ -530,8 +531,11 @@ func (s *Scheduler) step() {
 			if wait, ok := s.resolveWait[j.ID]; ok && now.Before(wait) {
 				continue
 			}
-			s.startResolve(j, occ, false, nil)
+			opening = append(opening, resolveItem{job: j, occ: occ})
 		}
+	}
+	if len(opening) > 0 {
+		s.startResolve(opening, false, nil)
 	}
 	pending := s.startBackups(now)
 	s.stepMaintenance(now, pending)
