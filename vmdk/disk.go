@@ -192,6 +192,9 @@ func (d *Disk) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("vmdk %s: negative offset %d", d.path, off)
 	}
+	if d.parts == nil && d.size > 0 {
+		return 0, fmt.Errorf("vmdk %s: %w", d.path, os.ErrClosed)
+	}
 	if off >= d.size {
 		return 0, io.EOF
 	}

@@ -169,23 +169,29 @@ func FuzzParseDescriptor(f *testing.F) {
 	})
 }
 
-// TestWriteFuzzSeeds refreshes testdata/fuzz when VMDK_WRITE_SEEDS=1.
-func TestWriteFuzzSeeds(t *testing.T) {
-	if os.Getenv("VMDK_WRITE_SEEDS") != "1" {
-		return // generator, not a check: the seeds are committed
-	}
+// TestFuzzSeedsCurrent checks the committed seeds under testdata/fuzz are
+// what the generators produce today (so a format change refreshes them);
+// VMDK_WRITE_SEEDS=1 rewrites them.
+func TestFuzzSeedsCurrent(t *testing.T) {
+	files := map[string]string{}
 	for _, target := range []string{"FuzzOpenSparse", "FuzzStreamReader"} {
-		dir := filepath.Join("testdata", "fuzz", target)
-		must(t, os.MkdirAll(dir, 0o755))
 		for i, s := range sparseSeeds(t) {
-			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
-			must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d", i)), []byte(body), 0o644))
+			files[filepath.Join("testdata", "fuzz", target, fmt.Sprintf("seed-%d", i))] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
 		}
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParseDescriptor")
-	must(t, os.MkdirAll(dir, 0o755))
-	body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", "createType=\"custom\"\nRW 4 FLAT \"f.bin\" 2\nRW 4 ZERO\nRW 16 SPARSE \"s.vmdk\"\n")
-	must(t, os.WriteFile(filepath.Join(dir, "seed-0"), []byte(body), 0o644))
+	files[filepath.Join("testdata", "fuzz", "FuzzParseDescriptor", "seed-0")] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n",
+		"createType=\"custom\"\nRW 4 FLAT \"f.bin\" 2\nRW 4 ZERO\nRW 16 SPARSE \"s.vmdk\"\n")
+	for p, body := range files {
+		if os.Getenv("VMDK_WRITE_SEEDS") == "1" {
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			must(t, os.WriteFile(p, []byte(body), 0o644))
+			continue
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != body {
+			t.Errorf("%s is stale or missing (%v): run VMDK_WRITE_SEEDS=1 go test -run TestFuzzSeedsCurrent ./vmdk", p, err)
+		}
+	}
 }
 
 // watchdog turns a hang into a crash the fuzzer records as a failing input.
