@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/repository"
+)
+
+func init() {
+	register(&command{name: "repo init", summary: "create a repository", run: runRepoInit})
+	register(&command{name: "repo list", summary: "list restore points", run: runRepoList})
+	register(&command{name: "repo stats", summary: "repository usage, dedup and compression ratios", run: runRepoStats})
+	register(&command{name: "repo check", summary: "verify the repository (--read-data: every blob)", run: runRepoCheck})
+	register(&command{name: "repo reclaim", summary: "remove data no restore point references", run: runRepoReclaim})
+	register(&command{name: "repo recatalog", summary: "rebuild the catalog (index.db) from the packs", run: runRepoRecatalog})
+	register(&command{name: "repo delete", summary: "delete a restore point", run: pointCmd("delete", (*repository.Repository).Delete)})
+	register(&command{name: "repo lock", summary: "lock a restore point against deletion", run: pointCmd("lock", (*repository.Repository).Lock)})
+	register(&command{name: "repo unlock", summary: "unlock a restore point", run: pointCmd("unlock", (*repository.Repository).Unlock)})
+}
+
+func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo init")
+	rf := addRepoFlags(fs)
+	noEnc := fs.Bool("no-encryption", false, "create an unencrypted repository (encryption is on by default)")
+	algo := fs.String("chunker", "cdc", "chunking: cdc (content-defined) or fixed")
+	avg := fs.Int("chunk-size", 0, "average (cdc) or fixed chunk size in bytes (default 1 MiB)")
+	packSize := fs.Int("pack-size", 0, "target pack size in bytes (default chosen by the repository)")
+	kdfMem := fs.Uint("kdf-memory", 0, "Argon2id memory in KiB (default chosen by the repository)")
+	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := rf.validate(); err != nil {
+		return err
+	}
+	pw, err := rf.password(env)
+	if err != nil {
+		return err
+	}
+	if pw == nil && !*noEnc {
+		return fmt.Errorf("%w: a passphrase is required (--password-file or VMVAULT_PASSWORD); use --no-encryption to create an unencrypted repository", errUsage)
+	}
+	if pw != nil && *noEnc {
+		return fmt.Errorf("%w: --no-encryption and a passphrase exclude each other", errUsage)
+	}
+	p, err := dedup.DefaultParams()
+	if err != nil {
+		return err
+	}
+	p.Algorithm = *algo
+	if *avg > 0 {
+		p = scaleParams(p, *avg)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%w: chunker: %v", errUsage, err)
+	}
+	kdf := repository.DefaultKDF
+	if *kdfTime > 0 {
+		kdf.Time = uint32(*kdfTime)
+	}
+	if *kdfMem > 0 {
+		kdf.MemoryKiB = uint32(*kdfMem)
+	}
+	opts := repository.InitOptions{
+		NoEncryption: *noEnc,
+		Chunker:      chunkerConfig(p),
+		KDF:          kdf,
+		PackSize:     *packSize,
+	}
+	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
+		return fmt.Errorf("init repository %s: %w", rf.dir, err)
+	}
+	enc := "encrypted"
+	if *noEnc {
+		enc = "unencrypted"
+	}
+	fmt.Fprintf(env.stdout, "created %s repository at %s (chunker %s, average chunk %d bytes)\n", enc, rf.dir, p.Algorithm, p.AvgSize)
+	return nil
+}
+
+// scaleParams sets the average chunk size and keeps the CDC bounds in the
+// default proportions (min = avg/2, max = avg*8).
+func scaleParams(p dedup.Params, avg int) dedup.Params {
+	p.AvgSize = avg
+	p.MinSize = avg / 2
+	p.MaxSize = avg * 8
+	return p
+}
+
+func chunkerConfig(p dedup.Params) repository.ChunkerConfig {
+	return repository.ChunkerConfig{Algorithm: p.Algorithm, Polynomial: p.Polynomial, MinSize: p.MinSize, AvgSize: p.AvgSize, MaxSize: p.MaxSize}
+}
+
+func chunkerParams(c repository.ChunkerConfig) dedup.Params {
+	return dedup.Params{Algorithm: c.Algorithm, Polynomial: c.Polynomial, MinSize: c.MinSize, AvgSize: c.AvgSize, MaxSize: c.MaxSize}
+}
+
+// pointJSON is the documented `repo list --json` shape (README: "The command line").
+type pointJSON struct {
+	ID           string                `json:"id"`
+	VM           string                `json:"vm"`
+	VMIdentity   repository.VMIdentity `json:"vm_identity"`
+	Time         time.Time             `json:"time"`
+	Parent       string                `json:"parent"`
+	Disks        []diskJSON            `json:"disks"`
+	LogicalBytes int64                 `json:"logical_bytes"`
+	Locked       bool                  `json:"locked"`
+	Partial      bool                  `json:"partial"`
+	Consistency  string                `json:"consistency,omitempty"`
+	Warnings     []string              `json:"warnings,omitempty"`
+}
+
+type diskJSON struct {
+	Label    string `json:"label"`
+	Capacity int64  `json:"capacity"`
+	ChangeID string `json:"change_id,omitempty"`
+	Map      string `json:"map"`
+}
+
+func toPointJSON(p repository.Point) pointJSON {
+	out := pointJSON{ID: p.ID, VM: p.VM.Name, VMIdentity: p.VM, Time: p.Time, Parent: p.Parent,
+		LogicalBytes: p.LogicalBytes, Locked: p.Locked, Partial: p.Partial, Consistency: p.Consistency,
+		Warnings: p.Warnings, Disks: []diskJSON{}}
+	for _, d := range p.Disks {
+		out.Disks = append(out.Disks, diskJSON{Label: d.Label, Capacity: d.Capacity, ChangeID: d.ChangeID, Map: d.Map.String()})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo list")
+	rf := addRepoFlags(fs)
+	asJSON := fs.Bool("json", false, "print a JSON array, oldest first")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	points, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := make([]pointJSON, 0, len(points))
+		for _, p := range points {
+			out = append(out, toPointJSON(p))
+		}
+		return writeJSON(env.stdout, out)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS")
+	for _, p := range points {
+		flags := ""
+		if p.Locked {
+			flags += "locked "
+		}
+		if p.Partial {
+			flags += "partial"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", short(p.ID), p.VM.Name, p.Time.Local().Format(time.DateTime),
+			len(p.Disks), humanBytes(p.LogicalBytes), short(p.Parent), flags)
+	}
+	return tw.Flush()
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func runRepoStats(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo stats")
+	rf := addRepoFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st, err := r.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env.stdout, st)
+	}
+	fmt.Fprintf(env.stdout, "restore points:    %d\nlogical bytes:     %s\nunique bytes:      %s\nstored bytes:      %s\nbytes on disk:     %s\ndedup ratio:       %.2f\ncompression ratio: %.2f\n",
+		st.Points, humanBytes(st.LogicalBytes), humanBytes(st.UniqueBytes), humanBytes(st.StoredBytes),
+		humanBytes(st.DiskBytes), st.DedupRatio, st.CompressionRatio)
+	return nil
+}
+
+func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo check")
+	rf := addRepoFlags(fs)
+	readData := fs.Bool("read-data", false, "read, decrypt and verify every blob")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep, err := r.Check(ctx, repository.CheckOptions{ReadData: *readData}, nil)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := writeJSON(env.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(env.stdout, "problem: %s\n", p)
+		}
+	}
+	if !rep.Clean() {
+		return fmt.Errorf("repository is damaged: %d problem(s); damaged restore points: %v", len(rep.Problems), rep.DamagedPoints())
+	}
+	if !*asJSON {
+		fmt.Fprintln(env.stdout, "no errors were found")
+	}
+	return nil
+}
+
+func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo reclaim")
+	rf := addRepoFlags(fs)
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep, err := r.Reclaim(ctx, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "reclaimed %s: %d packs deleted, %d repacked, %d orphan files removed; %d live blobs kept, %d dead removed\n",
+		humanBytes(rep.BytesFreed), rep.PacksDeleted, rep.PacksRepacked, rep.OrphanFiles, rep.LiveBlobs, rep.DeadBlobs)
+	return nil
+}
+
+func runRepoRecatalog(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo recatalog")
+	rf := addRepoFlags(fs)
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.Recatalog(ctx, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, "catalog rebuilt from packs")
+	return nil
+}
+
+// pointCmd builds the delete/lock/unlock commands, which differ only in the
+// repository method they call.
+func pointCmd(verb string, op func(*repository.Repository, context.Context, string) error) func(context.Context, *cliEnv, []string) error {
+	return func(ctx context.Context, env *cliEnv, args []string) error {
+		fs := newFlagSet(env, "repo "+verb)
+		rf := addRepoFlags(fs)
+		pos, err := parseFlags(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return fmt.Errorf("%w: repo %s takes exactly one restore point id", errUsage, verb)
+		}
+		r, err := rf.open(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		p, err := r.Point(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if err := op(r, ctx, p.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "%s: %s\n", verb, p.ID)
+		return nil
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/vmvault/vmvault/repository"
+)
+
+// repoFlags are the flags every repository command shares. The passphrase is
+// never a flag value (it would show in ps): it comes from a file or the
+// environment.
+type repoFlags struct {
+	dir          string
+	passwordFile string
+	noFsync      bool
+}
+
+func addRepoFlags(fs *flag.FlagSet) *repoFlags {
+	f := &repoFlags{}
+	fs.StringVar(&f.dir, "repo", "", "repository directory (required)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "read the repository passphrase from this file (default: $VMVAULT_PASSWORD)")
+	fs.BoolVar(&f.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
+	return f
+}
+
+// password returns the passphrase, or nil when none is configured.
+func (f *repoFlags) password(env *cliEnv) ([]byte, error) {
+	if f.passwordFile != "" {
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("read password file: %w", err)
+		}
+		// A trailing newline from `echo pw > file` is not part of the passphrase.
+		b = bytes.TrimRight(b, "\r\n")
+		if len(b) == 0 {
+			return nil, fmt.Errorf("password file %s is empty", f.passwordFile)
+		}
+		return b, nil
+	}
+	if p := env.getenv("VMVAULT_PASSWORD"); p != "" {
+		return []byte(p), nil
+	}
+	return nil, nil
+}
+
+func (f *repoFlags) validate() error {
+	if f.dir == "" {
+		return fmt.Errorf("%w: --repo is required", errUsage)
+	}
+	return nil
+}
+
+// open opens the repository named by the flags.
+func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Repository, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	pw, err := f.password(env)
+	if err != nil {
+		return nil, err
+	}
+	r, err := repository.Open(ctx, f.dir, pw, repository.OpenOptions{NoFsync: f.noFsync})
+	if err != nil {
+		if errors.Is(err, repository.ErrWrongPassword) && pw == nil {
+			return nil, fmt.Errorf("open repository %s: it is encrypted: give the passphrase with --password-file or VMVAULT_PASSWORD: %w", f.dir, err)
+		}
+		return nil, fmt.Errorf("open repository %s: %w", f.dir, err)
+	}
+	return r, nil
+}
