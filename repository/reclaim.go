@@ -17,7 +17,7 @@ type ReclaimReport struct {
 	LiveBlobs     int   `json:"live_blobs"`
 	DeadBlobs     int   `json:"dead_blobs"`
 	PacksDeleted  int   `json:"packs_deleted"`
-	PacksRepacked int   `json:"packs_repacked"`
+	PacksRepacked int   `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
 	OrphanFiles   int   `json:"orphan_files"`
 	BytesFreed    int64 `json:"bytes_freed"`
 	BytesRepacked int64 `json:"bytes_repacked"`
@@ -25,6 +25,13 @@ type ReclaimReport struct {
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
 const repackThreshold = 0.5
+
+// Packs smaller than PackSize/smallPackDivisor are merged by reclaim when at
+// least smallPackMerge of them exist.
+const (
+	smallPackDivisor = 4
+	smallPackMerge   = 8
+)
 
 // markPoints adds every blob referenced by committed restore points to live.
 func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progress func(Progress)) error {
@@ -150,9 +157,19 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
 	doomed := map[packID]*packPlan{}
+	var small []packID
 	for id, pl := range plans {
 		if len(pl.live) == 0 || float64(pl.liveBytes) < repackThreshold*float64(pl.info.Size) {
 			doomed[id] = pl
+		} else if pl.info.Size < uint64(r.cfg.PackSize)/smallPackDivisor {
+			small = append(small, id)
+		}
+	}
+	// Tail packs (every Commit flushes one) accumulate: merge them once
+	// there are enough to fill a reasonable pack.
+	if len(small) >= smallPackMerge {
+		for _, id := range small {
+			doomed[id] = plans[id]
 		}
 	}
 	var condemnedIDs []ID

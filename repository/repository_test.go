@@ -691,3 +691,29 @@ func TestGarbageCatalogIsRebuilt(t *testing.T) {
 	verifyPoint(t, r2, p.ID, img)
 	requireClean(t, r2)
 }
+
+func TestReclaimMergesSmallPacks(t *testing.T) {
+	r := TestRepository(t, WithPackSize(4<<20))
+	ctx := context.Background()
+	var pts []Point
+	var imgs [][]byte
+	for i := range 10 {
+		img := testDisk(uint64(80+i), 128<<10)
+		img[0] = 1
+		imgs = append(imgs, img)
+		pts = append(pts, backup(t, r, "small", testTime.Add(time.Duration(i)*time.Minute), img))
+	}
+	before, _ := r.Stats(ctx)
+	rep, err := r.Reclaim(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := r.Stats(ctx)
+	if rep.PacksRepacked < 8 || after.Packs >= before.Packs {
+		t.Fatalf("small packs not merged: %+v, packs %d -> %d", rep, before.Packs, after.Packs)
+	}
+	for i, p := range pts {
+		verifyPoint(t, r, p.ID, imgs[i])
+	}
+	requireClean(t, r)
+}
