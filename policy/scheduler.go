@@ -409,11 +409,16 @@ func (s *Scheduler) load(ctx context.Context) error {
 		occ, inWindow := j.Window.At(now)
 		if ok && j.Enabled && !r.Manual && inWindow && occ.ID() == r.WindowID {
 			ar := &activeRun{rec: r, job: j, vms: map[string]VM{}}
-			for _, o := range r.VMs {
+			for i := range ar.rec.VMs {
+				o := &ar.rec.VMs[i]
 				ar.vms[o.VM] = VM{InstanceUUID: o.VM, Name: o.Name, MoRef: o.MoRef}
+				if o.Status == OutcomeRunning { // nothing runs before load: a stop cut it short
+					o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, "the appliance stopped during the backup"
+				}
 			}
 			s.runs[r.ID] = ar
 			s.current[r.Job] = ar
+			s.putRun(ar)
 			continue
 		}
 		// The run's window (or the manual run) ended while we were down.

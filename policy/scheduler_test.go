@@ -772,3 +772,28 @@ func TestSchedulerRunNowSelectionFailureAndConfig(t *testing.T) {
 		t.Fatal("New accepted a config without store, runner and inventory")
 	}
 }
+
+// TestSchedulerResumesRunWithStaleRunningOutcome covers a crash between the
+// two writes that end a backup: the run still says "running" while the VM
+// state does not. The VM must still be backed up in that window.
+func TestSchedulerResumesRunWithStaleRunningOutcome(t *testing.T) {
+	h := newHarness(t, monday, vms("v1"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1"}}))
+	h.start()
+	h.set(at(0, 22, 0))
+	h.startedOne("v1")
+	h.stop()
+	open, _ := h.db.OpenRuns(h.ctx)
+	if len(open) != 1 {
+		t.Fatalf("open runs %+v", open)
+	}
+	open[0].VMs[0].Status = policy.OutcomeRunning
+	if err := h.db.PutRun(h.ctx, open[0]); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.finish(h.startedOne("v1"), nil)
+	run, _ := h.db.Run(h.ctx, open[0].ID)
+	if run.VMs[0].Status != policy.OutcomeSucceeded || run.VMs[0].Attempts != 2 {
+		t.Fatalf("outcome %+v", run.VMs[0])
+	}
+}
