@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -42,6 +43,20 @@ type Job struct {
 	Concurrency   int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
 	OnWindowClose CloseAction `json:"onWindowClose,omitempty"`
 	MaxAttempts   int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
+}
+
+// NewJob returns an enabled job with the reference product's defaults: the
+// default window (weekday nights and all weekend) in loc, the "more"
+// retention preset, file-system quiesce, and running backups finish when the
+// window closes. The caller adds the selection.
+func NewJob(id, name, repository string, loc *time.Location) Job {
+	return Job{
+		ID: id, Name: name, Enabled: true, Repository: repository,
+		Window:        DefaultWindow(loc),
+		Retention:     presets["more"],
+		Quiesce:       QuiesceFileSystem,
+		OnWindowClose: CloseFinish,
+	}
 }
 
 // concurrency returns the effective per-job limit.

@@ -12,12 +12,9 @@ import (
 )
 
 func validJob() Job {
-	return Job{
-		ID: "j1", Name: "nightly", Enabled: true, Repository: "main",
-		Selection: Selection{Containers: []ContainerRef{fProd}},
-		Window:    DefaultWindow(time.UTC),
-		Retention: presets["more"],
-	}
+	j := NewJob("j1", "nightly", "main", time.UTC)
+	j.Selection = Selection{Containers: []ContainerRef{fProd}}
+	return j
 }
 
 func TestJobValidate(t *testing.T) {
