@@ -234,11 +234,3 @@ func scale(n int) int {
 	}
 	return n
 }
-
-func sumExtents(exts []Extent) int64 {
-	var n int64
-	for _, x := range exts {
-		n += x.Length
-	}
-	return n
-}

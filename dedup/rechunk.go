@@ -129,6 +129,7 @@ func (c *impl) Rechunk(ctx context.Context, src, parent io.ReaderAt, size int64,
 		return errors.New("rechunk: nil parent reader")
 	}
 	var parentRead atomic.Int64
+
 	return c.run(ctx, src, ch, func(sctx context.Context, s *stream) (view, func(*engine) error) {
 		v := &rechunkView{size: size, changed: ch, par: parentChunks, src: s, parent: parent,
 			read: &parentRead, maxRead: c.blockSize}
@@ -177,6 +178,9 @@ func (c *impl) Rechunk(ctx context.Context, src, parent io.ReaderAt, size int64,
 				if err := emit(out); err != nil {
 					return fmt.Errorf("emit chunk at offset %d: %w", out.Offset, err)
 				}
+			}
+			if want := sumExtents(ch); v.src.handed != want {
+				return fmt.Errorf("dedup internal error: re-chunked %d of %d changed bytes", v.src.handed, want)
 			}
 			return nil
 		}

@@ -73,6 +73,14 @@ func normalizeExtents(exts []Extent, size int64, what string) ([]Extent, error) 
 	return m, nil
 }
 
+func sumExtents(exts []Extent) int64 {
+	var n int64
+	for _, x := range exts {
+		n += x.Length
+	}
+	return n
+}
+
 var blockPool sync.Pool // of *[]byte, len defaultBlockSize
 
 func getBlockBuf(n int) []byte {
@@ -170,10 +178,11 @@ func (ra *readAhead) release() {
 
 // stream hands out the read-ahead blocks' segments as pieces, in order.
 type stream struct {
-	ctx context.Context
-	ra  *readAhead
-	cur *block
-	si  int
+	ctx    context.Context
+	ra     *readAhead
+	cur    *block
+	si     int
+	handed int64 // bytes handed out as pieces
 }
 
 func (s *stream) next(off int64) (piece, error) {
@@ -196,6 +205,7 @@ func (s *stream) next(off int64) (piece, error) {
 	b := s.cur
 	b.refs++
 	s.si++
+	s.handed += int64(sg.n)
 	if s.si == len(b.segs) {
 		b.done = true
 		s.cur = nil
@@ -240,6 +250,9 @@ func (c *impl) Split(ctx context.Context, src io.ReaderAt, size int64, allocated
 	return c.run(ctx, src, exts, func(sctx context.Context, s *stream) (view, func(*engine) error) {
 		return &extentView{size: size, ext: exts, src: s}, func(e *engine) error {
 			for off := int64(0); off < size; {
+				if err := sctx.Err(); err != nil {
+					return err
+				}
 				ch, err := e.next(off)
 				if err != nil {
 					return err
