@@ -194,17 +194,16 @@ func (s *StreamWriter) WriteGrainsAt(p []byte, off int64) error {
 	return nil
 }
 
+// zeroPage lets isZero compare with bytes.Equal, which is vectorised.
+var zeroPage [4096]byte
+
 func isZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:n], zeroPage[:n]) {
 			return false
 		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
+		b = b[n:]
 	}
 	return true
 }
