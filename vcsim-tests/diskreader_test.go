@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,8 +39,8 @@ func TestReadSnapshotWhileGuestWrites(t *testing.T) {
 	if err := l.WriteDisk(vm.Name, 0, 4096+100, during); err != nil {
 		t.Fatal(err)
 	}
-	var progress int64
-	r, err := c.OpenDisk(ctx, s, vm.Disks[0].Key, vsphere.ReaderOptions{ChunkSize: 1 << 20, Parallel: 3, Progress: func(n int64) { progress += n }})
+	var progress atomic.Int64
+	r, err := c.OpenDisk(ctx, s, vm.Disks[0].Key, vsphere.ReaderOptions{ChunkSize: 1 << 20, Parallel: 3, Progress: func(n int64) { progress.Add(n) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +55,8 @@ func TestReadSnapshotWhileGuestWrites(t *testing.T) {
 	if !bytes.Equal(got, before) {
 		t.Fatal("snapshot read differs from the snapshot-time content")
 	}
-	if progress != size {
-		t.Errorf("progress reported %d bytes, want %d", progress, size)
+	if progress.Load() != size {
+		t.Errorf("progress reported %d bytes, want %d", progress.Load(), size)
 	}
 	live, _ := l.ReadDisk(vm.Name, 0, 4096+100, len(during))
 	if !bytes.Equal(live, during) {

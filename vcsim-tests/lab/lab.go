@@ -274,8 +274,10 @@ func (l *Lab) DatastoreDir(name string) (string, bool) { d, ok := l.dsDirs[name]
 // VMNames lists the VMs, sorted.
 func (l *Lab) VMNames() []string {
 	var out []string
-	for _, e := range l.model.Map().All("VirtualMachine") {
-		out = append(out, e.(*simulator.VirtualMachine).Name)
+	m := l.model.Map()
+	for _, e := range m.All("VirtualMachine") {
+		v := e.(*simulator.VirtualMachine)
+		m.WithLock(l.lctx, v, func() { out = append(out, v.Name) })
 	}
 	sort.Strings(out)
 	return out
@@ -291,10 +293,17 @@ func (l *Lab) MoRef(vm string) (string, error) {
 }
 
 func (l *Lab) findVM(name string) (*simulator.VirtualMachine, error) {
+	m := l.model.Map()
+	if v, ok := m.Get(types.ManagedObjectReference{Type: "VirtualMachine", Value: name}).(*simulator.VirtualMachine); ok {
+		return v, nil
+	}
 	var hit *simulator.VirtualMachine
-	for _, e := range l.model.Map().All("VirtualMachine") {
+	for _, e := range m.All("VirtualMachine") {
 		v := e.(*simulator.VirtualMachine)
-		if v.Name == name || v.Self.Value == name {
+		var vn string
+		// vcsim writes VM fields under the VM's lock (creation, renames).
+		m.WithLock(l.lctx, v, func() { vn = v.Name })
+		if vn == name {
 			if hit != nil {
 				return nil, fmt.Errorf("lab: VM name %q is ambiguous", name)
 			}

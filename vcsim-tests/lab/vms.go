@@ -76,10 +76,15 @@ func (l *Lab) createVM(ctx context.Context, folder *object.Folder, pool *object.
 	if err != nil {
 		return fmt.Errorf("lab: create VM %s: %w", name, err)
 	}
-	if _, err := task.WaitForResult(ctx); err != nil {
+	res, err := task.WaitForResult(ctx)
+	if err != nil {
 		return fmt.Errorf("lab: create VM %s: %w", name, err)
 	}
-	info, err := l.Disk(name, 0)
+	ref, ok := res.Result.(types.ManagedObjectReference)
+	if !ok {
+		return fmt.Errorf("lab: create VM %s: task returned %T", name, res.Result)
+	}
+	info, err := l.Disk(ref.Value, 0)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package vcsimtests
+
+const raceEnabled = false
