@@ -6,7 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// ReadFault makes datastore file-service GETs misbehave.
+// ReadFault makes datastore file-service GETs (and NFC export GETs)
+// misbehave.
 type ReadFault struct {
 	// PathContains selects requests whose URL path contains it ("" = all).
 	PathContains string
@@ -38,23 +39,27 @@ func (l *Lab) ClearReadFaults() {
 	l.faults = nil
 }
 
+// takeFault consumes the first queued fault matching path; l.mu is held.
+func (l *Lab) takeFault(path string) *ReadFault {
+	for i, f := range l.faults {
+		if strings.Contains(path, f.PathContains) {
+			f.Times--
+			if f.Times == 0 {
+				l.faults = append(l.faults[:i:i], l.faults[i+1:]...)
+			}
+			return f
+		}
+	}
+	return nil
+}
+
 // FolderGets counts datastore file-service GETs served so far.
 func (l *Lab) FolderGets() int64 { return atomic.LoadInt64(&l.folderGet) }
 
 func (l *Lab) serveFolderGet(w http.ResponseWriter, r *http.Request) {
 	atomic.AddInt64(&l.folderGet, 1)
-	var hit *ReadFault
 	l.mu.Lock()
-	for i, f := range l.faults {
-		if strings.Contains(r.URL.Path, f.PathContains) {
-			hit = f
-			f.Times--
-			if f.Times == 0 {
-				l.faults = append(l.faults[:i:i], l.faults[i+1:]...)
-			}
-			break
-		}
-	}
+	hit := l.takeFault(r.URL.Path)
 	l.mu.Unlock()
 	if hit == nil {
 		l.model.Service.ServeDatastore(w, r)

@@ -97,6 +97,8 @@ type Lab struct {
 	vms       map[string]*vmState // VM moref -> state
 	sessions  map[string]bool     // session keys seen
 	faults    []*ReadFault
+	leases    map[string]map[string]nfcDisk // export lease -> file name -> disk
+	nfcGets   int64
 	folderGet int64
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -172,6 +174,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	// Method patterns are more specific than vcsim's "/folder/", so GETs come
 	// here first (fault injection) and PUTs still reach vcsim directly.
 	mux.HandleFunc("GET /folder/", l.serveFolderGet)
+	mux.HandleFunc("GET /nfc/", l.serveNFCGet)
 	m.Service.ServeMux = mux
 	l.server = m.Service.NewServer()
 	u := *l.server.URL
