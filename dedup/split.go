@@ -107,19 +107,34 @@ type readAhead struct {
 	owned []*block
 }
 
-// startReadAhead starts the reader on g. The consumer must hold at most ceil(maxChunk/bs)+2 blocks
-// at once; two more are read ahead so the reader never waits on the consumer's chunk.
+// startReadAhead starts the reader on g. The consumer holds at most maxChunk/bs+3 blocks at once
+// (a chunk's data, the block it started in, the piece read past its end); readAheadBlocks more let
+// the reader run ahead. Blocks are allocated on first use, so a small disk costs little.
 func startReadAhead(ctx context.Context, g *errgroup.Group, src io.ReaderAt, exts []Extent, bs, maxChunk int) *readAhead {
-	n := (maxChunk+bs-1)/bs + 2 + readAheadBlocks
-	ra := &readAhead{out: make(chan *block, n), free: make(chan *block, n)}
-	for range n {
-		b := &block{buf: getBlockBuf(bs)}
-		b.free = func(b *block) { ra.free <- b }
-		ra.owned = append(ra.owned, b)
-		ra.free <- b
-	}
+	bs = int(min(int64(bs), max(64<<10, sumExtents(exts))))
+	limit := (maxChunk+bs-1)/bs + 3 + readAheadBlocks
+	ra := &readAhead{out: make(chan *block, limit), free: make(chan *block, limit)}
 	g.Go(func() error {
 		defer close(ra.out)
+		getBlock := func() (*block, error) {
+			select {
+			case b := <-ra.free:
+				return b, nil
+			default:
+			}
+			if len(ra.owned) < limit {
+				b := &block{buf: getBlockBuf(bs)}
+				b.free = func(b *block) { ra.free <- b }
+				ra.owned = append(ra.owned, b)
+				return b, nil
+			}
+			select {
+			case b := <-ra.free:
+				return b, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		var cur *block
 		used := 0
 		send := func() error {
@@ -134,10 +149,9 @@ func startReadAhead(ctx context.Context, g *errgroup.Group, src io.ReaderAt, ext
 		for _, x := range exts {
 			for off, end := x.Offset, x.Offset+x.Length; off < end; {
 				if cur == nil {
-					select {
-					case cur = <-ra.free:
-					case <-ctx.Done():
-						return ctx.Err()
+					var err error
+					if cur, err = getBlock(); err != nil {
+						return err
 					}
 					cur.segs, cur.refs, cur.done, used = cur.segs[:0], 0, false, 0
 				}
@@ -168,7 +182,7 @@ func startReadAhead(ctx context.Context, g *errgroup.Group, src io.ReaderAt, ext
 	return ra
 }
 
-// release hands the blocks back to the package pool once the reader goroutine has stopped.
+// release hands the blocks back to the package pool; only after the reader goroutine has stopped.
 func (ra *readAhead) release() {
 	for _, b := range ra.owned {
 		putBlockBuf(b.buf)
@@ -240,7 +254,9 @@ func (c *impl) Split(ctx context.Context, src io.ReaderAt, size int64, allocated
 	}
 	var exts []Extent
 	if allocated == nil {
-		exts = []Extent{{0, size}}
+		if size > 0 {
+			exts = []Extent{{0, size}}
+		}
 	} else if exts, err = normalizeExtents(allocated, size, "allocated"); err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package dedup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -253,5 +255,50 @@ func TestSplitDefaultsRandomPolynomial(t *testing.T) {
 	diffSpans(t, "split", g.spans, want)
 	if len(want) < 5 {
 		t.Fatalf("only %d chunks", len(want))
+	}
+}
+
+// TestConcurrentCalls: one Chunker serves several Split and Rechunk calls at once (run with -race).
+func TestConcurrentCalls(t *testing.T) {
+	c := newChunker(t, smallParams(AlgorithmCDC), 32<<10)
+	rng := rand.New(rand.NewSource(17))
+	old := image(rng, scale(3<<20))
+	want := oracle(t, c.p, old)
+	parent := parentList(want, func() bool { return true })
+	cur := append([]byte(nil), old...)
+	rng.Read(cur[1000:5000])
+	wantCur := oracle(t, c.p, cur)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					errs <- fmt.Errorf("panic: %v", r)
+				}
+			}()
+			var g []span
+			emit := func(ch Chunk) error {
+				g = append(g, span{ch.Offset, int64(ch.Length), ch.Zero})
+				ReleaseBuffer(ch.Data)
+				return nil
+			}
+			var err error
+			w := want
+			if i%2 == 0 {
+				err = c.Split(context.Background(), &recorder{data: old}, int64(len(old)), nil, emit)
+			} else {
+				w = wantCur
+				err = c.Rechunk(context.Background(), &recorder{data: cur}, &recorder{data: old}, int64(len(cur)), parent, []Extent{{1000, 4000}}, emit)
+			}
+			if err == nil && !slices.Equal(g, w) {
+				err = fmt.Errorf("call %d: chunks differ", i)
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
