@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -63,5 +65,59 @@ func TestNFCExport(t *testing.T) {
 	stop := errors.New("stop")
 	if err := c.ExportDisk(ctx, s, vm.Disks[0].Key, vsphere.NFCOptions{}, func(int64, []byte) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("callback error: %v", err)
+	}
+}
+
+// TestNFCImport restores into a new VM through ImportVApp + an NFC upload of
+// streamOptimized VMDK encoded on the fly; the lab decodes it into the flat
+// file.
+func TestNFCImport(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	ctx := context.Background()
+	size := l.Options().DiskCapacity
+	want := make([]byte, size)
+	copy(want[100:], pattern(200<<10, 9))
+	copy(want[6<<20:], pattern(64<<10, 4))
+	spec := vsphere.VMSpec{
+		Name: "imported", Datastore: "LocalDS_0", ResourcePool: "/DC0/host/DC0_C0/Resources",
+		Disks: []vsphere.DiskSpec{{CapacityBytes: size, Thin: true}},
+		NICs:  []vsphere.NICSpec{{Network: "VM Network"}},
+	}
+	vm, err := c.ImportVM(ctx, spec, func(ctx context.Context, disk int, w *vmdk.StreamWriter) error {
+		if disk != 0 {
+			return fmt.Errorf("unexpected disk %d", disk)
+		}
+		for off := int64(0); off < size; off += 1 << 20 {
+			if err := w.WriteGrainsAt(want[off:off+1<<20], off); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.Name != "imported" || len(vm.Disks) != 1 || len(vm.NICs) != 1 {
+		t.Fatalf("imported VM = %+v", vm)
+	}
+	if l.NFCPuts() != 1 {
+		t.Fatalf("NFC uploads decoded by the lab = %d, want 1", l.NFCPuts())
+	}
+	got, err := l.ReadDisk("imported", 0, 0, int(size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("imported disk differs")
+	}
+	if pushed := c.Stats().BytesPushed; pushed == 0 || pushed > size/4 {
+		t.Errorf("pushed %d bytes for %d bytes of data (zeros must not be sent)", pushed, 264<<10)
+	}
+	// A failing source aborts the import.
+	spec.Name = "imported2"
+	boom := errors.New("source failed")
+	if _, err := c.ImportVM(ctx, spec, func(context.Context, int, *vmdk.StreamWriter) error { return boom }); err == nil {
+		t.Error("import with a failing source succeeded")
 	}
 }

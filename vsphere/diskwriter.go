@@ -51,13 +51,41 @@ type NICSpec struct {
 // record (disk keys for UploadDisk).
 func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	op := "create VM " + spec.Name
+	b, err := c.buildVM(ctx, op, spec)
+	if err != nil {
+		return VM{}, err
+	}
+	task, err := b.folder.CreateVM(ctx, b.spec, b.pool, b.host)
+	if err != nil {
+		return VM{}, mapFault(op, err)
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		return VM{}, mapFault(op, err)
+	}
+	ref, ok := info.Result.(types.ManagedObjectReference)
+	if !ok {
+		return VM{}, fmt.Errorf("%s: task returned %T", op, info.Result)
+	}
+	return c.VM(ctx, VMRef{MoRef: ref.Value})
+}
+
+// builtVM is a resolved VMSpec: where the VM goes and its config spec.
+type builtVM struct {
+	spec   types.VirtualMachineConfigSpec
+	folder *object.Folder
+	pool   *object.ResourcePool
+	host   *object.HostSystem
+}
+
+func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM, error) {
 	if spec.Name == "" || spec.Datastore == "" {
-		return VM{}, fmt.Errorf("%s: name and datastore are required", op)
+		return nil, fmt.Errorf("%s: name and datastore are required", op)
 	}
 	f := find.NewFinder(c.vim, false)
 	dc, err := f.DatacenterOrDefault(ctx, spec.Datacenter)
 	if err != nil {
-		return VM{}, fmt.Errorf("%s: datacenter: %w: %v", op, ErrNotFound, err)
+		return nil, fmt.Errorf("%s: datacenter: %w: %v", op, ErrNotFound, err)
 	}
 	f.SetDatacenter(dc)
 	var folder *object.Folder
@@ -70,7 +98,7 @@ func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		}
 	}
 	if err != nil {
-		return VM{}, fmt.Errorf("%s: folder: %w: %v", op, ErrNotFound, err)
+		return nil, fmt.Errorf("%s: folder: %w: %v", op, ErrNotFound, err)
 	}
 	var pool *object.ResourcePool
 	if spec.ResourcePool != "" {
@@ -82,23 +110,23 @@ func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		}
 	}
 	if err != nil {
-		return VM{}, fmt.Errorf("%s: resource pool: %w: %v", op, ErrNotFound, err)
+		return nil, fmt.Errorf("%s: resource pool: %w: %v", op, ErrNotFound, err)
 	}
 	var host *object.HostSystem
 	if spec.Host != "" {
 		if host, err = f.HostSystem(ctx, spec.Host); err != nil {
-			return VM{}, fmt.Errorf("%s: host: %w: %v", op, ErrNotFound, err)
+			return nil, fmt.Errorf("%s: host: %w: %v", op, ErrNotFound, err)
 		}
 	}
 	ds, err := f.Datastore(ctx, spec.Datastore)
 	if err != nil {
-		return VM{}, fmt.Errorf("%s: datastore: %w: %v", op, ErrNotFound, err)
+		return nil, fmt.Errorf("%s: datastore: %w: %v", op, ErrNotFound, err)
 	}
 	var devs object.VirtualDeviceList
 	if len(spec.Disks) > 0 {
 		ctl, err := devs.CreateSCSIController("pvscsi")
 		if err != nil {
-			return VM{}, fmt.Errorf("%s: %w", op, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		devs = append(devs, ctl)
 		for _, d := range spec.Disks {
@@ -112,11 +140,11 @@ func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	for _, n := range spec.NICs {
 		net, err := f.Network(ctx, n.Network)
 		if err != nil {
-			return VM{}, fmt.Errorf("%s: network %q: %w: %v", op, n.Network, ErrNotFound, err)
+			return nil, fmt.Errorf("%s: network %q: %w: %v", op, n.Network, ErrNotFound, err)
 		}
 		backing, err := net.EthernetCardBackingInfo(ctx)
 		if err != nil {
-			return VM{}, fmt.Errorf("%s: network %q: %w", op, n.Network, err)
+			return nil, fmt.Errorf("%s: network %q: %w", op, n.Network, err)
 		}
 		typ := n.Type
 		if typ == "" {
@@ -124,13 +152,13 @@ func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		}
 		card, err := devs.CreateEthernetCard(typ, backing)
 		if err != nil {
-			return VM{}, fmt.Errorf("%s: NIC: %w", op, err)
+			return nil, fmt.Errorf("%s: NIC: %w", op, err)
 		}
 		devs = append(devs, card)
 	}
 	changes, err := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
 	if err != nil {
-		return VM{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	for _, ch := range changes {
 		s := ch.GetVirtualDeviceConfigSpec()
@@ -148,19 +176,7 @@ func (c *Client) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		Files:        &types.VirtualMachineFileInfo{VmPathName: "[" + ds.Name() + "]"},
 		DeviceChange: changes,
 	}
-	task, err := folder.CreateVM(ctx, cs, pool, host)
-	if err != nil {
-		return VM{}, mapFault(op, err)
-	}
-	info, err := task.WaitForResult(ctx)
-	if err != nil {
-		return VM{}, mapFault(op, err)
-	}
-	ref, ok := info.Result.(types.ManagedObjectReference)
-	if !ok {
-		return VM{}, fmt.Errorf("%s: task returned %T", op, info.Result)
-	}
-	return c.VM(ctx, VMRef{MoRef: ref.Value})
+	return &builtVM{spec: cs, folder: folder, pool: pool, host: host}, nil
 }
 
 // UploadDisk streams size bytes from r over the flat extent of a VM's disk

@@ -99,6 +99,8 @@ type Lab struct {
 	faults    []*ReadFault
 	leases    map[string]map[string]nfcDisk // export lease -> file name -> disk
 	nfcGets   int64
+	nfcPuts   int64
+	imports   map[string]*simulator.HttpNfcLease
 	folderGet int64
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -175,6 +177,8 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	// here first (fault injection) and PUTs still reach vcsim directly.
 	mux.HandleFunc("GET /folder/", l.serveFolderGet)
 	mux.HandleFunc("GET /nfc/", l.serveNFCGet)
+	mux.HandleFunc("PUT /nfc/", l.serveNFCPut)
+	mux.HandleFunc("POST /nfc/", l.serveNFCPut)
 	m.Service.ServeMux = mux
 	l.server = m.Service.NewServer()
 	u := *l.server.URL

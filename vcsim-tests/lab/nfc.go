@@ -108,3 +108,113 @@ func encodeStream(w io.Writer, d nfcDisk, name string) error {
 	}
 	return sw.Close()
 }
+
+// labPool records import leases so that uploads can find their VM.
+type labPool struct {
+	*simulator.ResourcePool
+	lab *Lab
+}
+
+func (p *labPool) ImportVApp(ctx *simulator.Context, req *types.ImportVApp) soap.HasFault {
+	res := p.ResourcePool.ImportVApp(ctx, req)
+	if body, ok := res.(*methods.ImportVAppBody); ok && body.Res != nil {
+		// vcsim keeps leases in the session's registry, not the global map.
+		if lease, ok := ctx.Session.Get(body.Res.Returnval).(*simulator.HttpNfcLease); ok {
+			p.lab.mu.Lock()
+			if p.lab.imports == nil {
+				p.lab.imports = map[string]*simulator.HttpNfcLease{}
+			}
+			p.lab.imports[body.Res.Returnval.Value] = lease
+			p.lab.mu.Unlock()
+		}
+	}
+	return res
+}
+
+// serveNFCPut writes an uploaded streamOptimized VMDK into the imported
+// VM's flat file (vcsim itself only hashes and discards the bytes). Uploads
+// that are not streamOptimized go to vcsim unchanged.
+func (l *Lab) serveNFCPut(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Content-Type"), "streamVmdk") {
+		simulator.ServeNFC(w, r)
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/nfc/"), "/")
+	if len(parts) != 2 {
+		http.NotFound(w, r)
+		return
+	}
+	m := l.model.Map()
+	l.mu.Lock()
+	lease, ok := l.imports[parts[0]]
+	l.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	var entity string
+	m.WithLock(l.lctx, lease, func() {
+		if lease.Info != nil {
+			entity = lease.Info.Entity.Value
+		}
+	})
+	var target *nfcDisk
+	err := l.withVM(entity, func(v *simulator.VirtualMachine) error {
+		for _, d := range l.vmDisks(v.Config.Hardware.Device) {
+			fb := d.vd.Backing.(types.BaseVirtualDeviceFileBackingInfo).GetVirtualDeviceFileBackingInfo()
+			if path.Base(fb.FileName) == parts[1] {
+				target = &nfcDisk{flat: d.flat, capacity: capacityOf(d.vd)}
+			}
+		}
+		return nil
+	})
+	if err != nil || target == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if err := decodeStream(r.Body, *target); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	l.mu.Lock()
+	l.nfcPuts++
+	l.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func decodeStream(r io.Reader, d nfcDisk) error {
+	sr, err := vmdk.NewStreamReader(r)
+	if err != nil {
+		return err
+	}
+	if sr.Capacity() > d.capacity {
+		return fmt.Errorf("stream of %d bytes for a %d-byte disk", sr.Capacity(), d.capacity)
+	}
+	f, err := os.OpenFile(d.flat, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(d.capacity); err != nil {
+		return err
+	}
+	for {
+		off, data, err := sr.Next()
+		if err == io.EOF {
+			return f.Close()
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(data, off); err != nil {
+			return err
+		}
+	}
+}
+
+// NFCPuts counts streamOptimized NFC uploads written into flat files.
+func (l *Lab) NFCPuts() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nfcPuts
+}

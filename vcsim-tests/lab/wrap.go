@@ -35,6 +35,12 @@ func (l *Lab) handler(sctx *simulator.Context, meth *simulator.Method) (mo.Refer
 		if w, ok := reg.Get(meth.This).(*labVM); !ok || w.VirtualMachine != real {
 			reg.Put(&labVM{VirtualMachine: real, lab: l})
 		}
+	case "ResourcePool":
+		if real, ok := sctx.Map.Get(meth.This).(*simulator.ResourcePool); ok {
+			if w, ok := reg.Get(meth.This).(*labPool); !ok || w.ResourcePool != real {
+				reg.Put(&labPool{ResourcePool: real, lab: l})
+			}
+		}
 	case "VirtualMachineSnapshot":
 		real, ok := sctx.Map.Get(meth.This).(*simulator.VirtualMachineSnapshot)
 		if !ok {

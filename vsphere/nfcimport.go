@@ -1,0 +1,133 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmware/govmomi/nfc"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// DiskFiller writes one disk's content into w in increasing offset order
+// (w.WriteGrainsAt); bytes it never writes are zeros.
+type DiskFiller func(ctx context.Context, disk int, w *vmdk.StreamWriter) error
+
+// ImportVM creates a VM through an NFC import lease (ResourcePool.ImportVApp)
+// and uploads every disk of spec as a streamOptimized VMDK encoded on the fly
+// from fill: nothing is buffered beyond one grain, zeros are not sent, and
+// it works where the datastore file service cannot (vSAN, vVols). The lease
+// is kept alive, completed on success and aborted on failure.
+func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller) (vm VM, err error) {
+	op := "import VM " + spec.Name
+	b, err := c.buildVM(ctx, op, spec)
+	if err != nil {
+		return VM{}, err
+	}
+	req := &types.ImportVApp{This: b.pool.Reference(), Spec: &types.VirtualMachineImportSpec{ConfigSpec: b.spec}}
+	fref := b.folder.Reference()
+	req.Folder = &fref
+	if b.host != nil {
+		h := b.host.Reference()
+		req.Host = &h
+	}
+	res, err := methods.ImportVApp(ctx, c.vim, req)
+	if err != nil {
+		return VM{}, mapFault(op, err)
+	}
+	lease := nfc.NewLease(c.vim, res.Returnval)
+	info, err := lease.Wait(ctx, nil)
+	if err != nil {
+		return VM{}, mapFault(op+": lease", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
+		defer cancel()
+		if err != nil {
+			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
+			return
+		}
+		if cerr := lease.Complete(dctx); cerr != nil {
+			err = mapFault(op+": complete lease", cerr)
+		}
+	}()
+
+	var sent atomic.Int64
+	var total int64
+	for _, d := range spec.Disks {
+		total += d.CapacityBytes
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = lease.Progress(ctx, int32(min(99, sent.Load()*100/max(total, 1))))
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	disk := 0
+	for i, du := range info.DeviceUrl {
+		if du.Disk == nil || !*du.Disk {
+			continue
+		}
+		if disk >= len(spec.Disks) {
+			return VM{}, fmt.Errorf("%s: the lease has more disks than the spec", op)
+		}
+		if err := c.uploadStream(ctx, info.Items[i], du.TargetId, spec.Disks[disk].CapacityBytes, disk, fill, &sent); err != nil {
+			return VM{}, fmt.Errorf("%s: disk %d: %w", op, disk, err)
+		}
+		disk++
+	}
+	if disk != len(spec.Disks) {
+		return VM{}, fmt.Errorf("%s: the lease has %d disks, the spec %d", op, disk, len(spec.Disks))
+	}
+	return c.VM(ctx, VMRef{MoRef: info.Entity.Value})
+}
+
+// uploadStream PUTs one disk: an encoder goroutine writes into a pipe that
+// the HTTP request body reads (chunked, size unknown in advance).
+func (c *Client) uploadStream(ctx context.Context, item nfc.FileItem, name string, capacity int64, disk int, fill DiskFiller, sent *atomic.Int64) error {
+	pr, pw := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sw, err := vmdk.NewStreamWriter(pw, capacity, vmdk.StreamWriterOptions{ExtentName: name})
+		if err == nil {
+			err = fill(ctx, disk, sw)
+			if cerr := sw.Close(); err == nil {
+				err = cerr
+			}
+		}
+		pw.CloseWithError(err)
+	}()
+	body := &progressReader{r: pr, n: sent}
+	cr := &countingReader{r: body, c: c}
+	err := c.sc.Upload(ctx, cr, item.URL, &soap.Upload{
+		Method: http.MethodPut, Type: "application/x-vnd.vmware-streamVmdk",
+		Headers: map[string]string{"Overwrite": "t"},
+	})
+	// Unblock the encoder if the upload stopped reading early.
+	pr.CloseWithError(fmt.Errorf("upload ended"))
+	wg.Wait()
+	return err
+}
