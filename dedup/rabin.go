@@ -48,7 +48,13 @@ func (r *rabin) roll(d uint64, hist *[windowSize]byte, data []byte, from int) (i
 		}
 	}
 	if n > windowSize {
-		j, d2 := r.scan(d, data, windowSize)
+		var j int
+		var d2 uint64
+		if r.shift == 45 {
+			j, d2 = r.scan8(d, data, windowSize)
+		} else {
+			j, d2 = r.scan(d, data, windowSize)
+		}
 		if j >= 0 {
 			return j, d2
 		}

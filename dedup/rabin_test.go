@@ -12,6 +12,9 @@ import (
 func TestScanLanes(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	data := make([]byte, 5*lanes*laneLen+1000)
+	if r := newRabin(chunker.Pol(testPol), 20); r.shift != 45 {
+		t.Fatalf("test polynomial has degree %d, want 53", r.shift+8)
+	}
 	rng.Read(data)
 	for iter := range scale(300) {
 		bits := 10 + rng.Intn(10)
@@ -23,6 +26,10 @@ func TestScanLanes(t *testing.T) {
 		}
 		start := r.prime((*[windowSize]byte)(d[:windowSize]))
 		j, dig := r.scan(start, d, windowSize)
+		j8, dig8 := r.scan8(start, d, windowSize)
+		if j8 != j || (j < 0 && dig8 != dig) {
+			t.Fatalf("iter %d: scan8 cut at %d digest %#x, scan at %d digest %#x", iter, j8, dig8, j, dig)
+		}
 		// Reference: one byte at a time.
 		wj, wd := -1, start
 		for i := windowSize; i < n; i++ {

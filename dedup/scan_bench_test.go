@@ -44,3 +44,14 @@ func BenchmarkScanSingle(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkScan8(b *testing.B) {
+	r := benchRabin()
+	data := benchData[:16<<20]
+	b.SetBytes(int64(len(data) - 64))
+	m := meterCPU(b)
+	defer m.stop(int64(len(data) - 64))
+	for range b.N {
+		r.scan8(0, data, 64)
+	}
+}
