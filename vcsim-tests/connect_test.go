@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
@@ -134,5 +135,30 @@ func TestRetryPolicy(t *testing.T) {
 	}
 	if c.Stats().Retries != before {
 		t.Error("CreateSnapshotEx_Task was retried")
+	}
+}
+
+// TestKeepAliveReloginsWhileIdle: an idle client keeps its session alive
+// and re-logs in by itself after the server dropped the session.
+func TestKeepAliveReloginsWhileIdle(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l, func(cfg *vsphere.Config) { cfg.KeepAlive = 100 * time.Millisecond })
+	ctx := context.Background()
+	if err := l.ExpireSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats().SOAPCalls
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().Relogins == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Stats().SOAPCalls == before || c.Stats().Relogins != 1 {
+		t.Fatalf("idle client: %+v (calls before %d)", c.Stats(), before)
+	}
+	if _, err := c.FindVM(ctx, "DC0_H0_VM0"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Relogins != 1 {
+		t.Errorf("relogins = %d after the keep-alive already re-logged in", c.Stats().Relogins)
 	}
 }

@@ -16,12 +16,14 @@ import (
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	_ "github.com/vmware/govmomi/vapi/simulator" // vAPI (tags) endpoints
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -95,7 +97,6 @@ type Lab struct {
 	mu        sync.Mutex
 	disks     map[string]*disk    // flat path -> state
 	vms       map[string]*vmState // VM moref -> state
-	sessions  map[string]bool     // session keys seen
 	faults    []*ReadFault
 	leases    map[string]map[string]nfcDisk // export lease -> file name -> disk
 	nfcGets   int64
@@ -152,12 +153,11 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	}
 	l := &Lab{
 		opts: opts, model: m,
-		lctx:     &simulator.Context{Context: context.Background(), Map: m.Map()},
-		dsDirs:   map[string]string{},
-		disks:    map[string]*disk{},
-		vms:      map[string]*vmState{},
-		sessions: map[string]bool{},
-		closed:   make(chan struct{}),
+		lctx:   &simulator.Context{Context: context.Background(), Map: m.Map()},
+		dsDirs: map[string]string{},
+		disks:  map[string]*disk{},
+		vms:    map[string]*vmState{},
+		closed: make(chan struct{}),
 	}
 	for _, e := range m.Map().All("Datastore") {
 		ds := e.(*simulator.Datastore)
@@ -414,18 +414,16 @@ func (l *Lab) ClearMethodFaults() { l.model.Service.ClearFaultRules() }
 // own), as vCenter's idle timeout does: the next call with the old cookie
 // fails with NotAuthenticated and a new Login works.
 func (l *Lab) ExpireSessions(ctx context.Context) error {
-	l.mu.Lock()
-	var keys []string
-	for k := range l.sessions {
-		if k != l.adminK {
-			keys = append(keys, k)
-		}
-		delete(l.sessions, k)
+	var sm mo.SessionManager
+	smRef := *l.admin.Client.ServiceContent.SessionManager
+	if err := property.DefaultCollector(l.admin.Client).RetrieveOne(ctx, smRef, []string{"sessionList"}, &sm); err != nil {
+		return fmt.Errorf("lab: list sessions: %w", err)
 	}
-	l.mu.Unlock()
-	sm := *l.admin.Client.ServiceContent.SessionManager
-	for _, k := range keys {
-		_, err := methods.TerminateSession(ctx, l.admin.Client, &types.TerminateSession{This: sm, SessionId: []string{k}})
+	for _, us := range sm.SessionList {
+		if us.Key == l.adminK {
+			continue
+		}
+		_, err := methods.TerminateSession(ctx, l.admin.Client, &types.TerminateSession{This: smRef, SessionId: []string{us.Key}})
 		if err != nil && !fault.Is(err, &types.NotFound{}) {
 			return fmt.Errorf("lab: expire session: %w", err)
 		}
