@@ -122,6 +122,7 @@ func benchZstd(b *testing.B, level zstd.EncoderLevel, compressible bool) {
 func BenchmarkZstdFastestCompressible(b *testing.B) { benchZstd(b, zstd.SpeedFastest, true) }
 func BenchmarkZstdFastestRandom(b *testing.B)       { benchZstd(b, zstd.SpeedFastest, false) }
 func BenchmarkZstdDefaultCompressible(b *testing.B) { benchZstd(b, zstd.SpeedDefault, true) }
+func BenchmarkZstdDefaultRandom(b *testing.B)       { benchZstd(b, zstd.SpeedDefault, false) }
 
 func BenchmarkZstdDecode(b *testing.B) {
 	data := benchData(true)

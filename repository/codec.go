@@ -29,7 +29,17 @@ type codec struct {
 	dec       *zstd.Decoder
 }
 
-func newCodec(encKey, idKey []byte) (*codec, error) {
+func zstdLevel(l string) zstd.EncoderLevel {
+	switch l {
+	case "default":
+		return zstd.SpeedDefault
+	case "better":
+		return zstd.SpeedBetterCompression
+	}
+	return zstd.SpeedFastest
+}
+
+func newCodec(encKey, idKey []byte, level string) (*codec, error) {
 	c := &codec{}
 	if encKey != nil {
 		block, err := aes.NewCipher(encKey)
@@ -46,9 +56,9 @@ func newCodec(encKey, idKey []byte) (*codec, error) {
 	}
 	n := runtime.GOMAXPROCS(0) * 2
 	var err error
-	// SpeedFastest measured best for VM disk data (see bench_test.go); no
-	// frame CRC because every read verifies the blob id anyway.
-	c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+	// The level is a write-time choice (config compression_level); no frame
+	// CRC because every read verifies the blob id anyway.
+	c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel(level)),
 		zstd.WithEncoderConcurrency(n), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true),
 		zstd.WithWindowSize(1<<20))
 	if err != nil {

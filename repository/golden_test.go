@@ -28,9 +28,9 @@ func goldenCodec(t testing.TB, encrypted bool) *codec {
 	var err error
 	if encrypted {
 		m := goldenMaster()
-		c, err = newCodec(m[:32], m[32:])
+		c, err = newCodec(m[:32], m[32:], "fastest")
 	} else {
-		c, err = newCodec(nil, nil)
+		c, err = newCodec(nil, nil, "fastest")
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,9 @@ import (
 type OpenOptions struct {
 	NoFsync    bool // tests only; default fsyncs per the write-order contract
 	CacheBytes int  // blob cache for readers; 0 = 64 MiB
+	// CompressionLevel overrides the config's level for this process
+	// ("fastest", "default", "better"; "" = the config's).
+	CompressionLevel string
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -102,7 +105,14 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 		}
 		return nil, fmt.Errorf("open %s: flock: %w", dir, err)
 	}
-	c, err := newCodec(encKey, idKey)
+	level := cf.Level
+	if opts.CompressionLevel != "" {
+		if !validLevel(opts.CompressionLevel) {
+			return nil, fmt.Errorf("open %s: unknown compression level %q", dir, opts.CompressionLevel)
+		}
+		level = opts.CompressionLevel
+	}
+	c, err := newCodec(encKey, idKey, level)
 	if err != nil {
 		lf.Close()
 		return nil, err
