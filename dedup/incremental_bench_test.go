@@ -29,14 +29,28 @@ func BenchmarkIncremental(b *testing.B) {
 		}
 	}
 	dir := b.TempDir()
-	oldImg, newImg := filepath.Join(dir, "old.img"), filepath.Join(dir, "new.img")
+	oldImg := filepath.Join(dir, "old.img")
 	run(b, "mkfs.ext4", "-q", "-F", "-d", "/usr/bin", "-E", "root_owner=0:0", oldImg, "4G")
-	run(b, "cp", "--sparse=always", oldImg, newImg)
-	guestChange(b, dir, newImg)
-	old, cur := readSparse(b, oldImg), readSparse(b, newImg)
-	changed := diffBlocks(old.data, cur.data, 64<<10) // CBT reports 64 KiB areas
-	b.Logf("image %d bytes, %d allocated, %d changed in %d extents", len(old.data), sumExtents(old.alloc), sumExtents(changed), len(changed))
+	old := readSparse(b, oldImg)
+	scenarios := []struct {
+		name   string
+		change func(b *testing.B, dir, img string, alloc []Extent)
+	}{
+		{"guest-files", guestChange},
+		{"random-4k-1pct", randomBlockWrites},
+	}
+	for _, sc := range scenarios {
+		newImg := filepath.Join(dir, sc.name+".img")
+		run(b, "cp", "--sparse=always", oldImg, newImg)
+		sc.change(b, dir, newImg, old.alloc)
+		cur := readSparse(b, newImg)
+		changed := diffBlocks(old.data, cur.data, 64<<10) // CBT reports 64 KiB areas
+		b.Logf("%s: image %d bytes, %d allocated, %d changed in %d extents", sc.name, len(old.data), sumExtents(old.alloc), sumExtents(changed), len(changed))
+		incremental(b, sc.name, old, cur, changed)
+	}
+}
 
+func incremental(b *testing.B, scenario string, old, cur *sparseImage, changed []Extent) {
 	pol := uint64(testPol)
 	cdc := func(avg int) Params {
 		return Params{Algorithm: AlgorithmCDC, Polynomial: pol, MinSize: avg / 2, AvgSize: avg, MaxSize: avg * 8}
@@ -45,7 +59,7 @@ func BenchmarkIncremental(b *testing.B) {
 		cdc(256 << 10), cdc(512 << 10), defaultTestParams(AlgorithmCDC),
 		{Algorithm: AlgorithmFixed, AvgSize: 64 << 10}, {Algorithm: AlgorithmFixed, AvgSize: 256 << 10}, {Algorithm: AlgorithmFixed, AvgSize: 1 << 20},
 	} {
-		name := fmt.Sprintf("%s-min%dK-avg%dK", p.Algorithm, p.MinSize>>10, p.AvgSize>>10)
+		name := fmt.Sprintf("%s/%s-min%dK-avg%dK", scenario, p.Algorithm, p.MinSize>>10, p.AvgSize>>10)
 		b.Run(name, func(b *testing.B) {
 			c := newChunker(b, p, 0)
 			known := map[[32]byte]bool{}
@@ -109,8 +123,31 @@ func run(b *testing.B, name string, args ...string) string {
 	return string(out)
 }
 
+// randomBlockWrites rewrites 1% of the allocated bytes in random 4 KiB blocks, in place.
+func randomBlockWrites(b *testing.B, dir, img string, alloc []Extent) {
+	b.Helper()
+	fh, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close()
+	rng := rand.New(rand.NewSource(22))
+	buf := make([]byte, 4096)
+	for range sumExtents(alloc) / 100 / 4096 {
+		x := alloc[rng.Intn(len(alloc))]
+		if x.Length < 4096 {
+			continue
+		}
+		off := x.Offset + rng.Int63n(x.Length/4096)*4096
+		rng.Read(buf)
+		if _, err := fh.WriteAt(buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // guestChange writes new files through debugfs and rewrites three large files' blocks in place.
-func guestChange(b *testing.B, dir, img string) {
+func guestChange(b *testing.B, dir, img string, _ []Extent) {
 	b.Helper()
 	rng := rand.New(rand.NewSource(21))
 	var cmds strings.Builder
