@@ -16,6 +16,13 @@
 // every MinSize bytes. A parent chunk whose start is reached by the new chain
 // and whose bytes did not change is therefore a chunk of the new disk too.
 //
+// Speed and memory: the digest depends on the 64-byte window alone, so the scan hashes eight
+// stretches of a block at once (independent dependency chains) and is bit-identical to restic's
+// one-byte-at-a-time loop. Source reads are 8 MiB blocks packed with the allocated extents, read
+// by one goroutine at most two blocks ahead; at most MaxSize/8MiB+5 blocks exist per call. Each
+// data chunk is copied once, from the read block into a pooled buffer that the receiver returns
+// with ReleaseBuffer.
+//
 // dedup must never import any other vmvault package (it depends only on the
 // standard library, restic/chunker and x/sync).
 package dedup
