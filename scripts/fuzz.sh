@@ -9,6 +9,6 @@ for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for fn in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "== $pkg $fn ($time)"
-		go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$time" "$pkg"
+		go test -run "^$" -fuzz "^${fn}\$" -fuzztime "$time" -fuzzminimizetime 5s "$pkg"
 	done
 done

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/vmvault/vmvault/backup"
@@ -109,6 +110,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	changedPath := fs.String("changed", "", "JSON list of changed byte ranges since --parent, as CBT reports them")
 	asJSON := fs.Bool("json", false, "print one JSON object with the statistics")
 	workers := fs.Int("workers", 0, "parallel hashing/compression workers (default: number of CPUs)")
+	forceRead := fs.Bool("force-read", false, "read every image even when it is unchanged since the last restore point of this VM")
 	images, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -167,6 +169,13 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 		parent = &p
 	}
 
+	var last *repository.Point
+	if !*forceRead && *changedPath == "" {
+		if last, err = lastGoodPoint(ctx, r, *vm); err != nil {
+			return err
+		}
+	}
+
 	start := time.Now()
 	sess, err := r.NewSession(ctx)
 	if err != nil {
@@ -174,14 +183,30 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer sess.Abort()
 	out := imageBackupJSON{VM: *vm, Disks: []imageDiskJSON{}}
-	np := repository.NewPoint{VM: repository.VMIdentity{Name: *vm}, Time: start.UTC()}
+	np := repository.NewPoint{VM: repository.VMIdentity{Name: *vm}, Time: start.UTC(), Tags: map[string]string{}}
 	if parent != nil {
 		np.Parent = parent.ID
 		out.Parent = parent.ID
 	}
 	for i, im := range opened {
-		d, stats, warn, err := backupImage(ctx, r, sess, chunker, im, i, parent, changed, *changedPath != "", *workers)
-		if err != nil {
+		ident := sourceIdentity(images[i], im)
+		if ident != "" {
+			np.Tags[sourceTag(i)] = ident
+		}
+		var d repository.NewDisk
+		var stats imageDiskJSON
+		var warn string
+		if prev, ok := unchangedDisk(last, i, ident); ok {
+			// Same file, same size, same mtime and ctime as when it was last
+			// backed up: its disk map is reused without reading a byte, as
+			// restic does for unchanged files (--force-read re-reads).
+			d = prev
+			stats = imageDiskJSON{Format: im.Format(), Mode: "unchanged", LogicalBytes: im.Size()}
+			if np.Parent == "" {
+				np.Parent = last.ID
+				out.Parent = last.ID
+			}
+		} else if d, stats, warn, err = backupImage(ctx, r, sess, chunker, im, i, parent, changed, *changedPath != "", *workers); err != nil {
 			return fmt.Errorf("back up image %s: %w", images[i], err)
 		}
 		if warn != "" {
@@ -270,7 +295,7 @@ func backupImage(ctx context.Context, r *repository.Repository, sess *repository
 	stats.ReusedBytes = res.ReusedBytes
 	stats.Chunks = res.Chunks
 	stats.Seconds = res.Duration.Seconds()
-	d := repository.NewDisk{Key: int32(idx), Capacity: im.Size(), Map: root, Stats: repository.DiskStats{
+	d := repository.NewDisk{Key: int32(idx), Capacity: im.Size(), Map: root, ChangeID: "", Stats: repository.DiskStats{
 		LogicalBytes: im.Size(), BytesRead: res.BytesRead, NewBytes: res.NewBytes, StoredBytes: res.StoredBytes, Mode: stats.Mode}}
 	return d, stats, warn, nil
 }
@@ -280,6 +305,7 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	rf := addRepoFlags(fs)
 	pointID := fs.String("restore-point", "", "restore point id or unique prefix (required)")
 	disk := fs.Int("disk", 0, "disk index within the restore point")
+	doSync := fs.Bool("sync", false, "fsync OUT before reporting success (like restic and cp, the default leaves write-back to the kernel)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -328,8 +354,10 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	if err := tmp.Truncate(dr.Size()); err != nil {
 		return fmt.Errorf("size output: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync output: %w", err)
+	if *doSync {
+		if err := tmp.Sync(); err != nil {
+			return fmt.Errorf("sync output: %w", err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close output: %w", err)
@@ -341,4 +369,59 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	secs := time.Since(start).Seconds()
 	fmt.Fprintf(env.stdout, "restored disk %d of %s (%s) to %s in %.2fs\n", *disk, short(p.ID), humanBytes(dr.Size()), outPath, secs)
 	return nil
+}
+
+// sourceTag names the restore point tag that records where disk i came from.
+func sourceTag(i int) string { return fmt.Sprintf("source.%d", i) }
+
+// sourceIdentity describes an image file well enough to tell that it has not
+// changed: path, device, inode, size, mtime and ctime (any write moves
+// ctime). Formats whose data lives in other files (a descriptor with flat
+// extents) get no identity: their descriptor can stay the same while the
+// extents change.
+func sourceIdentity(path string, im diskimage.Image) string {
+	switch im.Format() {
+	case "raw", "monolithicSparse", "streamOptimized":
+	default:
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return ""
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s|%d|%d|%d|%d.%d|%d.%d", abs, sys.Dev, sys.Ino, st.Size(),
+		sys.Mtim.Sec, sys.Mtim.Nsec, sys.Ctim.Sec, sys.Ctim.Nsec)
+}
+
+// lastGoodPoint returns the newest complete restore point of the VM, or nil.
+func lastGoodPoint(ctx context.Context, r *repository.Repository, vm string) (*repository.Point, error) {
+	points, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if p := points[i]; p.VM.Name == vm && !p.Partial {
+			return &p, nil
+		}
+	}
+	return nil, nil
+}
+
+// unchangedDisk returns disk i of last when it was read from the same,
+// unmodified file.
+func unchangedDisk(last *repository.Point, i int, ident string) (repository.NewDisk, bool) {
+	if last == nil || ident == "" || i >= len(last.Disks) || last.Tags[sourceTag(i)] != ident {
+		return repository.NewDisk{}, false
+	}
+	d := last.Disks[i]
+	d.Stats.BytesRead, d.Stats.NewBytes, d.Stats.StoredBytes, d.Stats.Mode = 0, 0, 0, "unchanged"
+	return d, true
 }

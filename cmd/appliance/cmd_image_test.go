@@ -173,22 +173,48 @@ func TestIncrementalChanged(t *testing.T) {
 	}
 }
 
-// TestSecondBackupDedups backs up the same image twice: the second adds no
-// new bytes.
-func TestSecondBackupDedups(t *testing.T) {
+// TestSecondBackup: backing up an unchanged image again reads nothing (its
+// file identity matches the last restore point); --force-read re-reads it
+// and dedup stores no new bytes; a modified image is read again.
+func TestSecondBackup(t *testing.T) {
 	dir := t.TempDir()
 	repo := initRepo(t)
 	img := makeExt4(t, dir, 64, 31, 3<<20)
-	first := decodeJSON[imageBackupJSON](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "a", "--json", img))
-	second := decodeJSON[imageBackupJSON](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "a", "--json", img))
-	if first.NewBytes == 0 {
-		t.Fatal("first backup stored no new bytes")
+	backup := func(extra ...string) imageBackupJSON {
+		t.Helper()
+		args := append([]string{"image", "backup", "--repo", repo, "--vm", "a", "--json"}, extra...)
+		return decodeJSON[imageBackupJSON](t, mustCLI(t, append(args, img)...))
 	}
-	if second.NewBytes != 0 {
-		t.Errorf("second backup of an unchanged image stored %d new bytes", second.NewBytes)
+	first := backup()
+	if first.NewBytes == 0 || first.Disks[0].Mode != "allocated" {
+		t.Fatalf("first backup: %+v", first)
 	}
-	if second.StoredBytesAdded > 64<<10 {
-		t.Errorf("second backup added %d bytes on disk, want only metadata", second.StoredBytesAdded)
+	second := backup()
+	if second.Disks[0].Mode != "unchanged" || second.BytesRead != 0 || second.Parent != first.RestorePoint {
+		t.Errorf("second backup of an unchanged image: mode %q, read %d, parent %q", second.Disks[0].Mode, second.BytesRead, second.Parent)
+	}
+	forced := backup("--force-read")
+	if forced.BytesRead == 0 || forced.NewBytes != 0 || forced.StoredBytesAdded > 64<<10 {
+		t.Errorf("forced re-read: read %d, new %d, stored %d; want a full read that dedups to nothing", forced.BytesRead, forced.NewBytes, forced.StoredBytesAdded)
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("guest wrote this"), 40<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	changed := backup()
+	if changed.Disks[0].Mode == "unchanged" || changed.NewBytes == 0 {
+		t.Errorf("modified image was not read again: %+v", changed.Disks[0])
+	}
+	for _, id := range []string{second.RestorePoint, changed.RestorePoint} {
+		out := filepath.Join(t.TempDir(), "out.img")
+		mustCLI(t, "image", "restore", "--repo", repo, "--restore-point", id, out)
+		if id == changed.RestorePoint {
+			assertSameFile(t, img, out)
+		}
 	}
 }
 

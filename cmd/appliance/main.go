@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -45,9 +46,22 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// VMVAULT_CPUPROFILE=FILE writes a CPU profile of the command, for
+	// `go tool pprof` when a benchmark number needs explaining.
+	if path := os.Getenv("VMVAULT_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer f.Close()
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	code := run(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
 	stop()
-	os.Exit(code)
+	if code != 0 {
+		pprof.StopCPUProfile()
+		os.Exit(code)
+	}
 }
 
 // run dispatches to the longest registered command name that prefixes args.
