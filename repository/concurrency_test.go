@@ -244,3 +244,48 @@ func TestReclaimBarrierRescue(t *testing.T) {
 	}
 	requireClean(t, r)
 }
+
+// TestReclaimCancelledAtBarrier: a reclaim cancelled while waiting for an
+// old session leaves a repository that keeps working; the next reclaim
+// (after the session ends) completes the job; a reopen recovers too.
+func TestReclaimCancelledAtBarrier(t *testing.T) {
+	dir := t.TempDir()
+	r := TestRepository(t, WithDir(dir), WithPackSize(64<<10))
+	ctx := context.Background()
+	keep := testDisk(90, 512<<10)
+	keep[0] = 1
+	pk := backup(t, r, "keep", testTime, keep)
+	drop := backup(t, r, "drop", testTime.Add(time.Minute), testDisk(91, 512<<10))
+	r.Delete(ctx, drop.ID)
+	s, _ := r.NewSession(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := r.Reclaim(cctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Reclaim with an old session open: %v, want deadline exceeded", err)
+	}
+	// The open session can still write and commit.
+	root, _ := putImage(t, s, keep, 64<<10)
+	p2, err := s.Commit(ctx, NewPoint{VM: VMIdentity{Name: "during"}, Time: testTime.Add(time.Hour), Disks: []NewDisk{{Capacity: int64(len(keep)), Map: root}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := r.Stats(ctx)
+	rep, err := r.Reclaim(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := r.Stats(ctx)
+	if rep.PacksDeleted == 0 || after.DiskBytes >= before.DiskBytes {
+		t.Fatalf("second reclaim freed nothing: %+v", rep)
+	}
+	verifyPoint(t, r, pk.ID, keep)
+	verifyPoint(t, r, p2.ID, keep)
+	requireClean(t, r)
+	r.Close()
+	r2, err := Open(ctx, dir, []byte(TestPassword), OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	requireClean(t, r2)
+}

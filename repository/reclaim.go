@@ -106,8 +106,10 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
 
-	// 2. Condemn, atomically with respect to sessions' dedup lookups.
+	// 2. Condemn, atomically with respect to sessions' dedup lookups. State
+	// left by an earlier, cancelled reclaim is recomputed from scratch.
 	r.mu.Lock()
+	r.condemned = map[ID]struct{}{}
 	for id := range r.markExtra {
 		live[id] = struct{}{}
 	}

@@ -118,6 +118,9 @@ func TestInitRefusesNonEmptyAndBadChunker(t *testing.T) {
 	if err := Init(context.Background(), t.TempDir(), []byte("p"), InitOptions{Chunker: bad, KDF: TestKDF}); err == nil {
 		t.Fatal("Init accepted min > max")
 	}
+	if err := Init(context.Background(), t.TempDir(), []byte("p"), InitOptions{Chunker: TestChunker, KDF: TestKDF, CompressionLevel: "ultra"}); err == nil {
+		t.Fatal("Init accepted an unknown compression level")
+	}
 	if err := Init(context.Background(), t.TempDir(), nil, InitOptions{Chunker: TestChunker, KDF: TestKDF}); err == nil {
 		t.Fatal("Init accepted an encrypted repository without passphrase")
 	}
@@ -716,4 +719,26 @@ func TestReclaimMergesSmallPacks(t *testing.T) {
 		verifyPoint(t, r, p.ID, imgs[i])
 	}
 	requireClean(t, r)
+}
+
+func TestCompressionLevels(t *testing.T) {
+	for _, lv := range []string{"fastest", "default", "better"} {
+		t.Run(lv, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := Init(context.Background(), dir, []byte("p"), InitOptions{Chunker: TestChunker, KDF: TestKDF, CompressionLevel: lv}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(context.Background(), dir, []byte("p"), OpenOptions{NoFsync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Config().CompressionLevel != lv {
+				t.Fatalf("level %q", r.Config().CompressionLevel)
+			}
+			img := testDisk(95, 1<<20)
+			p := backup(t, r, "z", testTime, img)
+			verifyPoint(t, r, p.ID, img)
+		})
+	}
 }
