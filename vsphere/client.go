@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -138,7 +139,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	sc := soap.NewClient(u, cfg.Insecure)
 	if cfg.Thumbprint != "" {
-		sc.SetThumbprint(u.Host, strings.ToUpper(strings.TrimSpace(cfg.Thumbprint)))
+		pinTLS(sc, u.Host, cfg.Thumbprint)
 	}
 	if cfg.CAFile != "" {
 		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
@@ -166,6 +167,27 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		go c.keepAlive(cfg.KeepAlive)
 	}
 	return c, nil
+}
+
+// pinTLS makes the client accept exactly the pinned certificate (and the
+// host thumbprints vSphere hands out, e.g. with NFC leases) in one handshake,
+// instead of govmomi's verify-then-retry dance.
+func pinTLS(sc *soap.Client, host, thumbprint string) {
+	pin := strings.ToUpper(strings.TrimSpace(thumbprint))
+	sc.SetThumbprint(host, pin)
+	tc := sc.DefaultTransport().TLSClientConfig
+	tc.InsecureSkipVerify = true // replaced by VerifyConnection below
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("vCenter sent no certificate")
+		}
+		cert := cs.PeerCertificates[0]
+		s256, s1 := soap.ThumbprintSHA256(cert), soap.ThumbprintSHA1(cert)
+		if s256 == pin || s1 == pin || sc.KnownThumbprint(s256) || (s1 != "" && sc.KnownThumbprint(s1)) {
+			return nil
+		}
+		return fmt.Errorf("certificate thumbprint does not match the pinned %s (server has %s)", pin, s256)
+	}
 }
 
 func parseURL(s string) (*url.URL, error) {
