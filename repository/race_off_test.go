@@ -1,0 +1,5 @@
+//go:build !race
+
+package repository
+
+const raceEnabled = false
