@@ -122,6 +122,14 @@ func TestReaderRetriesDroppedAndStalledReads(t *testing.T) {
 			}
 		})
 	}
+	// 401 from the file service: the session is re-established, then retried.
+	l.InjectReadFault(lab.ReadFault{Status: http.StatusUnauthorized})
+	if _, err := r.ReadAt(make([]byte, 4096), 0); err != nil {
+		t.Errorf("read after 401: %v", err)
+	}
+	if c.Stats().Relogins != 1 {
+		t.Errorf("relogins after 401 = %d, want 1", c.Stats().Relogins)
+	}
 	// Permanent errors are not retried.
 	retries := c.Stats().Retries
 	l.InjectReadFault(lab.ReadFault{Status: http.StatusNotFound})

@@ -262,6 +262,10 @@ func (c *Client) relogin(ctx context.Context, gen int64) error {
 		return nil
 	}
 	c.relogins.Add(1)
+	// A server that still knows the old session refuses a second Login on
+	// it (a 401 from the file service can come with a live SOAP session);
+	// logging out first makes the login fresh either way.
+	_, _ = methods.Logout(ctx, c.sc, &types.Logout{This: *c.vim.ServiceContent.SessionManager})
 	return c.login(ctx)
 }
 
