@@ -80,10 +80,12 @@ func (c *CheckReport) DamagedPoints() []string {
 }
 
 type checker struct {
-	r       *Repository
-	rep     *CheckReport
-	bad     map[ID]int // blob -> index into rep.Problems
-	touched map[int]map[string]bool
+	r         *Repository
+	hits      int         // problems recorded or attached so far
+	cleanSegs map[ID]bool // segments walked without any finding
+	rep       *CheckReport
+	bad       map[ID]int // blob -> index into rep.Problems
+	touched   map[int]map[string]bool
 }
 
 func (c *checker) problem(p Problem) int {
@@ -92,6 +94,7 @@ func (c *checker) problem(p Problem) int {
 }
 
 func (c *checker) attach(i int, point string, disk int) {
+	c.hits++
 	p := &c.rep.Problems[i]
 	if c.touched[i] == nil {
 		c.touched[i] = map[string]bool{}
@@ -125,7 +128,7 @@ func (c *checker) blobProblem(id ID, kind, pack, msg, point string, disk int) {
 // manifests; with ReadData, every blob is read and verified. Bad blobs are
 // reported with exactly the restore points (and disks) that reference them.
 func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func(Progress)) (*CheckReport, error) {
-	c := &checker{r: r, rep: &CheckReport{}, bad: map[ID]int{}, touched: map[int]map[string]bool{}}
+	c := &checker{r: r, rep: &CheckReport{}, bad: map[ID]int{}, touched: map[int]map[string]bool{}, cleanSegs: map[ID]bool{}}
 	report := func(phase string, done, total int64) {
 		if progress != nil {
 			progress(Progress{Phase: phase, Done: done, Total: total})
@@ -395,15 +398,22 @@ func (c *checker) checkMap(ctx context.Context, point string, disk int, root ID)
 			c.blobProblem(ref.ID, "", "", "", point, disk)
 			continue
 		}
+		if c.cleanSegs[ref.ID] {
+			continue // shared with an earlier point and already verified
+		}
 		s, err := r.loadSegment(ctx, ref)
 		if err != nil {
 			c.blobError(err, ref.ID, point, disk, "disk map segment")
 			continue
 		}
+		before := c.hits
 		for _, e := range s.Extents {
 			if !e.Zero {
 				c.checkRef(e.ID, e.Length, point, disk)
 			}
+		}
+		if c.hits == before {
+			c.cleanSegs[ref.ID] = true
 		}
 	}
 	return nil

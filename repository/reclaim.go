@@ -49,12 +49,20 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 			live[p.ConfigID] = struct{}{}
 		}
 		for _, d := range p.Disks {
+			// A root or segment already marked had all its blobs marked:
+			// incremental points share almost everything with their parent.
+			if _, seen := live[d.Map]; seen {
+				continue
+			}
 			live[d.Map] = struct{}{}
 			dr, err := r.loadRoot(ctx, d.Map)
 			if err != nil {
 				return fmt.Errorf("restore point %s: %w", p.ID, err)
 			}
 			for _, ref := range dr.Segs {
+				if _, seen := live[ref.ID]; seen {
+					continue
+				}
 				live[ref.ID] = struct{}{}
 				s, err := r.loadSegment(ctx, ref)
 				if err != nil {

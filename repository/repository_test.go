@@ -403,6 +403,8 @@ func TestCorruptionIsReportedWithPoints(t *testing.T) {
 			imgA[0] = 0xAA // make sure the first chunk is data
 			pa := backup(t, r, "a", testTime, imgA)
 			pb := backup(t, r, "b", testTime.Add(time.Minute), imgB)
+			// pc shares every blob with pa and holds imgA as its second disk.
+			pc := backup(t, r, "c", testTime.Add(2*time.Minute), imgB, imgA)
 			_, ext, _ := r.DiskExtents(ctx, pa.ID, 0)
 			victim := ext[0].ID
 			pack := flipByte(t, r, victim)
@@ -418,16 +420,16 @@ func TestCorruptionIsReportedWithPoints(t *testing.T) {
 			for _, p := range rep.Problems {
 				if p.Blob == victim.String() {
 					found = true
-					if p.Kind != ProblemCorruptBlob || p.Pack != pack || len(p.Points) != 1 || p.Points[0] != pa.ID ||
-						len(p.Disks) != 1 || p.Disks[0] != (DiskRef{pa.ID, 0}) {
-						t.Fatalf("problem %+v does not name exactly point %s disk 0", p, pa.ID)
+					if p.Kind != ProblemCorruptBlob || p.Pack != pack || len(p.Points) != 2 || p.Points[0] != pa.ID || p.Points[1] != pc.ID ||
+						len(p.Disks) != 2 || p.Disks[0] != (DiskRef{pa.ID, 0}) || p.Disks[1] != (DiskRef{pc.ID, 1}) {
+						t.Fatalf("problem %+v does not name exactly %s disk 0 and %s disk 1", p, pa.ID, pc.ID)
 					}
 				}
 			}
 			if !found {
 				t.Fatalf("no problem names blob %s: %v", victim, rep.Problems)
 			}
-			if got := rep.DamagedPoints(); len(got) != 1 || got[0] != pa.ID {
+			if got := rep.DamagedPoints(); len(got) != 2 {
 				t.Fatalf("damaged points %v", got)
 			}
 			d, _ := r.OpenDisk(ctx, pa.ID, 0)
