@@ -240,3 +240,47 @@ func TestReadRealFilesystemImage(t *testing.T) {
 		t.Error("file content not found in the image")
 	}
 }
+
+// TestReaderShortRangesAndShortFiles: a server that caps ranges is followed
+// without counting failures; a flat file shorter than the disk reads as
+// zeros past its end.
+func TestReaderShortRangesAndShortFiles(t *testing.T) {
+	l := startLab(t, lab.Options{MaxRangeBytes: 300 << 10})
+	c := connect(t, l)
+	ctx := context.Background()
+	vm := findVM(t, c, "DC0_C0_RP0_VM0")
+	size := l.Options().DiskCapacity
+	want := pattern(int(size), 5)
+	if err := l.WriteDiskFrom(vm.Name, 0, bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "cap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.OpenDisk(ctx, s, vm.Disks[0].Key, vsphere.ReaderOptions{ChunkSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, size)
+	if _, err := r.ReadAt(got, 0); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("content differs under a range cap")
+	}
+	if st := c.Stats(); st.Retries != 0 || st.RangeGets < size/(300<<10) {
+		t.Errorf("stats under a range cap: %+v", st)
+	}
+	info, _ := l.Disk(vm.Name, 0)
+	if err := os.Truncate(info.FlatPath, size/2); err != nil {
+		t.Fatal(err)
+	}
+	clear(want[size/2:])
+	if _, err := r.ReadAt(got, 0); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("a short flat file did not read as zeros past its end")
+	}
+}

@@ -221,6 +221,10 @@ func (r *DiskReader) fetch(ctx context.Context, p []byte, off int64) error {
 			}
 			return nil
 		}
+		if errors.Is(err, errPartial) && n > 0 {
+			attempt = 0 // progress: not a failure
+			continue
+		}
 		if err == nil {
 			err = errShortBody
 		}
@@ -267,14 +271,24 @@ func (r *DiskReader) get(ctx context.Context, p []byte, off int64) (int, error) 
 	want := len(p)
 	switch res.StatusCode {
 	case http.StatusPartialContent:
-		start, end, err := parseContentRange(res.Header.Get("Content-Range"))
+		cr := res.Header.Get("Content-Range")
+		start, end, err := parseContentRange(cr)
 		if err != nil {
 			return 0, err
 		}
 		if start != off || end > last || end < start {
-			return 0, fmt.Errorf("asked for bytes %d-%d, server sent Content-Range %q", off, last, res.Header.Get("Content-Range"))
+			return 0, fmt.Errorf("asked for bytes %d-%d, server sent Content-Range %q", off, last, cr)
 		}
 		want = int(end - start + 1)
+		if end < last && !endsFile(cr, end) {
+			// The server sent less than asked (a range cap), not EOF.
+			n, err := io.ReadFull(res.Body, p[:want])
+			r.c.bytesRead.Add(int64(n))
+			if err == nil {
+				err = errPartial
+			}
+			return n, err
+		}
 	case http.StatusRequestedRangeNotSatisfiable:
 		// The flat file ends before off: a thin file not grown to capacity.
 		clear(p)
@@ -297,6 +311,20 @@ func (r *DiskReader) get(ctx context.Context, p []byte, off int64) (int, error) 
 	clear(p[want:])
 	return len(p), nil
 }
+
+// endsFile reports whether Content-Range "bytes a-end/total" reaches the
+// end of the file (total unknown counts as not).
+func endsFile(cr string, end int64) bool {
+	_, total, ok := strings.Cut(cr, "/")
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseInt(total, 10, 64)
+	return err == nil && n == end+1
+}
+
+// errPartial: a range answer shorter than asked, to be continued at once.
+var errPartial = errors.New("partial range")
 
 // parseContentRange parses "bytes 8-23/1048576".
 func parseContentRange(s string) (start, end int64, err error) {

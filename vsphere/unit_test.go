@@ -194,3 +194,21 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+func TestEndsFile(t *testing.T) {
+	cases := []struct {
+		cr   string
+		end  int64
+		want bool
+	}{
+		{"bytes 0-99/100", 99, true},
+		{"bytes 0-49/100", 49, false},
+		{"bytes 0-49/*", 49, false},
+		{"bytes 0-49", 49, false},
+	}
+	for _, tc := range cases {
+		if got := endsFile(tc.cr, tc.end); got != tc.want {
+			t.Errorf("endsFile(%q) = %v", tc.cr, got)
+		}
+	}
+}

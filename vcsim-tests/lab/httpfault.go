@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -58,6 +59,12 @@ func (l *Lab) FolderGets() int64 { return atomic.LoadInt64(&l.folderGet) }
 
 func (l *Lab) serveFolderGet(w http.ResponseWriter, r *http.Request) {
 	atomic.AddInt64(&l.folderGet, 1)
+	if maxRange := l.opts.MaxRangeBytes; maxRange > 0 {
+		var a, b int64
+		if n, _ := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &a, &b); n == 2 && b-a+1 > maxRange {
+			r.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", a, a+maxRange-1))
+		}
+	}
 	l.mu.Lock()
 	hit := l.takeFault(r.URL.Path)
 	l.mu.Unlock()

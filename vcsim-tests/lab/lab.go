@@ -60,6 +60,11 @@ type Options struct {
 	// cluster, created in parallel (see CreateVMs): the way to a 1,000-VM lab.
 	ExtraVMs int
 
+	// MaxRangeBytes, when set, makes the datastore file service answer a
+	// Range request with at most this many bytes (a 206 for a shorter range
+	// than asked), as some proxies do.
+	MaxRangeBytes int64
+
 	// ToolsNotRunning starts every VM with VMware Tools not running
 	// (default: running, as on a healthy estate).
 	ToolsNotRunning bool
