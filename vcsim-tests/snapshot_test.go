@@ -11,6 +11,7 @@ import (
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -145,5 +146,47 @@ func TestStaleSnapshotSweep(t *testing.T) {
 	want := []string{"before-upgrade", "vmvault-bad-marker", "vmvault-lookalike", "vmvault-other"}
 	if strings.Join(left, ",") != strings.Join(want, ",") {
 		t.Errorf("left %v, want %v", left, want)
+	}
+}
+
+func TestRemoveSnapshotConsolidates(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	ctx := context.Background()
+	vm := findVM(t, c, "DC0_H0_VM1")
+	needed := func() bool {
+		t.Helper()
+		var v mo.VirtualMachine
+		if err := l.Admin().RetrieveOne(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.MoRef}, []string{"runtime.consolidationNeeded"}, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Runtime.ConsolidationNeeded
+	}
+	s, err := c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetConsolidationNeeded(vm.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveSnapshot(ctx, vm.VMRef, s.MoRef); err != nil {
+		t.Fatal(err)
+	}
+	if needed() {
+		t.Error("consolidation still needed after RemoveSnapshot")
+	}
+	s, err = c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetConsolidationNeeded(vm.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	l.FailMethod("ConsolidateVMDisks_Task", &types.FileLocked{}, 1)
+	if err := c.RemoveSnapshot(ctx, vm.VMRef, s.MoRef); !errors.Is(err, vsphere.ErrConsolidation) {
+		t.Errorf("failed consolidation: %v, want ErrConsolidation", err)
+	}
+	if names, _ := l.Snapshots(vm.Name); len(names) != 0 {
+		t.Errorf("snapshot not removed: %v", names)
 	}
 }

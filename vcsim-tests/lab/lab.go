@@ -363,6 +363,15 @@ func (l *Lab) SetToolsRunning(vm string, running bool) error {
 	})
 }
 
+// SetConsolidationNeeded sets runtime.consolidationNeeded, as ESXi does
+// when a snapshot removal left delta disks behind (a locked file, no space).
+func (l *Lab) SetConsolidationNeeded(vm string, needed bool) error {
+	return l.withVM(vm, func(v *simulator.VirtualMachine) error {
+		l.model.Map().Update(l.lctx, v, []types.PropertyChange{{Name: "runtime.consolidationNeeded", Val: needed}})
+		return nil
+	})
+}
+
 // SetGuestFamily sets guest.guestFamily ("windowsGuest", "linuxGuest").
 func (l *Lab) SetGuestFamily(vm, family string) error {
 	return l.withVM(vm, func(v *simulator.VirtualMachine) error {

@@ -108,6 +108,17 @@ func (w *labVM) ReconfigVMTask(ctx *simulator.Context, req *types.ReconfigVM_Tas
 	return w.VirtualMachine.ReconfigVMTask(ctx, req)
 }
 
+// ConsolidateVMDisksTask is missing from vcsim; the lab's clears
+// runtime.consolidationNeeded (see SetConsolidationNeeded).
+func (w *labVM) ConsolidateVMDisksTask(ctx *simulator.Context, req *types.ConsolidateVMDisks_Task) soap.HasFault {
+	vm := w.VirtualMachine
+	task := simulator.CreateTask(vm, "consolidateVMDisks", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		ctx.Update(vm, []types.PropertyChange{{Name: "runtime.consolidationNeeded", Val: false}})
+		return nil, nil
+	})
+	return &methods.ConsolidateVMDisks_TaskBody{Res: &types.ConsolidateVMDisks_TaskResponse{Returnval: task.Run(ctx)}}
+}
+
 func (w *labVM) QueryChangedDiskAreas(ctx *simulator.Context, req *types.QueryChangedDiskAreas) soap.HasFault {
 	body := &methods.QueryChangedDiskAreasBody{}
 	info, f := w.lab.queryChanged(ctx, w.VirtualMachine, req)
