@@ -284,3 +284,31 @@ func TestReaderShortRangesAndShortFiles(t *testing.T) {
 		t.Fatal("a short flat file did not read as zeros past its end")
 	}
 }
+
+// TestReaderCancellation: cancelling the context ends a stalled read at
+// once, whatever the per-request timeout.
+func TestReaderCancellation(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	vm := findVM(t, c, "DC0_H0_VM0")
+	s, err := c.CreateSnapshot(context.Background(), vm.VMRef, vsphere.SnapshotOptions{Name: "cancel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.OpenDisk(context.Background(), s, vm.Disks[0].Key, vsphere.ReaderOptions{RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.InjectReadFault(lab.ReadFault{AfterBytes: 1000, Stall: true, Times: 10})
+	defer l.ClearReadFaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = r.ReadAtContext(ctx, make([]byte, 1<<20), 0)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled read: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancelled read took %v", d)
+	}
+}

@@ -84,6 +84,7 @@ func TestNFCImport(t *testing.T) {
 		Disks: []vsphere.DiskSpec{{CapacityBytes: size, Thin: true}},
 		NICs:  []vsphere.NICSpec{{Network: "VM Network"}},
 	}
+	var sent int64
 	vm, err := c.ImportVM(ctx, spec, func(ctx context.Context, disk int, w *vmdk.StreamWriter) error {
 		if disk != 0 {
 			return fmt.Errorf("unexpected disk %d", disk)
@@ -94,7 +95,7 @@ func TestNFCImport(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, func(n int64) { sent = n })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,13 +112,13 @@ func TestNFCImport(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("imported disk differs")
 	}
-	if pushed := c.Stats().BytesPushed; pushed == 0 || pushed > size/4 {
+	if pushed := c.Stats().BytesPushed; pushed == 0 || pushed > size/4 || sent != pushed {
 		t.Errorf("pushed %d bytes for %d bytes of data (zeros must not be sent)", pushed, 264<<10)
 	}
 	// A failing source aborts the import.
 	spec.Name = "imported2"
 	boom := errors.New("source failed")
-	if _, err := c.ImportVM(ctx, spec, func(context.Context, int, *vmdk.StreamWriter) error { return boom }); err == nil {
+	if _, err := c.ImportVM(ctx, spec, func(context.Context, int, *vmdk.StreamWriter) error { return boom }, nil); err == nil {
 		t.Error("import with a failing source succeeded")
 	}
 }

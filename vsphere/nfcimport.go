@@ -24,8 +24,9 @@ type DiskFiller func(ctx context.Context, disk int, w *vmdk.StreamWriter) error
 // and uploads every disk of spec as a streamOptimized VMDK encoded on the fly
 // from fill: nothing is buffered beyond one grain, zeros are not sent, and
 // it works where the datastore file service cannot (vSAN, vVols). The lease
-// is kept alive, completed on success and aborted on failure.
-func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller) (vm VM, err error) {
+// is kept alive, completed on success and aborted on failure. progress, if
+// set, gets the compressed bytes sent so far.
+func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller, progress func(sent int64)) (vm VM, err error) {
 	op := "import VM " + spec.Name
 	b, err := c.buildVM(ctx, op, spec)
 	if err != nil {
@@ -92,7 +93,7 @@ func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller) (vm
 		if disk >= len(spec.Disks) {
 			return VM{}, fmt.Errorf("%s: the lease has more disks than the spec", op)
 		}
-		if err := c.uploadStream(ctx, info.Items[i], du.TargetId, spec.Disks[disk].CapacityBytes, disk, fill, &sent); err != nil {
+		if err := c.uploadStream(ctx, info.Items[i], du.TargetId, spec.Disks[disk].CapacityBytes, disk, fill, &sent, progress); err != nil {
 			return VM{}, fmt.Errorf("%s: disk %d: %w", op, disk, err)
 		}
 		disk++
@@ -105,7 +106,7 @@ func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller) (vm
 
 // uploadStream PUTs one disk: an encoder goroutine writes into a pipe that
 // the HTTP request body reads (chunked, size unknown in advance).
-func (c *Client) uploadStream(ctx context.Context, item nfc.FileItem, name string, capacity int64, disk int, fill DiskFiller, sent *atomic.Int64) error {
+func (c *Client) uploadStream(ctx context.Context, item nfc.FileItem, name string, capacity int64, disk int, fill DiskFiller, sent *atomic.Int64, progress func(int64)) error {
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -120,7 +121,7 @@ func (c *Client) uploadStream(ctx context.Context, item nfc.FileItem, name strin
 		}
 		pw.CloseWithError(err)
 	}()
-	body := &progressReader{r: pr, n: sent}
+	body := &progressReader{r: pr, n: sent, fn: progress}
 	cr := &countingReader{r: body, c: c}
 	err := c.sc.Upload(ctx, cr, item.URL, &soap.Upload{
 		Method: http.MethodPut, Type: "application/x-vnd.vmware-streamVmdk",
