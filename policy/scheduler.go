@@ -227,14 +227,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	var timer clock.Timer
 	for {
-		s.step()
+		now := s.step()
 		if timer != nil {
 			timer.Stop()
 			timer = nil
 		}
 		var timerC <-chan time.Time
-		if next, ok := s.nextWake(); ok {
-			timer = s.cfg.Clock.NewTimer(next.Sub(s.cfg.Clock.Now()))
+		// The wake-up is computed from the instant step decided on: if the
+		// clock has moved since, the timer fires at once and step runs again,
+		// so an opening between the two reads is never skipped.
+		if next, ok := s.nextWake(now); ok {
+			timer = s.cfg.Clock.NewTimer(next.Sub(s.now()))
 			timerC = timer.C()
 		}
 		select {
@@ -514,12 +517,13 @@ func (s *Scheduler) sortedJobs() []Job {
 }
 
 // step is the scheduler's one decision function: report missed windows, open
-// and close runs, start backups and maintenance, checkpoint.
-func (s *Scheduler) step() {
-	if s.shutdown || s.runCtx.Err() != nil {
-		return
-	}
+// and close runs, start backups and maintenance, checkpoint. It returns the
+// instant it decided on.
+func (s *Scheduler) step() time.Time {
 	now := s.now()
+	if s.shutdown || s.runCtx.Err() != nil {
+		return now
+	}
 	var opening []resolveItem
 	for _, j := range s.sortedJobs() {
 		if !j.Enabled {
@@ -548,6 +552,7 @@ func (s *Scheduler) step() {
 	if err := s.cfg.Store.SetCheckpoint(s.pctx, now); err != nil {
 		s.logf("scheduler: save checkpoint: %v", err)
 	}
+	return now
 }
 
 // stop cancels everything running, records the outcome of each and waits.
@@ -570,8 +575,7 @@ func (s *Scheduler) stop() {
 
 // nextWake is the earliest future instant at which step could decide
 // something different: a window opening or closing, a retry falling due.
-func (s *Scheduler) nextWake() (time.Time, bool) {
-	now := s.now()
+func (s *Scheduler) nextWake(now time.Time) (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
 		if t.After(now) && (next.IsZero() || t.Before(next)) {

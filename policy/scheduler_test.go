@@ -797,3 +797,17 @@ func TestSchedulerResumesRunWithStaleRunningOutcome(t *testing.T) {
 		t.Fatalf("outcome %+v", run.VMs[0])
 	}
 }
+
+// TestSchedulerClockMovesWithoutSync moves the clock while the loop may be
+// between deciding and arming its timer (no Sync after the move): every
+// window opening must still be seen.
+func TestSchedulerClockMovesWithoutSync(t *testing.T) {
+	h := newHarness(t, monday, vms("v1"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1"}}))
+	h.start()
+	for day := range 30 {
+		h.clk.Set(at(day, 22, 0)) // no sync before or after
+		h.finish(h.startedOne("v1"), nil)
+		h.clk.Set(at(day+1, 6, 0))
+		h.events.waitCount(t, policy.EventJobFinished, "", day+1)
+	}
+}
