@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	_ "time/tzdata" // DST tests need Europe/Berlin and America/New_York even without the tzdata package
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
