@@ -75,14 +75,14 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 	}()
 	// Match the device URL: by target file name when the server gives one,
 	// else by the disk's position among the disks.
-	var target *soapURL
+	var target *url.URL
 	n := 0
 	for i, du := range info.DeviceUrl {
 		if du.Disk == nil || !*du.Disk {
 			continue
 		}
 		if du.TargetId != "" && du.TargetId == path.Base(d.FileName) || du.TargetId == "" && n == ordinal {
-			target = &soapURL{info.Items[i].URL}
+			target = info.Items[i].URL
 			break
 		}
 		n++
@@ -114,13 +114,13 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	resp, err := c.sc.DownloadRequest(ctx, target.u, &soap.Download{Method: http.MethodGet})
+	resp, err := c.sc.DownloadRequest(ctx, target, &soap.Download{Method: http.MethodGet})
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %w", op, &httpStatusError{code: resp.StatusCode, status: resp.Status, url: target.u.Path})
+		return fmt.Errorf("%s: %w", op, &httpStatusError{code: resp.StatusCode, status: resp.Status, url: target.Path})
 	}
 	body := &progressReader{r: resp.Body, n: &received, fn: opts.Progress}
 	sr, err := vmdk.NewStreamReader(body)
@@ -143,8 +143,6 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 		}
 	}
 }
-
-type soapURL struct{ u *url.URL }
 
 type progressReader struct {
 	r  io.Reader
