@@ -1,0 +1,812 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// QuiesceMode says what to do when the guest cannot be quiesced.
+type QuiesceMode string
+
+// Quiesce modes.
+const (
+	QuiesceRequire QuiesceMode = "require" // fail the backup
+	QuiescePrefer  QuiesceMode = "prefer"  // fall back to crash-consistent, with a warning
+	QuiesceOff     QuiesceMode = "off"     // never quiesce
+)
+
+// ParseQuiesce validates a quiesce mode ("" is prefer).
+func ParseQuiesce(s string) (QuiesceMode, error) {
+	switch QuiesceMode(s) {
+	case "":
+		return QuiescePrefer, nil
+	case QuiesceRequire, QuiescePrefer, QuiesceOff:
+		return QuiesceMode(s), nil
+	}
+	return "", fmt.Errorf("quiesce mode %q: want require, prefer or off", s)
+}
+
+// Consistency a restore point records.
+const (
+	ConsistencyApplication = "application" // VSS (Windows guest, Tools running)
+	ConsistencyFilesystem  = "filesystem"  // guest file systems synced and frozen
+	ConsistencyCrash       = "crash"       // as after a power loss
+)
+
+// Read modes of a disk (and of a VM: incremental if any disk was, else
+// allocated if any disk was, else full).
+const (
+	ModeFull        = "full"        // every byte of the disk was read
+	ModeAllocated   = "allocated"   // only the allocated areas (CBT "*")
+	ModeIncremental = "incremental" // only the areas changed since the parent
+)
+
+// Tag keys the engine records in every restore point.
+const (
+	tagDiskUUID = "disk.%d.uuid" // the disk's identity, checked before an incremental
+	tagSnapshot = "snapshot"
+)
+
+// EngineOptions bound concurrency and memory and tune the cleanup.
+type EngineOptions struct {
+	// Workers and InFlight size each disk pipeline (see Options).
+	Workers, InFlight int
+	// DiskParallel is how many disks of one VM are read at once (default 2).
+	DiskParallel int
+	// MaxActiveDisks is the one worker budget shared by every VM of the
+	// engine: at most this many disk pipelines run at once (default 4), so
+	// memory is about MaxActiveDisks*(InFlight+Workers)*chunk size whatever
+	// the number of VMs or disks.
+	MaxActiveDisks int
+	// PerDatastore bounds the disks read from one datastore at once (default 2).
+	PerDatastore int
+	// KeepCBTOff never turns CBT on: every backup reads whole disks.
+	KeepCBTOff bool
+	// QuiesceTimeout is passed to vSphere (default 15 min).
+	QuiesceTimeout time.Duration
+	// RemoveAttempts, RemoveBackoff and RemoveTimeout govern the snapshot
+	// removal that runs whatever happened (defaults 3, 2 s, 10 min).
+	RemoveAttempts int
+	RemoveBackoff  time.Duration
+	RemoveTimeout  time.Duration
+	// VCenter names the vCenter in restore point identities.
+	VCenter string
+	// ProgressEvery is the disk progress interval (default 500 ms).
+	ProgressEvery time.Duration
+}
+
+func (o EngineOptions) withDefaults() EngineOptions {
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.DiskParallel <= 0 {
+		o.DiskParallel = 2
+	}
+	if o.MaxActiveDisks <= 0 {
+		o.MaxActiveDisks = 4
+	}
+	if o.PerDatastore <= 0 {
+		o.PerDatastore = 2
+	}
+	if o.RemoveAttempts <= 0 {
+		o.RemoveAttempts = 3
+	}
+	if o.RemoveBackoff <= 0 {
+		o.RemoveBackoff = 2 * time.Second
+	}
+	if o.RemoveTimeout <= 0 {
+		o.RemoveTimeout = 10 * time.Minute
+	}
+	return o
+}
+
+// Engine backs up VMs into one repository. It is safe for concurrent use;
+// every call shares its disk budget.
+type Engine struct {
+	vs    VSphere
+	store Store
+	opts  EngineOptions
+
+	diskSem chan struct{}
+	dsMu    sync.Mutex
+	dsSem   map[string]chan struct{}
+}
+
+// NewEngine returns an engine reading from vs and writing to store.
+func NewEngine(vs VSphere, store Store, opts EngineOptions) *Engine {
+	opts = opts.withDefaults()
+	return &Engine{vs: vs, store: store, opts: opts, diskSem: make(chan struct{}, opts.MaxActiveDisks), dsSem: map[string]chan struct{}{}}
+}
+
+// Request is one VM to back up.
+type Request struct {
+	// VM is a name, an inventory path or a managed object id.
+	VM      string
+	Quiesce QuiesceMode // "" is prefer
+	// Progress, when set, is called with the VM's progress (from several
+	// goroutines, never at once).
+	Progress func(VMProgress)
+	// Tags are added to the restore point's tags.
+	Tags map[string]string
+}
+
+// VMProgress is a snapshot of one VM's backup.
+type VMProgress struct {
+	VM    string
+	Phase string // prepare, snapshot, disks, commit, done
+	Disks []DiskProgress
+	// Totals over the disks.
+	Size, Done, BytesRead, NewBytes int64
+	Elapsed                         time.Duration
+}
+
+// DiskProgress is one disk's progress within a VM.
+type DiskProgress struct {
+	Key  int32
+	Mode string
+	Progress
+}
+
+// Rate is the VM's logical throughput in bytes per second.
+func (p VMProgress) Rate() float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.Done) / p.Elapsed.Seconds()
+}
+
+// ETA estimates the time left from the rate so far.
+func (p VMProgress) ETA() time.Duration {
+	r := p.Rate()
+	if r <= 0 || p.Done >= p.Size {
+		return 0
+	}
+	return time.Duration(float64(p.Size-p.Done) / r * float64(time.Second))
+}
+
+// Result is what one VM's backup produced.
+type Result struct {
+	VM           vsphere.VMRef
+	RestorePoint string
+	Parent       string
+	Consistency  string
+	Mode         string
+	// EnabledCBT: CBT was off and this backup turned it on (so it read
+	// every allocated area; the next one is incremental).
+	EnabledCBT   bool
+	Disks        []DiskReport
+	LogicalBytes int64
+	BytesRead    int64 // from vSphere
+	NewBytes     int64 // plaintext bytes the repository did not have
+	StoredBytes  int64
+	Started      time.Time
+	Duration     time.Duration
+	Warnings     []string
+	// SnapshotLeft is the snapshot that could not be removed ("" when the
+	// cleanup succeeded); the next backup of the VM sweeps it.
+	SnapshotLeft string
+}
+
+// DiskReport is one disk's part of a Result.
+type DiskReport struct {
+	Key      int32
+	Index    int // position in the restore point
+	Label    string
+	Capacity int64
+	Mode     string
+	// Reason says why the disk was not read incrementally ("" when it was,
+	// or when there was no parent).
+	Reason          string
+	ChangeID        string
+	BytesRead       int64
+	ParentBytesRead int64
+	NewBytes        int64
+	StoredBytes     int64
+	ZeroBytes       int64
+	ReusedBytes     int64
+	Duration        time.Duration
+}
+
+// Outcome is one VM of BackupVMs.
+type Outcome struct {
+	Request Request
+	Result  Result
+	Err     error
+}
+
+// BackupVMs backs up several VMs, at most parallel at once (default 4). The
+// disk budget is shared, so memory does not grow with the number of VMs.
+// Each VM succeeds or fails on its own.
+func (e *Engine) BackupVMs(ctx context.Context, reqs []Request, parallel int) []Outcome {
+	if parallel <= 0 {
+		parallel = 4
+	}
+	out := make([]Outcome, len(reqs))
+	var g errgroup.Group
+	g.SetLimit(parallel)
+	for i, r := range reqs {
+		g.Go(func() error {
+			res, err := e.BackupVM(ctx, r)
+			out[i] = Outcome{Request: r, Result: res, Err: err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
+}
+
+// BackupVM backs up one VM into a new restore point. On error nothing is
+// committed (chunks already written are reused by the next backup or
+// reclaimed) and the snapshot, if one was taken, is removed all the same.
+func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err error) {
+	start := time.Now()
+	res.Started = start
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: back up %s: %v\n%s", ErrPanic, req.VM, v, debug.Stack())
+		}
+		res.Duration = time.Since(start)
+		if err != nil {
+			res.RestorePoint = ""
+		}
+	}()
+	mode, err := ParseQuiesce(string(req.Quiesce))
+	if err != nil {
+		return res, err
+	}
+	prog := &progressAgg{fn: req.Progress, start: start}
+	prog.p.VM = req.VM
+	prog.phase("prepare")
+
+	vm, err := e.vs.FindVM(ctx, req.VM)
+	if err != nil {
+		return res, fmt.Errorf("find VM %s: %w", req.VM, err)
+	}
+	res.VM = vm.VMRef
+	if reason := unsupportedVM(vm); reason != "" {
+		return res, fmt.Errorf("%w: %s: %s", ErrUnsupportedVM, vm.Name, reason)
+	}
+	removed, err := e.vs.RemoveStaleSnapshots(ctx, vm.VMRef, start)
+	for _, s := range removed {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("removed stale snapshot %s (%s, created %s) left by an earlier run",
+			s.MoRef, s.Name, s.Created.UTC().Format(time.RFC3339)))
+	}
+	if err != nil {
+		return res, fmt.Errorf("sweep stale snapshots of %s: %w", vm.Name, err)
+	}
+	if !vm.CBTEnabled && !e.opts.KeepCBTOff {
+		if err := e.vs.EnableCBT(ctx, vm.VMRef); err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("could not enable changed block tracking (%v): reading whole disks", err))
+		} else {
+			res.EnabledCBT = true
+			res.Warnings = append(res.Warnings, "changed block tracking was off: enabled it; this backup reads every allocated area, the next one is incremental")
+		}
+	}
+	parent, err := e.lastGood(ctx, vm)
+	if err != nil {
+		return res, err
+	}
+	chunker, err := e.store.Chunker()
+	if err != nil {
+		return res, err
+	}
+
+	prog.phase("snapshot")
+	snapStart := time.Now()
+	snap, consistency, warn, err := e.snapshot(ctx, vm, mode)
+	if warn != "" {
+		res.Warnings = append(res.Warnings, warn)
+	}
+	if err != nil {
+		return res, err
+	}
+	// Registered before anything else can fail: the snapshot goes whatever
+	// happens next, even a panic or a cancelled ctx.
+	defer e.removeSnapshot(ctx, vm.VMRef, snap, &res)
+	res.Consistency = consistency
+	snapTime := time.Since(snapStart)
+
+	sess, err := e.store.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("begin repository session: %w", err)
+	}
+	defer sess.Abort() // no-op after Commit
+
+	// Disks: skip what cannot be read, back up the rest in parallel.
+	var todo []vsphere.Disk
+	skipped := map[int32]string{}
+	index := map[int32]int{}
+	for _, d := range snap.Disks {
+		if d.Unsupported != "" {
+			skipped[d.Key] = d.Unsupported
+			res.Warnings = append(res.Warnings, fmt.Sprintf("disk %d (%s) skipped: %s", d.Key, d.Label, d.Unsupported))
+			continue
+		}
+		index[d.Key] = len(todo)
+		todo = append(todo, d)
+	}
+	if len(todo) == 0 {
+		return res, fmt.Errorf("%w: %s: no disk can be backed up", ErrUnsupportedVM, vm.Name)
+	}
+	prog.init(todo)
+	prog.phase("disks")
+	disksStart := time.Now()
+	newDisks := make([]repository.NewDisk, len(todo))
+	reports := make([]DiskReport, len(todo))
+	warns := make([][]string, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(e.opts.DiskParallel)
+	for i, d := range todo {
+		g.Go(func() (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("%w: disk %d of %s: %v\n%s", ErrPanic, d.Key, vm.Name, v, debug.Stack())
+				}
+			}()
+			nd, rep, w, err := e.backupDisk(gctx, sess, chunker, snap, d, parent, func(p Progress, mode string) { prog.disk(i, p, mode) })
+			if err != nil {
+				return fmt.Errorf("disk %d (%s) of %s: %w", d.Key, d.Label, vm.Name, err)
+			}
+			rep.Index = i
+			newDisks[i], reports[i], warns[i] = nd, rep, w
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
+	}
+	disksTime := time.Since(disksStart)
+	for i := range todo {
+		res.Warnings = append(res.Warnings, warns[i]...)
+		r := reports[i]
+		res.Disks = append(res.Disks, r)
+		res.LogicalBytes += r.Capacity
+		res.BytesRead += r.BytesRead
+		res.NewBytes += r.NewBytes
+		res.StoredBytes += r.StoredBytes
+	}
+	res.Mode = vmMode(reports)
+
+	prog.phase("commit")
+	det := ConfigDetails{}
+	if ds, ok := e.vs.(DetailSource); ok {
+		if det, err = ds.ConfigDetails(ctx, vm.VMRef); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("configuration details unavailable: %v", err))
+		}
+	}
+	cfg, err := EncodeVMConfig(captureConfig(vm, snap.Disks, det, index, skipped))
+	if err != nil {
+		return res, err
+	}
+	when := snap.Created
+	if when.IsZero() {
+		when = snapStart
+	}
+	tags := map[string]string{
+		tagSnapshot:        snap.Name,
+		"quiesce":          string(mode),
+		"timing.snapshot":  strconv.FormatFloat(snapTime.Seconds(), 'f', 3, 64),
+		"timing.disks":     strconv.FormatFloat(disksTime.Seconds(), 'f', 3, 64),
+		"timing.total":     strconv.FormatFloat(time.Since(start).Seconds(), 'f', 3, 64),
+		"stats.bytes_read": strconv.FormatInt(res.BytesRead, 10),
+		"stats.new_bytes":  strconv.FormatInt(res.NewBytes, 10),
+		"mode":             res.Mode,
+	}
+	if res.EnabledCBT {
+		tags["cbt.enabled_by_backup"] = "true"
+	}
+	for _, d := range todo {
+		if d.UUID != "" {
+			tags[fmt.Sprintf(tagDiskUUID, d.Key)] = d.UUID
+		}
+	}
+	for k, v := range req.Tags {
+		tags[k] = v
+	}
+	np := repository.NewPoint{
+		VM:   repository.VMIdentity{Name: vm.Name, MoRef: vm.MoRef, InstanceUUID: vm.InstanceUUID, VCenter: e.opts.VCenter},
+		Time: when.UTC(), Consistency: consistency, Config: cfg, Disks: newDisks,
+		Warnings: append([]string(nil), res.Warnings...), Tags: tags,
+	}
+	if parent != nil && res.Mode == ModeIncremental {
+		np.Parent = parent.ID
+		res.Parent = parent.ID
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	p, err := sess.Commit(ctx, np)
+	if err != nil {
+		return res, fmt.Errorf("commit restore point of %s: %w", vm.Name, err)
+	}
+	res.RestorePoint = p.ID
+	prog.phase("done")
+	return res, nil
+}
+
+// unsupportedVM says why a whole VM cannot be backed up.
+func unsupportedVM(vm vsphere.VM) string {
+	switch {
+	case vm.Template:
+		return "it is a template"
+	case vm.Encrypted:
+		return "it is encrypted: the datastore file service returns ciphertext"
+	case len(vm.Disks) == 0:
+		return "it has no disks"
+	}
+	return ""
+}
+
+// lastGood is the newest complete restore point of the VM, nil if none.
+// Partial points are never parents.
+func (e *Engine) lastGood(ctx context.Context, vm vsphere.VM) (*repository.Point, error) {
+	points, err := e.store.Points(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list restore points: %w", err)
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		p := points[i]
+		if p.Partial || !sameVM(p.VM, vm, e.opts.VCenter) {
+			continue
+		}
+		return &p, nil
+	}
+	return nil, nil
+}
+
+func sameVM(id repository.VMIdentity, vm vsphere.VM, vcenter string) bool {
+	if id.VCenter != vcenter {
+		return false
+	}
+	switch {
+	case id.InstanceUUID != "" && vm.InstanceUUID != "":
+		return id.InstanceUUID == vm.InstanceUUID
+	case id.MoRef != "" && vm.MoRef != "":
+		return id.MoRef == vm.MoRef
+	}
+	return id.Name == vm.Name
+}
+
+// snapshot takes the backup snapshot with the quiesce mode and returns the
+// consistency it got.
+func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) (*vsphere.Snapshot, string, string, error) {
+	opts := vsphere.SnapshotOptions{
+		Name:           "backup-" + time.Now().UTC().Format("20060102T150405.000"),
+		Quiesce:        mode != QuiesceOff,
+		QuiesceTimeout: e.opts.QuiesceTimeout,
+	}
+	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if err == nil {
+		if !opts.Quiesce {
+			return snap, ConsistencyCrash, "", nil
+		}
+		if vm.GuestFamily == "windowsGuest" {
+			return snap, ConsistencyApplication, "", nil
+		}
+		return snap, ConsistencyFilesystem, "", nil
+	}
+	quiesceErr := errors.Is(err, vsphere.ErrToolsUnavailable) || errors.Is(err, vsphere.ErrQuiesceFailed)
+	switch {
+	case ctx.Err() != nil:
+		return nil, "", "", ctx.Err()
+	case quiesceErr && mode == QuiesceRequire:
+		return nil, "", "", fmt.Errorf("%w: %s (quiesce mode require): %w", ErrQuiesce, vm.Name, err)
+	case !quiesceErr:
+		return nil, "", "", fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
+	}
+	warn := fmt.Sprintf("guest could not be quiesced (%v): the restore point is crash-consistent", err)
+	opts.Quiesce = false
+	snap, err = e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", warn, ctx.Err()
+		}
+		return nil, "", warn, fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
+	}
+	return snap, ConsistencyCrash, warn, nil
+}
+
+// removeSnapshot removes the backup snapshot with a context of its own (the
+// backup's may be cancelled), retrying; a failure is reported in res and
+// left to the next run's sweep.
+func (e *Engine) removeSnapshot(ctx context.Context, vm vsphere.VMRef, snap *vsphere.Snapshot, res *Result) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.RemoveTimeout)
+	defer cancel()
+	var err error
+	for attempt := 1; attempt <= e.opts.RemoveAttempts; attempt++ {
+		err = func() (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("%w: remove snapshot: %v", ErrPanic, v)
+				}
+			}()
+			return e.vs.RemoveSnapshot(rctx, vm, snap.MoRef)
+		}()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, vsphere.ErrConsolidation):
+			res.Warnings = append(res.Warnings, fmt.Sprintf("backup snapshot %s removed but its disks need consolidation: %v", snap.MoRef, err))
+			return
+		}
+		if attempt < e.opts.RemoveAttempts {
+			t := time.NewTimer(e.opts.RemoveBackoff << (attempt - 1))
+			select {
+			case <-rctx.Done():
+				t.Stop()
+				attempt = e.opts.RemoveAttempts
+			case <-t.C:
+			}
+		}
+	}
+	res.SnapshotLeft = snap.MoRef
+	res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove backup snapshot %s (%s): %v; the next backup of this VM removes it", snap.MoRef, snap.Name, err))
+}
+
+// acquire takes a slot of the shared disk budget and of the datastore.
+func (e *Engine) acquire(ctx context.Context, datastore string) (func(), error) {
+	e.dsMu.Lock()
+	ds := e.dsSem[datastore]
+	if ds == nil {
+		ds = make(chan struct{}, e.opts.PerDatastore)
+		e.dsSem[datastore] = ds
+	}
+	e.dsMu.Unlock()
+	select {
+	case ds <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case e.diskSem <- struct{}{}:
+	case <-ctx.Done():
+		<-ds
+		return nil, ctx.Err()
+	}
+	return func() { <-e.diskSem; <-ds }, nil
+}
+
+// backupDisk chooses the disk's read set and streams it into the session.
+func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chunker, snap *vsphere.Snapshot, d vsphere.Disk,
+	parent *repository.Point, progress func(Progress, string),
+) (repository.NewDisk, DiskReport, []string, error) {
+	rep := DiskReport{Key: d.Key, Label: d.Label, Capacity: d.CapacityBytes, ChangeID: d.ChangeID}
+	release, err := e.acquire(ctx, d.Datastore)
+	if err != nil {
+		return repository.NewDisk{}, rep, nil, err
+	}
+	defer release()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var warns []string
+	in := DiskInput{Size: d.CapacityBytes}
+	reason := ""
+	pidx, pd, havePD := parentDisk(parent, d.Key)
+	switch {
+	case parent == nil:
+	case !havePD:
+		reason = "the disk is new since the parent restore point"
+	case pd.ChangeID == "" || pd.ChangeID == vsphere.AllocatedAreas:
+		reason = "the parent restore point has no change id for this disk"
+	case d.ChangeID == "":
+		reason = "changed block tracking is off"
+	case pd.Capacity != d.CapacityBytes:
+		reason = fmt.Sprintf("the disk was resized (%d -> %d bytes)", pd.Capacity, d.CapacityBytes)
+	case parent.Tags[fmt.Sprintf(tagDiskUUID, d.Key)] != d.UUID:
+		reason = "the disk's identity changed (uuid)"
+	default:
+		changed, err := e.vs.ChangedAreas(dctx, snap, d.Key, pd.ChangeID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return repository.NewDisk{}, rep, nil, ctx.Err()
+			}
+			reason = fmt.Sprintf("changed areas since the parent are unusable (%v)", err)
+			break
+		}
+		pr, err := e.store.OpenParent(dctx, parent.ID, pidx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return repository.NewDisk{}, rep, nil, ctx.Err()
+			}
+			reason = fmt.Sprintf("the parent disk cannot be read (%v)", err)
+			break
+		}
+		defer pr.Close()
+		if pr.Size() != d.CapacityBytes {
+			reason = fmt.Sprintf("the parent disk has %d bytes, the disk %d", pr.Size(), d.CapacityBytes)
+			break
+		}
+		in.Parent = &ParentDisk{Reader: safeReader{pr}, Extents: pr.Extents(), Changed: toDedup(changed)}
+		rep.Mode = ModeIncremental
+	}
+	if in.Parent == nil && d.ChangeID != "" {
+		alloc, err := e.vs.ChangedAreas(dctx, snap, d.Key, vsphere.AllocatedAreas)
+		switch {
+		case err == nil:
+			in.Allocated = toDedup(alloc)
+			if in.Allocated == nil {
+				in.Allocated = []dedup.Extent{} // nothing allocated: read nothing
+			}
+			rep.Mode = ModeAllocated
+		case ctx.Err() != nil:
+			return repository.NewDisk{}, rep, nil, ctx.Err()
+		default:
+			warns = append(warns, fmt.Sprintf("disk %d (%s): allocated areas unavailable (%v): reading the whole disk", d.Key, d.Label, err))
+		}
+	}
+	if rep.Mode == "" {
+		rep.Mode = ModeFull
+	}
+	if reason != "" {
+		rep.Reason = reason
+		warns = append(warns, fmt.Sprintf("disk %d (%s): not incremental: %s; %s read", d.Key, d.Label, reason, rep.Mode))
+	}
+
+	src, err := e.vs.OpenDisk(dctx, snap, d.Key)
+	if err != nil {
+		return repository.NewDisk{}, rep, nil, fmt.Errorf("open: %w", err)
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
+	}
+	in.Source = safeReader{src}
+	mode := rep.Mode
+	out, err := WriteDisk(dctx, safeStore{sess}, chunker, in, Options{
+		Workers: e.opts.Workers, InFlight: e.opts.InFlight, ProgressEvery: e.opts.ProgressEvery,
+		Progress: func(p Progress) { progress(p, mode) },
+	})
+	if err != nil {
+		return repository.NewDisk{}, rep, nil, err
+	}
+	root, err := sess.PutDisk(ctx, d.CapacityBytes, out.Extents)
+	if err != nil {
+		return repository.NewDisk{}, rep, nil, fmt.Errorf("store disk map: %w", err)
+	}
+	rep.BytesRead, rep.ParentBytesRead, rep.NewBytes = out.BytesRead, out.ParentBytesRead, out.NewBytes
+	rep.StoredBytes, rep.ZeroBytes, rep.ReusedBytes, rep.Duration = out.StoredBytes, out.ZeroBytes, out.ReusedBytes, out.Duration
+	var allocated int64
+	if in.Allocated != nil {
+		for _, a := range in.Allocated {
+			allocated += a.Length
+		}
+	}
+	nd := repository.NewDisk{Key: d.Key, Label: d.Label, Capacity: d.CapacityBytes, Map: root, ChangeID: d.ChangeID,
+		Stats: repository.DiskStats{LogicalBytes: d.CapacityBytes, AllocatedBytes: allocated, BytesRead: out.BytesRead,
+			NewBytes: out.NewBytes, StoredBytes: out.StoredBytes, Mode: rep.Mode}}
+	return nd, rep, warns, nil
+}
+
+// parentDisk finds the disk with the given device key in the parent.
+func parentDisk(p *repository.Point, key int32) (int, repository.Disk, bool) {
+	if p == nil {
+		return 0, repository.Disk{}, false
+	}
+	for i, d := range p.Disks {
+		if d.Key == key {
+			return i, d, true
+		}
+	}
+	return 0, repository.Disk{}, false
+}
+
+func toDedup(in []vsphere.Extent) []dedup.Extent {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]dedup.Extent, 0, len(in))
+	for _, e := range in {
+		if e.Length > 0 {
+			out = append(out, dedup.Extent{Offset: e.Offset, Length: e.Length})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	return out
+}
+
+func vmMode(disks []DiskReport) string {
+	mode := ModeFull
+	for _, d := range disks {
+		switch d.Mode {
+		case ModeIncremental:
+			return ModeIncremental
+		case ModeAllocated:
+			mode = ModeAllocated
+		}
+	}
+	return mode
+}
+
+// safeReader turns a panic in a disk read (on a pipeline goroutine, where
+// it would kill the process) into an error, so the snapshot is still removed.
+type safeReader struct{ r io.ReaderAt }
+
+func (s safeReader) ReadAt(p []byte, off int64) (n int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			n, err = 0, fmt.Errorf("%w: read at %d: %v", ErrPanic, off, v)
+		}
+	}()
+	return s.r.ReadAt(p, off)
+}
+
+// safeStore does the same for the pipeline's workers.
+type safeStore struct{ s ChunkStore }
+
+func (s safeStore) PutChunk(ctx context.Context, data []byte) (id repository.ID, added bool, stored int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: store chunk: %v", ErrPanic, v)
+		}
+	}()
+	return s.s.PutChunk(ctx, data)
+}
+
+// progressAgg folds the disks' progress into the VM's.
+type progressAgg struct {
+	mu    sync.Mutex
+	fn    func(VMProgress)
+	start time.Time
+	p     VMProgress
+}
+
+func (a *progressAgg) init(disks []vsphere.Disk) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.p.Disks = make([]DiskProgress, len(disks))
+	for i, d := range disks {
+		a.p.Disks[i] = DiskProgress{Key: d.Key, Progress: Progress{Size: d.CapacityBytes}}
+	}
+}
+
+func (a *progressAgg) phase(ph string) {
+	if a.fn == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.p.Phase = ph
+	a.emit()
+}
+
+func (a *progressAgg) disk(i int, p Progress, mode string) {
+	if a.fn == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.p.Disks[i] = DiskProgress{Key: a.p.Disks[i].Key, Mode: mode, Progress: p}
+	a.emit()
+}
+
+// emit runs under a.mu, so the callback is never called concurrently.
+func (a *progressAgg) emit() {
+	p := a.p
+	p.Disks = append([]DiskProgress(nil), a.p.Disks...)
+	p.Size, p.Done, p.BytesRead, p.NewBytes = 0, 0, 0, 0
+	for _, d := range p.Disks {
+		p.Size += d.Size
+		p.Done += d.Done
+		p.BytesRead += d.BytesRead
+		p.NewBytes += d.NewBytes
+	}
+	p.Elapsed = time.Since(a.start)
+	a.fn(p)
+}

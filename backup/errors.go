@@ -1,0 +1,17 @@
+package backup
+
+import "errors"
+
+// Sentinel errors callers branch on (errors.Is).
+var (
+	// ErrUnsupportedVM: the VM cannot be backed up at all (template,
+	// encrypted, no disk that can be read); the error says why.
+	ErrUnsupportedVM = errors.New("backup: VM cannot be backed up")
+	// ErrQuiesce: quiesce mode "require" and the guest could not be
+	// quiesced; no snapshot was left behind.
+	ErrQuiesce = errors.New("backup: guest could not be quiesced")
+	// ErrSnapshot: the backup snapshot could not be created.
+	ErrSnapshot = errors.New("backup: snapshot failed")
+	// ErrPanic: a worker panicked; the backup was abandoned cleanly.
+	ErrPanic = errors.New("backup: internal error (panic)")
+)

@@ -1,0 +1,75 @@
+package backup
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// VMSource resolves VMs.
+type VMSource interface {
+	// FindVM finds a VM by name, inventory path or managed object id.
+	FindVM(ctx context.Context, id string) (vsphere.VM, error)
+}
+
+// DetailSource is optionally implemented by a VMSource that can read the
+// configuration details vsphere.VM lacks (firmware, cores per socket,
+// annotation, extra config).
+type DetailSource interface {
+	ConfigDetails(ctx context.Context, vm vsphere.VMRef) (ConfigDetails, error)
+}
+
+// Snapshotter takes and removes vmvault's backup snapshots.
+type Snapshotter interface {
+	CreateSnapshot(ctx context.Context, vm vsphere.VMRef, opts vsphere.SnapshotOptions) (*vsphere.Snapshot, error)
+	RemoveSnapshot(ctx context.Context, vm vsphere.VMRef, moref string) error
+	// RemoveStaleSnapshots removes this appliance's snapshots of vm created
+	// before `before` (left by a crash or a failed removal).
+	RemoveStaleSnapshots(ctx context.Context, vm vsphere.VMRef, before time.Time) ([]vsphere.SnapshotEntry, error)
+}
+
+// ChangeTracker is changed block tracking.
+type ChangeTracker interface {
+	EnableCBT(ctx context.Context, vm vsphere.VMRef) error
+	// ChangedAreas returns the areas changed since prevChangeID, or the
+	// allocated ones for vsphere.AllocatedAreas.
+	ChangedAreas(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, prevChangeID string) ([]vsphere.Extent, error)
+}
+
+// DiskSource is a snapshotted disk's bytes. ReadAt is called from one
+// goroutine, in increasing offsets, with large buffers.
+type DiskSource interface {
+	io.ReaderAt
+	Size() int64
+}
+
+// DiskOpener opens a snapshotted disk for reading. Reads stop when ctx is
+// cancelled.
+type DiskOpener interface {
+	OpenDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error)
+}
+
+// VSphere is everything the engine needs from vCenter.
+type VSphere interface {
+	VMSource
+	Snapshotter
+	ChangeTracker
+	DiskOpener
+}
+
+// FromClient adapts a vsphere client to VSphere. readOpts tune the disk
+// readers (zero: vsphere's defaults).
+func FromClient(c *vsphere.Client, readOpts vsphere.ReaderOptions) VSphere {
+	return &clientSource{Client: c, ropts: readOpts}
+}
+
+type clientSource struct {
+	*vsphere.Client
+	ropts vsphere.ReaderOptions
+}
+
+func (c *clientSource) OpenDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error) {
+	return c.Client.OpenDisk(ctx, snap, diskKey, c.ropts)
+}
