@@ -13,7 +13,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// handler runs before every SOAP call: it puts the lab's wrappers into the caller's session registry (VSPHERE.md §4.7).
+// handler runs before every SOAP call: it puts the lab's wrappers into the
+// caller's session registry (VSPHERE.md §4.7).
 func (l *Lab) handler(sctx *simulator.Context, meth *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 	if sctx.Session == nil {
 		return nil, nil

@@ -1,0 +1,225 @@
+package backupe2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/backup"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// Small chunks so that disks of a few MiB hold hundreds of chunks.
+var testChunker = repository.ChunkerConfig{Algorithm: "cdc", Polynomial: repository.TestChunker.Polynomial,
+	MinSize: 16 << 10, AvgSize: 64 << 10, MaxSize: 256 << 10}
+
+const applianceID = "backupe2e"
+
+func startLab(t *testing.T, opts lab.Options) *lab.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func labConfig(l *lab.Lab) vsphere.Config {
+	return vsphere.Config{
+		URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint(),
+		ApplianceID: applianceID,
+		Retry:       vsphere.RetryPolicy{Attempts: 3, Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+	}
+}
+
+func connect(t *testing.T, l *lab.Lab) *vsphere.Client {
+	t.Helper()
+	c, err := vsphere.Connect(context.Background(), labConfig(l))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func newRepo(t *testing.T, opts ...repository.TestOption) *repository.Repository {
+	t.Helper()
+	return repository.TestRepository(t, append([]repository.TestOption{repository.WithChunker(testChunker)}, opts...)...)
+}
+
+func testEngineOptions() backup.EngineOptions {
+	return backup.EngineOptions{Workers: 2, RemoveBackoff: 5 * time.Millisecond, RemoveTimeout: 30 * time.Second}
+}
+
+func newEngine(t *testing.T, c *vsphere.Client, r *repository.Repository, mod ...func(*backup.EngineOptions)) *backup.Engine {
+	t.Helper()
+	o := testEngineOptions()
+	for _, m := range mod {
+		m(&o)
+	}
+	return backup.NewEngine(backup.FromClient(c, vsphere.ReaderOptions{}), backup.RepoStore(r), o)
+}
+
+func run(t *testing.T, e *backup.Engine, vm string, mod ...func(*backup.Request)) backup.Result {
+	t.Helper()
+	req := backup.Request{VM: vm, Quiesce: backup.QuiescePrefer}
+	for _, m := range mod {
+		m(&req)
+	}
+	res, err := e.BackupVM(context.Background(), req)
+	if err != nil {
+		t.Fatalf("back up %s: %v (warnings %q)", vm, err, res.Warnings)
+	}
+	if res.RestorePoint == "" {
+		t.Fatalf("back up %s: no restore point", vm)
+	}
+	return res
+}
+
+// diskImage is the full content of one disk of a lab VM (what the guest sees).
+func diskImage(t *testing.T, l *lab.Lab, vm string, idx int) []byte {
+	t.Helper()
+	info, err := l.Disk(vm, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.ReadDisk(vm, idx, 0, int(info.Capacity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pointDisk reads disk idx of a restore point back through the repository.
+func pointDisk(t *testing.T, r *repository.Repository, point string, idx int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	dr, err := r.OpenDisk(ctx, point, idx)
+	if err != nil {
+		t.Fatalf("open disk %d of %s: %v", idx, point, err)
+	}
+	defer dr.Close()
+	var buf bytes.Buffer
+	if _, err := dr.StreamTo(ctx, &buf, nil); err != nil {
+		t.Fatalf("read disk %d of %s: %v", idx, point, err)
+	}
+	b := buf.Bytes()
+	if int64(len(b)) < dr.Size() {
+		b = append(b, make([]byte, dr.Size()-int64(len(b)))...)
+	}
+	return b
+}
+
+// sameBytes fails with the first differing offset.
+func sameBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: first difference at offset %d (got %#x, want %#x)", what, i, got[i], want[i])
+		}
+	}
+}
+
+func sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// randomData fills n bytes from rng (incompressible, never deduplicated).
+func randomData(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := rng.Uint64()
+		for k := 0; k < 8; k++ {
+			b[i+k] = byte(v >> (8 * k))
+		}
+	}
+	return b
+}
+
+// write puts data into the VM's disk through the lab (CBT records it).
+func write(t *testing.T, l *lab.Lab, vm string, idx int, off int64, data []byte) {
+	t.Helper()
+	if err := l.WriteDisk(vm, idx, off, data); err != nil {
+		t.Fatalf("write %d bytes at %d: %v", len(data), off, err)
+	}
+}
+
+// checkRepo runs a full repository check.
+func checkRepo(t *testing.T, r *repository.Repository) {
+	t.Helper()
+	rep, err := r.Check(context.Background(), repository.CheckOptions{}, nil)
+	if err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if !rep.Clean() {
+		t.Fatalf("repository check found problems: %v", rep.Problems)
+	}
+}
+
+func noSnapshots(t *testing.T, l *lab.Lab, vm string) {
+	t.Helper()
+	names, err := l.Snapshots(vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 0 {
+		t.Fatalf("snapshots left on %s: %v", vm, names)
+	}
+}
+
+func points(t *testing.T, r *repository.Repository) []repository.Point {
+	t.Helper()
+	ps, err := r.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+func hasWarning(ws []string, sub string) bool {
+	for _, w := range ws {
+		if bytes.Contains([]byte(w), []byte(sub)) {
+			return true
+		}
+	}
+	return false
+}
+
+// cbtBlocks is the bytes CBT reports for writes: 64 KiB blocks (the lab's
+// default granularity), counted once.
+func cbtBlocks(writes map[int64]bool) int64 { return int64(len(writes)) * (64 << 10) }
+
+func markBlocks(m map[int64]bool, off int64, n int) {
+	for b := off / (64 << 10); b <= (off+int64(n)-1)/(64<<10); b++ {
+		m[b] = true
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
+
+var _ = fmt.Sprintf
+var _ = io.EOF
+var _ = os.Getenv
