@@ -27,6 +27,7 @@ func TestConnectTLSAndCredentials(t *testing.T) {
 	}{
 		{"thumbprint pinned", func(c *vsphere.Config) { c.Thumbprint = l.Thumbprint() }, "", nil},
 		{"thumbprint lower case", func(c *vsphere.Config) { c.Thumbprint = strings.ToLower(l.Thumbprint()) }, "", nil},
+		{"thumbprint without colons", func(c *vsphere.Config) { c.Thumbprint = strings.ReplaceAll(l.Thumbprint(), ":", "") }, "", nil},
 		{"CA file", func(c *vsphere.Config) { c.CAFile = ca }, "", nil},
 		{"insecure when asked", func(c *vsphere.Config) { c.Insecure = true }, "", nil},
 		{"untrusted without pin", func(c *vsphere.Config) {}, "certificate", nil},

@@ -173,7 +173,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 // host thumbprints vSphere hands out, e.g. with NFC leases) in one handshake,
 // instead of govmomi's verify-then-retry dance.
 func pinTLS(sc *soap.Client, host, thumbprint string) {
-	pin := strings.ToUpper(strings.TrimSpace(thumbprint))
+	pin := normalizeThumbprint(thumbprint)
 	sc.SetThumbprint(host, pin)
 	tc := sc.DefaultTransport().TLSClientConfig
 	tc.InsecureSkipVerify = true // replaced by VerifyConnection below
@@ -188,6 +188,29 @@ func pinTLS(sc *soap.Client, host, thumbprint string) {
 		}
 		return fmt.Errorf("certificate thumbprint does not match the pinned %s (server has %s)", pin, s256)
 	}
+}
+
+// normalizeThumbprint accepts "ab:cd:…", "AB CD …" or "abcd…" and returns
+// vSphere's "AB:CD:…" form.
+func normalizeThumbprint(s string) string {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	hex := strings.Map(func(r rune) rune {
+		if r == ':' || r == ' ' || r == '-' {
+			return -1
+		}
+		return r
+	}, s)
+	if len(hex)%2 != 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(hex); i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(hex[i : i+2])
+	}
+	return b.String()
 }
 
 func parseURL(s string) (*url.URL, error) {

@@ -212,3 +212,17 @@ func TestEndsFile(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalizeThumbprint(t *testing.T) {
+	for in, want := range map[string]string{
+		"ab:cd:ef": "AB:CD:EF",
+		" ABCDEF ": "AB:CD:EF",
+		"ab cd ef": "AB:CD:EF",
+		"AB:CD:EF": "AB:CD:EF",
+		"abc":      "ABC",
+	} {
+		if got := normalizeThumbprint(in); got != want {
+			t.Errorf("normalizeThumbprint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
