@@ -604,10 +604,10 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	case parent == nil:
 	case !havePD:
 		reason = "the disk is new since the parent restore point"
-	case pd.ChangeID == "" || pd.ChangeID == vsphere.AllocatedAreas:
-		reason = "the parent restore point has no change id for this disk"
 	case d.ChangeID == "":
 		reason = "changed block tracking is off"
+	case pd.ChangeID == "" || pd.ChangeID == vsphere.AllocatedAreas:
+		reason = "the parent restore point has no change id for this disk"
 	case pd.Capacity != d.CapacityBytes:
 		reason = fmt.Sprintf("the disk was resized (%d -> %d bytes)", pd.Capacity, d.CapacityBytes)
 	case parent.Tags[fmt.Sprintf(tagDiskUUID, d.Key)] != d.UUID:
