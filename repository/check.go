@@ -57,6 +57,9 @@ type CheckReport struct {
 	Packs     int       `json:"packs"`
 	Blobs     int       `json:"blobs"`
 	BlobsRead int64     `json:"blobs_read"`
+	// Quarantined counts corrupt blobs flagged in the catalog so that the
+	// next backup producing the same content stores a fresh copy.
+	Quarantined int `json:"quarantined"`
 	BytesRead int64     `json:"bytes_read"`
 }
 
@@ -237,6 +240,9 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 	if err := c.checkPoints(ctx, report); err != nil {
 		return nil, err
 	}
+	if err := c.quarantine(); err != nil {
+		return nil, err
+	}
 	return c.rep, nil
 }
 
@@ -293,6 +299,9 @@ func (c *checker) readPack(ctx context.Context, id packID, size int64, entries [
 		c.rep.BytesRead += int64(e.StoredLen)
 		b, err := r.codec.decode(plain, e, buf)
 		if err != nil {
+			if l, ok, _ := r.lookup(e.ID); !ok || l.Pack != id {
+				continue // a dead copy the catalog does not use: garbage for reclaim, not damage
+			}
 			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), (&CorruptBlobError{Blob: e.ID, Pack: id.String(), Err: err}).Error(), "", -1)
 			continue
 		}
@@ -426,4 +435,34 @@ func (r *Repository) packIndexed(id packID) bool {
 		return nil
 	})
 	return ok
+}
+
+// quarantine flags corrupt blobs (PBS-style) so deduplication stops handing
+// them out: the next backup of the same data heals the repository.
+func (c *checker) quarantine() error {
+	var ids []ID
+	packs := map[ID]string{}
+	for id, i := range c.bad {
+		if p := c.rep.Problems[i]; p.Kind == ProblemCorruptBlob && p.Pack != "" {
+			ids = append(ids, id)
+			packs[id] = p.Pack
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return c.r.db.Update(func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			l, ok := lookupTx(tx, id)
+			if !ok || l.Pack.String() != packs[id] || l.State == blobStateCorrupt {
+				continue
+			}
+			l.State = blobStateCorrupt
+			if err := tx.Bucket(bucketBlobs).Put(id[:], encodeBlobLoc(l)); err != nil {
+				return err
+			}
+			c.rep.Quarantined++
+		}
+		return nil
+	})
 }

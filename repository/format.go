@@ -111,6 +111,7 @@ const (
 	packValueSize      = 16
 	blobStateLive      = 0
 	blobStateCondemned = 1
+	blobStateCorrupt   = 2 // found corrupt by check: dedup writes a fresh copy
 )
 
 // encodePackHeader returns the plaintext header (before sealing).

@@ -381,7 +381,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 					}
 				}
 				for _, bid := range pl.dead {
-					if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State != blobStateLive {
+					if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
 						l.State = blobStateLive
 						if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
 							return err

@@ -69,7 +69,7 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 				}
 				if gone[l.Pack] {
 					del = append(del, append([]byte(nil), k...))
-				} else if l.State != blobStateLive {
+				} else if l.State == blobStateCondemned {
 					l.State = blobStateLive
 					fix = append(fix, [2][]byte{append([]byte(nil), k...), encodeBlobLoc(l)})
 				}

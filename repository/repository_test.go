@@ -449,6 +449,22 @@ func TestCorruptionIsReportedWithPoints(t *testing.T) {
 				t.Fatalf("LoadBlob: %v", err)
 			}
 			verifyPoint(t, r, pb.ID, imgB)
+
+			// Check quarantined the blob: the next backup of the same data
+			// stores a fresh copy, and the new point is healthy.
+			if rep.Quarantined != 1 {
+				t.Fatalf("quarantined %d blobs, want 1", rep.Quarantined)
+			}
+			s, _ := r.NewSession(ctx)
+			_, stored := putImage(t, s, imgA, 256<<10)
+			s.Abort()
+			if stored == 0 {
+				t.Fatal("backup after quarantine deduplicated against the corrupt blob")
+			}
+			pd := backup(t, r, "a-again", testTime.Add(time.Hour), imgA)
+			verifyPoint(t, r, pd.ID, imgA)
+			verifyPoint(t, r, pa.ID, imgA) // healed: the id now resolves to the fresh copy
+			requireClean(t, r)
 		})
 	}
 }

@@ -86,12 +86,13 @@ func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 		return false, 0, nil
 	}
 	if _, cond := r.condemned[id]; !cond {
-		_, ok, err := r.lookup(id)
+		loc, ok, err := r.lookup(id)
 		if err != nil {
 			r.mu.Unlock()
 			return false, 0, err
 		}
-		if ok {
+		// A blob check found corrupt is written afresh (self-healing).
+		if ok && loc.State != blobStateCorrupt {
 			s.used = append(s.used, id)
 			r.mu.Unlock()
 			return false, 0, nil
@@ -160,7 +161,7 @@ func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
 			}
 			loc, ok := lookupTx(tx, id)
 			switch {
-			case !ok:
+			case !ok || loc.State == blobStateCorrupt:
 				out[i] = refMissing
 			case lens[i] != 0 && int64(loc.RawLen) != lens[i]:
 				out[i] = refBadLength
