@@ -1,13 +1,17 @@
 package repository
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/errgroup"
 )
 
 // CheckOptions select the depth of Check.
@@ -59,8 +63,8 @@ type CheckReport struct {
 	BlobsRead int64     `json:"blobs_read"`
 	// Quarantined counts corrupt blobs flagged in the catalog so that the
 	// next backup producing the same content stores a fresh copy.
-	Quarantined int `json:"quarantined"`
-	BytesRead int64     `json:"bytes_read"`
+	Quarantined int   `json:"quarantined"`
+	BytesRead   int64 `json:"bytes_read"`
 }
 
 // Clean reports whether Check found no problem.
@@ -83,6 +87,7 @@ func (c *CheckReport) DamagedPoints() []string {
 }
 
 type checker struct {
+	mu        sync.Mutex // guards rep, bad, touched, hits during the parallel read phase
 	r         *Repository
 	hits      int         // problems recorded or attached so far
 	cleanSegs map[ID]bool // segments walked without any finding
@@ -92,11 +97,23 @@ type checker struct {
 }
 
 func (c *checker) problem(p Problem) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.problemLocked(p)
+}
+
+func (c *checker) problemLocked(p Problem) int {
 	c.rep.Problems = append(c.rep.Problems, p)
 	return len(c.rep.Problems) - 1
 }
 
 func (c *checker) attach(i int, point string, disk int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attachLocked(i, point, disk)
+}
+
+func (c *checker) attachLocked(i int, point string, disk int) {
 	c.hits++
 	p := &c.rep.Problems[i]
 	if c.touched[i] == nil {
@@ -117,13 +134,15 @@ func (c *checker) attach(i int, point string, disk int) {
 
 // blobProblem records (once) a problem about a blob and attaches a point.
 func (c *checker) blobProblem(id ID, kind, pack, msg, point string, disk int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	i, ok := c.bad[id]
 	if !ok {
-		i = c.problem(Problem{Kind: kind, Blob: id.String(), Pack: pack, Message: msg})
+		i = c.problemLocked(Problem{Kind: kind, Blob: id.String(), Pack: pack, Message: msg})
 		c.bad[id] = i
 	}
 	if point != "" {
-		c.attach(i, point, disk)
+		c.attachLocked(i, point, disk)
 	}
 }
 
@@ -179,41 +198,73 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
-	for n, id := range ids {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// ReadData: packs are verified by a bounded pool of readers while the
+	// loop below checks headers.
+	type readJob struct {
+		id      packID
+		entries []packEntry
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	readJobs := make(chan readJob)
+	if opts.ReadData {
+		for range defaultWorkers() {
+			g.Go(func() error {
+				for j := range readJobs {
+					if err := c.readPack(gctx, j.id, j.entries); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		}
-		report("packs", int64(n+1), int64(len(ids)))
-		pi := packs[id]
-		size, ok := onDisk[id]
-		delete(onDisk, id)
-		if !ok && !r.packIndexed(id) {
-			continue // removed by a concurrent reclaim
-		}
-		if !ok {
-			badPacks[id] = "pack file is missing"
-			c.problem(Problem{Kind: ProblemMissingPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is in the catalog but not on disk", id)})
-			continue
-		}
-		if uint64(size) != pi.Size {
-			badPacks[id] = "pack size mismatch"
-			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d", id, size, pi.Size)})
-			continue
-		}
-		entries, _, err := r.readPackHeader(id)
-		if err != nil {
-			badPacks[id] = "pack header unreadable"
-			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v", id, err)})
-			continue
-		}
-		if msg := r.comparePack(id, entries, perPack[id]); msg != "" {
-			c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %s", id, msg)})
-		}
-		if opts.ReadData {
-			if err := c.readPack(ctx, id, size, entries); err != nil {
-				return nil, err
+	}
+	sendErr := func() error {
+		for n, id := range ids {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			report("packs", int64(n+1), int64(len(ids)))
+			pi := packs[id]
+			size, ok := onDisk[id]
+			delete(onDisk, id)
+			if !ok && !r.packIndexed(id) {
+				continue // removed by a concurrent reclaim
+			}
+			if !ok {
+				badPacks[id] = "pack file is missing"
+				c.problem(Problem{Kind: ProblemMissingPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is in the catalog but not on disk", id)})
+				continue
+			}
+			if uint64(size) != pi.Size {
+				badPacks[id] = "pack size mismatch"
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d", id, size, pi.Size)})
+				continue
+			}
+			entries, _, err := r.readPackHeader(id)
+			if err != nil {
+				badPacks[id] = "pack header unreadable"
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v", id, err)})
+				continue
+			}
+			if msg := r.comparePack(id, entries, perPack[id]); msg != "" {
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %s", id, msg)})
+			}
+			if opts.ReadData {
+				select {
+				case readJobs <- readJob{id, entries}:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
 			}
 		}
+		return nil
+	}()
+	close(readJobs)
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if sendErr != nil {
+		return nil, sendErr
 	}
 	for id := range onDisk {
 		if r.packIndexed(id) {
@@ -274,7 +325,7 @@ func (r *Repository) comparePack(id packID, entries []packEntry, catalogCount ui
 }
 
 // readPack reads a whole pack sequentially and verifies every blob.
-func (c *checker) readPack(ctx context.Context, id packID, size int64, entries []packEntry) error {
+func (c *checker) readPack(ctx context.Context, id packID, entries []packEntry) error {
 	r := c.r
 	f, err := os.Open(r.packPath(id))
 	if err != nil {
@@ -282,7 +333,19 @@ func (c *checker) readPack(ctx context.Context, id packID, size int64, entries [
 		return nil
 	}
 	defer f.Close()
+	if len(entries) == 0 {
+		return nil
+	}
+	// Blobs are contiguous from offset 8: one sequential buffered read.
+	br := bufio.NewReaderSize(io.NewSectionReader(f, int64(entries[0].Offset), 1<<62), 4<<20)
 	var buf, plain []byte
+	var blobs, bytes int64
+	defer func() {
+		c.mu.Lock()
+		c.rep.BlobsRead += blobs
+		c.rep.BytesRead += bytes
+		c.mu.Unlock()
+	}()
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -291,12 +354,12 @@ func (c *checker) readPack(ctx context.Context, id packID, size int64, entries [
 			buf = make([]byte, e.StoredLen)
 		}
 		buf = buf[:e.StoredLen]
-		if _, err := f.ReadAt(buf, int64(e.Offset)); err != nil {
+		if _, err := io.ReadFull(br, buf); err != nil {
 			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), fmt.Sprintf("blob %s in pack %s: %v", e.ID, id, err), "", -1)
-			continue
+			return nil
 		}
-		c.rep.BlobsRead++
-		c.rep.BytesRead += int64(e.StoredLen)
+		blobs++
+		bytes += int64(e.StoredLen)
 		b, err := r.codec.decode(plain, e, buf)
 		if err != nil {
 			if l, ok, _ := r.lookup(e.ID); !ok || l.Pack != id {
