@@ -1,0 +1,5 @@
+//go:build !race
+
+package backupe2e
+
+const raceEnabled = false
