@@ -289,3 +289,46 @@ func TestReclaimCancelledAtBarrier(t *testing.T) {
 	defer r2.Close()
 	requireClean(t, r2)
 }
+
+// TestCommitReusedRootSurvivesReclaim: an unchanged disk committed by
+// reusing its parent's map root (no PutDisk) keeps every blob of that map
+// alive even when the parent is deleted and reclaimed meanwhile.
+func TestCommitReusedRootSurvivesReclaim(t *testing.T) {
+	r := TestRepository(t, WithPackSize(64<<10))
+	ctx := context.Background()
+	img := testDisk(61, 768<<10)
+	img[0] = 1
+	parent := backup(t, r, "parent", testTime, img)
+	s, _ := r.NewSession(ctx)
+	if err := r.Delete(ctx, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Reclaim(ctx, nil)
+		done <- err
+	}()
+	for {
+		r.mu.Lock()
+		n := len(r.condemned)
+		r.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("reclaim ended early: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	child, err := s.Commit(ctx, NewPoint{VM: VMIdentity{Name: "child"}, Time: testTime.Add(time.Hour), Parent: parent.ID,
+		Disks: []NewDisk{{Capacity: int64(len(img)), Map: parent.Disks[0].Map}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	verifyPoint(t, r, child.ID, img)
+	requireClean(t, r)
+}

@@ -34,6 +34,7 @@ type Session struct {
 	used  []ID                      // every blob this session references (32 bytes per chunk, duplicates allowed)
 	packs map[*packWriter]struct{}  // packs holding blobs it added
 	waits map[*pendingBlob]struct{} // other sessions' pending blobs it deduplicated against
+	roots map[ID]bool               // disk maps built by PutDisk in this session
 	done  bool
 }
 
@@ -47,7 +48,7 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	if r.closed {
 		return nil, errors.New("repository is closed")
 	}
-	s := &Session{r: r, gen: r.gen, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}}
+	s := &Session{r: r, gen: r.gen, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}, roots: map[ID]bool{}}
 	r.sessions[s] = struct{}{}
 	return s, nil
 }
@@ -294,7 +295,50 @@ func (s *Session) PutDisk(ctx context.Context, size int64, extents []Extent) (ID
 	if _, _, err := s.put(BlobRoot, root, b); err != nil {
 		return root, fmt.Errorf("put disk: root: %w", err)
 	}
+	s.r.mu.Lock()
+	if s.roots != nil {
+		s.roots[root] = true
+	}
+	s.r.mu.Unlock()
 	return root, nil
+}
+
+// adoptMap references every blob of a disk map this session did not build
+// (an unchanged disk reusing its parent's root), so that a concurrent
+// reclaim cannot delete them even if the parent is deleted meanwhile.
+func (s *Session) adoptMap(ctx context.Context, root ID) error {
+	s.r.mu.Lock()
+	own := s.roots[root]
+	s.r.mu.Unlock()
+	if own {
+		return nil
+	}
+	dr, err := s.r.loadRoot(ctx, root)
+	if err != nil {
+		return err
+	}
+	for _, ref := range dr.Segs {
+		if err := s.referenceAll(ctx, "commit: reused disk map", []ID{ref.ID}, []int64{0}); err != nil {
+			return err
+		}
+		seg, err := s.r.loadSegment(ctx, ref)
+		if err != nil {
+			return err
+		}
+		var ids []ID
+		var lens []int64
+		for _, e := range seg.Extents {
+			if !e.Zero {
+				ids, lens = append(ids, e.ID), append(lens, e.Length)
+			}
+		}
+		if len(ids) > 0 {
+			if err := s.referenceAll(ctx, "commit: reused disk map", ids, lens); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // flush makes every blob this session references durable and indexed.
@@ -366,6 +410,11 @@ func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
 	if err := s.referenceAll(ctx, "commit", roots, make([]int64, len(roots))); err != nil {
 		return Point{}, err
 	}
+	for _, root := range roots {
+		if err := s.adoptMap(ctx, root); err != nil {
+			return Point{}, fmt.Errorf("commit: %w", err)
+		}
+	}
 	mb, err := encodeManifest(m)
 	if err != nil {
 		return Point{}, err
@@ -429,6 +478,6 @@ func (s *Session) end() {
 		}
 	}
 	delete(r.sessions, s)
-	s.used, s.packs, s.waits = nil, nil, nil
+	s.used, s.packs, s.waits, s.roots = nil, nil, nil, nil
 	r.sessDone.Broadcast()
 }
