@@ -18,6 +18,13 @@
 // the live set, condemned blobs are invisible to deduplication, and deletion
 // waits (a barrier) for every session that started before the condemn step.
 //
+// Self-healing: Check with ReadData quarantines corrupt blobs in the
+// catalog; deduplication ignores them, so the next backup of the same data
+// stores a fresh copy and every point referencing that id reads again.
+//
+// Test helpers for other packages: TestRepository (testing.go) creates an
+// encrypted repository with a cheap KDF and no fsync in t.TempDir().
+//
 // This package imports nothing of vmvault's except its own subpackages; in
 // particular it never imports vsphere, backup or dedup.
 package repository
