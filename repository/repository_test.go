@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -758,5 +759,25 @@ func TestCompressionLevels(t *testing.T) {
 			p := backup(t, r, "z", testTime, img)
 			verifyPoint(t, r, p.ID, img)
 		})
+	}
+}
+
+// TestRepositoryLockAcrossProcesses: a second process gets ErrLocked too.
+func TestRepositoryLockAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv("VMVAULT_LOCK_CHILD"); dir != "" {
+		_, err := Open(context.Background(), dir, []byte(TestPassword), OpenOptions{NoFsync: true})
+		if errors.Is(err, ErrLocked) {
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	TestRepository(t, WithDir(dir))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRepositoryLockAcrossProcesses$")
+	cmd.Env = append(os.Environ(), "VMVAULT_LOCK_CHILD="+dir)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("child process Open: %v, want exit 3 (ErrLocked)", err)
 	}
 }
