@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmvault/vmvault/backup"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+func init() {
+	register(&command{name: "backup", summary: "back up VMs from vCenter into restore points (CBT incremental)", run: runBackup})
+}
+
+// backupJSON is one VM of the documented `backup --json` output.
+type backupJSON struct {
+	VM           string   `json:"vm"`
+	RestorePoint string   `json:"restore_point"`
+	Consistency  string   `json:"consistency"`
+	Mode         string   `json:"mode"`
+	BytesRead    int64    `json:"bytes_read"`
+	NewBytes     int64    `json:"new_bytes"`
+	Seconds      float64  `json:"seconds"`
+	Warnings     []string `json:"warnings"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// addBackupVCenterFlags adds the vCenter flags. Both the repository and
+// vCenter want "--password-file"; the repository keeps it and vCenter's
+// becomes --vcenter-password-file.
+func addBackupVCenterFlags(fs *flag.FlagSet) *vcenterFlags {
+	tmp := flag.NewFlagSet("vcenter", flag.ContinueOnError)
+	vf := addVCenterFlags(tmp)
+	tmp.VisitAll(func(f *flag.Flag) {
+		name := f.Name
+		if name == "password-file" {
+			name = "vcenter-password-file"
+		}
+		fs.Var(f.Value, name, f.Usage)
+	})
+	return vf
+}
+
+func runBackup(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "backup")
+	rf := addRepoFlags(fs)
+	vf := addBackupVCenterFlags(fs)
+	var vms, containers stringList
+	fs.Var(&vms, "vm", "VM to back up: name, inventory path or id (repeatable)")
+	fs.Var(&containers, "all-in", "back up every VM in this folder, cluster or host inventory path (repeatable)")
+	quiesce := fs.String("quiesce", "prefer", "guest quiescing: require (fail without it), prefer (fall back to crash-consistent) or off")
+	parallel := fs.Int("parallel", 4, "VMs backed up at once")
+	perDatastore := fs.Int("per-datastore", 2, "disks read from one datastore at once")
+	activeDisks := fs.Int("max-disks", 4, "disk pipelines running at once over all VMs (bounds memory)")
+	workers := fs.Int("workers", 0, "hashing/compression workers per disk (default: number of CPUs)")
+	applianceID := fs.String("appliance-id", "", "marks this appliance's snapshots so a crash's leftovers are found (default $VMVAULT_APPLIANCE_ID or \"vmvault\")")
+	asJSON := fs.Bool("json", false, "print a JSON array with one object per VM")
+	progress := fs.Bool("progress", false, "print progress to stderr")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return fmt.Errorf("%w: unexpected argument %q (VMs are given with --vm)", errUsage, pos[0])
+	}
+	if len(vms) == 0 && len(containers) == 0 {
+		return fmt.Errorf("%w: give at least one --vm or --all-in", errUsage)
+	}
+	mode, err := backup.ParseQuiesce(*quiesce)
+	if err != nil {
+		return fmt.Errorf("%w: --quiesce: %v", errUsage, err)
+	}
+	if *parallel < 1 || *perDatastore < 1 || *activeDisks < 1 {
+		return fmt.Errorf("%w: --parallel, --per-datastore and --max-disks must be at least 1", errUsage)
+	}
+	if err := rf.validate(); err != nil {
+		return err
+	}
+	cfg, err := vf.config(env)
+	if err != nil {
+		return err
+	}
+	cfg.ApplianceID = *applianceID
+	if cfg.ApplianceID == "" {
+		cfg.ApplianceID = env.getenv("VMVAULT_APPLIANCE_ID")
+	}
+	if cfg.ApplianceID == "" {
+		cfg.ApplianceID = "vmvault"
+	}
+
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	c, err := vsphere.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+
+	// VMs named and VMs in containers, each once.
+	targets := append([]string(nil), vms...)
+	if len(containers) > 0 {
+		refs, err := c.VMsIn(ctx, containers...)
+		if err != nil {
+			return fmt.Errorf("--all-in: %w", err)
+		}
+		for _, ref := range refs {
+			targets = append(targets, ref.MoRef)
+		}
+	}
+	seen := map[string]bool{}
+	var reqs []backup.Request
+	var pmu sync.Mutex
+	last := map[string]time.Time{}
+	for _, v := range targets {
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		req := backup.Request{VM: v, Quiesce: mode}
+		if *progress {
+			req.Progress = func(p backup.VMProgress) {
+				pmu.Lock()
+				defer pmu.Unlock()
+				if p.Phase == "disks" && time.Since(last[v]) < 2*time.Second {
+					return
+				}
+				last[v] = time.Now()
+				fmt.Fprintf(env.stderr, "%s: %s %s/%s read %s new %s %.1f MiB/s ETA %s\n", v, p.Phase, humanBytes(p.Done), humanBytes(p.Size),
+					humanBytes(p.BytesRead), humanBytes(p.NewBytes), p.Rate()/(1<<20), p.ETA().Round(time.Second))
+			}
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return fmt.Errorf("no VM found in %s", strings.Join(containers, ", "))
+	}
+	e := backup.NewEngine(backup.FromClient(c, vsphere.ReaderOptions{}), backup.RepoStore(r), backup.EngineOptions{
+		Workers: *workers, MaxActiveDisks: *activeDisks, PerDatastore: *perDatastore, VCenter: c.Host(),
+	})
+	outs := e.BackupVMs(ctx, reqs, *parallel)
+
+	failed := 0
+	var js []backupJSON
+	for _, o := range outs {
+		name := o.Result.VM.Name
+		if name == "" {
+			name = o.Request.VM
+		}
+		j := backupJSON{VM: name, RestorePoint: o.Result.RestorePoint, Consistency: o.Result.Consistency, Mode: o.Result.Mode,
+			BytesRead: o.Result.BytesRead, NewBytes: o.Result.NewBytes, Seconds: o.Result.Duration.Seconds(), Warnings: o.Result.Warnings}
+		if j.Warnings == nil {
+			j.Warnings = []string{}
+		}
+		if o.Err != nil {
+			failed++
+			j.Error = o.Err.Error()
+		}
+		js = append(js, j)
+		if *asJSON {
+			continue
+		}
+		for _, w := range j.Warnings {
+			fmt.Fprintf(env.stderr, "warning: %s: %s\n", name, w)
+		}
+		if o.Err != nil {
+			fmt.Fprintf(env.stdout, "%s FAILED: %v\n", name, o.Err)
+			continue
+		}
+		fmt.Fprintf(env.stdout, "%s %s %s %s, read %s, new %s in %.2fs\n", name, j.RestorePoint, j.Mode, j.Consistency,
+			humanBytes(j.BytesRead), humanBytes(j.NewBytes), j.Seconds)
+	}
+	if *asJSON {
+		if err := writeJSON(env.stdout, js); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d VMs failed", failed, len(outs))
+	}
+	return nil
+}
