@@ -7,9 +7,9 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/restic/chunker v0.4.0
 	github.com/vmware/govmomi v0.54.0
-	go.etcd.io/bbolt v1.5.0
-	golang.org/x/crypto v0.59.0
-	golang.org/x/sync v0.25.0
+	go.etcd.io/bbolt v1.4.3
+	golang.org/x/crypto v0.48.0
+	golang.org/x/sync v0.19.0
 )
 
 require (
@@ -38,8 +38,8 @@ require (
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.44.0 // indirect
+	golang.org/x/net v0.51.0 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/text v0.34.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
