@@ -288,6 +288,16 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if err != nil {
 		return res, fmt.Errorf("sweep stale snapshots of %s: %w", vm.Name, err)
 	}
+	if len(removed) > 0 {
+		if vm, err = e.vs.FindVM(ctx, vm.MoRef); err != nil {
+			return res, fmt.Errorf("find VM %s after the sweep: %w", req.VM, err)
+		}
+	}
+	if vm.HasSnapshots {
+		// Our snapshot would sit on top of the user's: the frozen data spans
+		// a delta chain the datastore reader cannot assemble.
+		return res, fmt.Errorf("%w: %s has snapshots of its own: remove or consolidate them first", ErrUnsupportedVM, vm.Name)
+	}
 	if !vm.CBTEnabled && !e.opts.KeepCBTOff {
 		if err := e.vs.EnableCBT(ctx, vm.VMRef); err != nil {
 			if ctx.Err() != nil {
