@@ -31,6 +31,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	algo := fs.String("chunker", "cdc", "chunking: cdc (content-defined) or fixed")
 	avg := fs.Int("chunk-size", 0, "average (cdc) or fixed chunk size in bytes (default 1 MiB)")
 	packSize := fs.Int("pack-size", 0, "target pack size in bytes (default chosen by the repository)")
+	level := fs.String("compression", "", "zstd level: fastest, default or better (default chosen by the repository)")
 	kdfMem := fs.Uint("kdf-memory", 0, "Argon2id memory in KiB (default chosen by the repository)")
 	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -68,10 +69,11 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		kdf.MemoryKiB = uint32(*kdfMem)
 	}
 	opts := repository.InitOptions{
-		NoEncryption: *noEnc,
-		Chunker:      chunkerConfig(p),
-		KDF:          kdf,
-		PackSize:     *packSize,
+		NoEncryption:     *noEnc,
+		Chunker:          chunkerConfig(p),
+		KDF:              kdf,
+		PackSize:         *packSize,
+		CompressionLevel: *level,
 	}
 	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
 		return fmt.Errorf("init repository %s: %w", rf.dir, err)
