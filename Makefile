@@ -8,7 +8,7 @@ GO       ?= go
 BIN      ?= bin/appliance
 PKGS     := $(shell $(GO) list ./... 2>/dev/null)
 # Concurrent packages: tested with the race detector.
-RACE_PKGS := $(filter %/repository %/repository/% %/backup %/backup/% %/dedup %/policy %/policy/% %/internal/state %/internal/clock %/restore %/restore/% %/web %/web/%,$(PKGS))
+RACE_PKGS := $(filter %/repository %/repository/% %/backup %/backup/% %/dedup %/policy %/policy/% %/internal/state %/internal/clock %/restore %/restore/% %/web %/web/% %/vsphere %/vsphere/% %/vcsim-tests %/vcsim-tests/% %/vmdk %/diskimage,$(PKGS))
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
 # Debian packages the tests need, keyed by the command that proves each is installed.
