@@ -677,7 +677,20 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close()
 	}
-	in.Source = safeReader{src}
+	// Scattered extents are read ahead in parallel: one at a time they are
+	// a round trip each.
+	var plan []dedup.Extent
+	if in.Parent != nil {
+		plan = in.Parent.Changed
+	} else {
+		plan = in.Allocated
+	}
+	pf := newPrefetchReader(dctx, src, plan)
+	defer func() {
+		cancel() // a stalled read must not hold Close
+		pf.Close()
+	}()
+	in.Source = safeReader{pf}
 	mode := rep.Mode
 	out, err := WriteDisk(dctx, safeStore{sess}, chunker, in, Options{
 		Workers: e.opts.Workers, InFlight: e.opts.InFlight, ProgressEvery: e.opts.ProgressEvery,

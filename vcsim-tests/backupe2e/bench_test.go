@@ -111,7 +111,9 @@ func BenchmarkVMBackup(b *testing.B) {
 	env := []string{"VMVAULT_PASSWORD=bench-password"}
 	initRepo := func(name string) string {
 		r := filepath.Join(dir, name)
-		appliance(b, bin, env, "repo", "init", "--repo", r, "--kdf-memory", "1024", "--kdf-time", "1")
+		// VMVAULT_BENCH_REPO_ARGS adds repo init flags ("--chunk-size 131072").
+		args := append([]string{"repo", "init", "--repo", r, "--kdf-memory", "1024", "--kdf-time", "1"}, strings.Fields(os.Getenv("VMVAULT_BENCH_REPO_ARGS"))...)
+		appliance(b, bin, env, args...)
 		return r
 	}
 	type point struct {
