@@ -1,0 +1,90 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// placer is the one vsphere call the adapter needs; *vsphere.Client has it.
+type placer interface {
+	Placements(ctx context.Context, withTags bool) ([]vsphere.Placement, error)
+}
+
+// Inventory is a policy.Inventory backed by a vCenter. It is safe for
+// concurrent use (the vsphere client is) and keeps no state between calls:
+// every VMs call reads the inventory as it is now, which is what lets a VM
+// moved into a protected folder be picked up by the next window.
+type Inventory struct {
+	src  placer
+	tags bool
+}
+
+var _ policy.Inventory = (*Inventory)(nil)
+
+// New returns an inventory that lists the VMs of c with their containers and
+// tags.
+func New(c *vsphere.Client) *Inventory { return &Inventory{src: c, tags: true} }
+
+// WithoutTags returns a copy that does not ask the vAPI tagging service (ESXi
+// without vCenter has none). Every VM then has no tags, so a selection or
+// exclusion by tag matches nothing: use it only when no job names tags.
+func (i *Inventory) WithoutTags() *Inventory { return &Inventory{src: i.src, tags: false} }
+
+// VMs lists every VM vCenter reports with its containers and tags, sorted by
+// managed object id.
+func (i *Inventory) VMs(ctx context.Context) ([]policy.VM, error) {
+	ps, err := i.src.Placements(ctx, i.tags)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	return FromPlacements(ps), nil
+}
+
+// FromPlacements converts vsphere placements to policy VMs: containers become
+// ContainerRefs keyed by moref, tags become tag ids. VMs without an instance
+// UUID are left out (see the package comment); containers of a kind policy
+// does not know are dropped rather than guessed.
+func FromPlacements(ps []vsphere.Placement) []policy.VM {
+	out := make([]policy.VM, 0, len(ps))
+	for _, p := range ps {
+		if p.InstanceUUID == "" {
+			continue
+		}
+		vm := policy.VM{InstanceUUID: p.InstanceUUID, Name: p.Name, MoRef: p.MoRef}
+		for _, c := range p.Containers {
+			k, ok := kind(c.Kind)
+			if !ok || c.MoRef == "" {
+				continue
+			}
+			vm.Containers = append(vm.Containers, policy.ContainerRef{Kind: k, ID: c.MoRef, Name: c.Name})
+		}
+		for _, t := range p.Tags {
+			if t.ID != "" {
+				vm.Tags = append(vm.Tags, t.ID)
+			}
+		}
+		out = append(out, vm)
+	}
+	return out
+}
+
+// kind maps vsphere's container kinds to policy's. Spelled out, not cast,
+// so a kind added on one side cannot silently match the wrong thing.
+func kind(k string) (policy.ContainerKind, bool) {
+	switch k {
+	case vsphere.KindDatacenter:
+		return policy.KindDatacenter, true
+	case vsphere.KindFolder:
+		return policy.KindFolder, true
+	case vsphere.KindCluster:
+		return policy.KindCluster, true
+	case vsphere.KindHost:
+		return policy.KindHost, true
+	case vsphere.KindResourcePool:
+		return policy.KindResourcePool, true
+	}
+	return "", false
+}
