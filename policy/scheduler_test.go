@@ -401,18 +401,17 @@ func TestSchedulerConcurrencyLimits(t *testing.T) {
 	h.expectRunning("a/a2", "a/a3", "b/b2")
 	// Drain everything; "shared" is in both jobs and must never run twice at once
 	// (fakeRunner checks that).
-	for len(h.running()) > 0 {
-		for _, r := range h.running() {
-			vm := r[strings.Index(r, "/")+1:]
-			cc := byVM[vm]
-			if cc == nil {
-				cc = h.started(1)[0]
-				byVM[cc.VM] = cc
-			}
-			h.finish(cc, nil)
-			delete(byVM, vm)
-			break
+	for running := h.running(); len(running) > 0; running = h.running() {
+		// Finish one backup per pass: each finish may start the next.
+		r := running[0]
+		vm := r[strings.Index(r, "/")+1:]
+		cc := byVM[vm]
+		if cc == nil {
+			cc = h.started(1)[0]
+			byVM[cc.VM] = cc
 		}
+		h.finish(cc, nil)
+		delete(byVM, vm)
 	}
 	if n := h.events.count(policy.EventVMBackedUp, "shared"); n != 2 {
 		t.Fatalf("shared VM backed up %d times, want once per job", n)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // OpenOptions tune an open repository.
@@ -158,7 +159,7 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 func (r *Repository) openCatalog() error {
 	path := filepath.Join(r.dir, "index.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return fmt.Errorf("catalog %s is locked: %w", path, ErrLocked)
 	}
 	if err == nil {

@@ -70,7 +70,6 @@ func TestChangedAreasAcrossSnapshots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	calls := c.Stats().SOAPCalls
 	s1, err := c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "full"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +78,7 @@ func TestChangedAreasAcrossSnapshots(t *testing.T) {
 	if d1.ChangeID == "" {
 		t.Fatal("snapshot disk has no change id")
 	}
-	calls = c.Stats().SOAPCalls
+	calls := c.Stats().SOAPCalls
 	all, err := c.ChangedAreas(ctx, s1, key, vsphere.AllocatedAreas)
 	if err != nil {
 		t.Fatal(err)

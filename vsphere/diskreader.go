@@ -268,7 +268,7 @@ func (r *DiskReader) get(ctx context.Context, p []byte, off int64) (int, error) 
 		return 0, err
 	}
 	defer res.Body.Close()
-	want := len(p)
+	var want int
 	switch res.StatusCode {
 	case http.StatusPartialContent:
 		cr := res.Header.Get("Content-Range")

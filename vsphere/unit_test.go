@@ -71,6 +71,7 @@ func TestChangeIDParts(t *testing.T) {
 func TestTransientClassification(t *testing.T) {
 	soapFault := func(f types.BaseMethodFault) error {
 		return soap.WrapSoapFault(&soap.Fault{Code: "ServerFaultCode", Detail: struct {
+			//lint:ignore SA5008 govmomi's vim25/xml fork defines the typeattr option
 			Fault types.AnyType `xml:",any,typeattr"`
 		}{Fault: f}})
 	}

@@ -97,9 +97,12 @@ func (f *faultWriter) Write(p []byte) (int, error) {
 		f.left -= int64(len(p))
 		return f.ResponseWriter.Write(p)
 	}
-	n, _ := f.ResponseWriter.Write(p[:f.left])
+	n, err := f.ResponseWriter.Write(p[:f.left])
 	f.left = 0
 	f.fire()
+	if err != nil {
+		return n, err
+	}
 	return n, http.ErrAbortHandler
 }
 
