@@ -13,10 +13,12 @@
 //
 // Choices made here (and why):
 //
-//   - A window occurrence is one configured range on one date. "At most once
-//     per window" is per occurrence, so an all-day Saturday and an all-day
-//     Sunday are two chances, as a per-day rule would give. Adjacent ranges
-//     (Friday 18:00-24:00, Saturday 00:00-24:00) stay separate occurrences.
+//   - A window occurrence is a stretch the window is open without a break:
+//     ranges that touch (Friday 18:00-24:00, Saturday 00:00-24:00, Sunday
+//     00:00-24:00, Monday 00:00-06:00) are one occurrence, so "at most once
+//     per window" means once per weekend and once per night, never just
+//     before and again just after midnight. A one-minute gap splits. Only a
+//     window open all week keeps one occurrence per configured range.
 //   - Wall times map to instants in the window's zone: a time skipped by a
 //     DST gap means the end of the gap, a repeated time means its first
 //     occurrence. Nights are an hour shorter or longer on DST days, as a

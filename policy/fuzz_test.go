@@ -13,6 +13,7 @@ func FuzzWindowJSON(f *testing.F) {
 		`{"location":"UTC","days":{"monday":["22:00-06:00"]}}`,
 		`{"location":"Europe/Berlin","days":{"sunday":["02:00-03:00","22:00-00:00"],"sat":["00:00-00:00"]}}`,
 		`{"location":"America/New_York","days":{"friday":["18:00-24:00"],"saturday":["00:00-24:00"]}}`,
+		`{"location":"Europe/Berlin","days":{"saturday":["22:00-02:00"],"sunday":["03:00-06:00"]}}`,
 		`{"location":"Mars/Base"}`,
 		`{"days":{"funday":["x"]}}`,
 	} {
@@ -36,6 +37,17 @@ func FuzzWindowJSON(f *testing.F) {
 		}
 		if !occ.Contains(at) && !occ.Open.After(at) {
 			t.Fatalf("Next returned a past occurrence %v at %v", occ, at)
+		}
+		// An occurrence is the same seen from its first and last instant, and
+		// (unless the window never closes) the window is closed at its end:
+		// touching ranges were merged.
+		for _, probe := range []time.Time{occ.Open, occ.Close.Add(-time.Nanosecond)} {
+			if o, ok := w.At(probe); !ok || !o.Open.Equal(occ.Open) || !o.Close.Equal(occ.Close) {
+				t.Fatalf("At(%v) = %v %v, want %v", probe, o, ok, occ)
+			}
+		}
+		if !w.openAllWeek() && w.Contains(occ.Close) {
+			t.Fatalf("window %s still open at the close of %v: touching occurrences not merged", b, occ)
 		}
 		for _, o := range w.Between(at, at.Add(8*24*time.Hour)) {
 			if !o.Close.After(o.Open) || o.Open.Before(at) {

@@ -75,10 +75,19 @@ func parseHHMM(s string, allow24 bool) (int, error) {
 }
 
 // Window is a weekly schedule: per weekday (indexed by time.Weekday) zero or
-// more ranges of wall-clock time in Location. Each configured range is one
-// occurrence of the window on each date; adjacent ranges stay separate
-// occurrences, so "at most once per window" also means at most once per
-// configured range (and therefore per day for all-day weekend ranges).
+// more ranges of wall-clock time in Location.
+//
+// An occurrence is a stretch of time the window is open without a break:
+// ranges that touch (one ends at the instant the next starts, also across
+// midnight and from Saturday into Sunday into Monday) form one occurrence,
+// so "at most once per window" holds over a whole Friday-night-plus-weekend
+// and a VM is not backed up just before and again just after midnight. A
+// gap of even one minute separates two occurrences. Touching is decided on
+// instants, so two ranges separated only by a spring-forward gap (22:00-02:00
+// and 03:00-06:00 on that night) are one occurrence that night: the window is
+// never closed in between. A window that is open every minute of the week
+// has no closing to delimit an occurrence; there each configured range stays
+// its own occurrence (AlwaysOpen: one per day).
 //
 // DST: wall times are mapped to instants in Location. A wall time that does
 // not exist (spring forward) maps to the first instant after the gap; a wall
@@ -193,8 +202,9 @@ func (w Window) Contains(t time.Time) bool {
 	return ok
 }
 
-// At returns the occurrence open at t, if any. When two occurrences touch
-// (one closes as the next opens) the one that opens at t wins.
+// At returns the occurrence open at t, if any. Occurrences never touch
+// (touching ranges are merged), except in a window open around the clock,
+// where the one that opens at t wins.
 func (w Window) At(t time.Time) (Occurrence, bool) {
 	for _, o := range w.occurrencesAround(t, 2, 1) {
 		if o.Contains(t) {
@@ -211,7 +221,9 @@ func (w Window) Next(t time.Time) (Occurrence, bool) {
 	if o, ok := w.At(t); ok {
 		return o, true
 	}
-	// A valid window opens at least once a week; 9 days covers DST-empty ranges.
+	// A valid window opens at least once a week; 9 days covers DST-empty
+	// ranges. Merged occurrences are complete whatever the span (see
+	// occurrencesAround), so a later chain cannot be mistaken for its tail.
 	for _, o := range w.occurrencesAround(t, 1, 9) {
 		if o.Open.After(t) {
 			return o, true
@@ -235,9 +247,62 @@ func (w Window) Between(from, to time.Time) []Occurrence {
 	return out
 }
 
-// occurrencesAround lists occurrences starting on local dates from t's date
-// minus before days to plus after days, sorted by Open, without empty ones.
+// mergeMargin is how many days beyond the asked span occurrencesAround
+// looks, so a chain of touching ranges that reaches into the span is built
+// whole. With at least one closed minute per week a chain is shorter than a
+// week, or shorter than two when a spring-forward gap swallows that minute.
+const mergeMargin = 15
+
+// occurrencesAround lists the occurrences that start on local dates from t's
+// date minus before days to plus after days, sorted by Open, without empty
+// ones, touching ranges merged into one occurrence. Occurrences that start
+// earlier are included too when they are still open on the first date.
 func (w Window) occurrencesAround(t time.Time, before, after int) []Occurrence {
+	if w.openAllWeek() {
+		return w.rawOccurrences(t, before, after)
+	}
+	raw := w.rawOccurrences(t, before+mergeMargin, after+mergeMargin)
+	var merged []Occurrence
+	for _, o := range raw {
+		if n := len(merged); n > 0 && !o.Open.After(merged[n-1].Close) {
+			if o.Close.After(merged[n-1].Close) {
+				merged[n-1].Close = o.Close
+			}
+			continue
+		}
+		merged = append(merged, o)
+	}
+	// Chains at the edges of the margin may be cut short; they lie outside
+	// the asked span, which is all callers look at.
+	loc := w.loc()
+	y, m, d := t.In(loc).Date()
+	first := wallToInstant(y, m, d-before, 0, loc)
+	last := wallToInstant(y, m, d+after+1, 0, loc)
+	out := merged[:0]
+	for _, o := range merged {
+		if o.Close.After(first) && o.Open.Before(last) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// openAllWeek reports whether the ranges cover every minute of the week (a
+// valid window without a gap), where merging would make one endless occurrence.
+func (w Window) openAllWeek() bool {
+	total := 0
+	for _, rs := range w.Days {
+		for _, r := range rs {
+			total += r.length()
+		}
+	}
+	return total >= 7*minutesPerDay
+}
+
+// rawOccurrences lists one occurrence per configured range and local date,
+// from t's date minus before days to plus after days, sorted by Open, without
+// empty ones.
+func (w Window) rawOccurrences(t time.Time, before, after int) []Occurrence {
 	loc := w.loc()
 	lt := t.In(loc)
 	y, m, d := lt.Date()

@@ -111,11 +111,12 @@ func TestWindowContainsAndNext(t *testing.T) {
 		{"midnight crossing open just after midnight", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 00:00"), true, utc("2026-05-04 22:00"), utc("2026-05-05 02:00")},
 		{"close instant is outside", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 02:00"), false, utc("2026-05-05 22:00"), utc("2026-05-06 02:00")},
 		{"open instant is inside", nightly(t, time.UTC, "22:00-02:00"), utc("2026-05-05 22:00"), true, utc("2026-05-05 22:00"), utc("2026-05-06 02:00")},
-		// 2026-05-08 is a Friday: the default window keeps Friday night running into Saturday's all-day range.
-		{"default friday night", DefaultWindow(time.UTC), utc("2026-05-08 23:59"), true, utc("2026-05-08 18:00"), utc("2026-05-09 00:00")},
-		{"default saturday is its own occurrence", DefaultWindow(time.UTC), utc("2026-05-09 00:00"), true, utc("2026-05-09 00:00"), utc("2026-05-10 00:00")},
-		{"default monday morning", DefaultWindow(time.UTC), utc("2026-05-11 05:00"), true, utc("2026-05-11 00:00"), utc("2026-05-11 06:00")},
-		{"default monday day closed", DefaultWindow(time.UTC), utc("2026-05-11 12:00"), false, utc("2026-05-11 18:00"), utc("2026-05-12 00:00")},
+		// 2026-05-08 is a Friday: the default window's Friday night, Saturday,
+		// Sunday and Monday morning touch and are one occurrence.
+		{"default friday night is the weekend", DefaultWindow(time.UTC), utc("2026-05-08 23:59"), true, utc("2026-05-08 18:00"), utc("2026-05-11 06:00")},
+		{"default saturday midnight is the same weekend", DefaultWindow(time.UTC), utc("2026-05-09 00:00"), true, utc("2026-05-08 18:00"), utc("2026-05-11 06:00")},
+		{"default monday morning ends the weekend", DefaultWindow(time.UTC), utc("2026-05-11 05:00"), true, utc("2026-05-08 18:00"), utc("2026-05-11 06:00")},
+		{"default monday day closed, next is one night", DefaultWindow(time.UTC), utc("2026-05-11 12:00"), false, utc("2026-05-11 18:00"), utc("2026-05-12 06:00")},
 		{"one day a week", Window{Days: [7][]Range{time.Wednesday: {mustRange(t, "01:00-02:00")}}}, utc("2026-05-07 12:00"), false, utc("2026-05-13 01:00"), utc("2026-05-13 02:00")},
 	}
 	for _, tc := range tests {
@@ -189,4 +190,146 @@ func TestWindowGolden(t *testing.T) {
 		}
 	}
 	checkGolden(t, "windows", buf.Bytes())
+}
+
+// TestWindowOccurrencesMerge proves that ranges which touch form one
+// occurrence (so "at most once per window" holds over a night or a weekend)
+// and that any gap splits: for every probe instant At must return exactly
+// the expected occurrence, and Between must list exactly the expected ones.
+func TestWindowOccurrencesMerge(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	utc := func(s string) time.Time {
+		t.Helper()
+		v, err := time.Parse("2006-01-02 15:04", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	in := func(loc *time.Location, s string) time.Time {
+		t.Helper()
+		v, err := time.ParseInLocation("2006-01-02 15:04", s, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	days := func(loc *time.Location, spec map[time.Weekday][]string) Window {
+		w := Window{Location: loc}
+		for d, rs := range spec {
+			for _, r := range rs {
+				w.Days[d] = append(w.Days[d], mustRange(t, r))
+			}
+		}
+		if err := w.Validate(); err != nil {
+			t.Fatalf("window %v: %v", spec, err)
+		}
+		return w
+	}
+	type occ = occSpan
+	// 2026-05-04 is a Monday, 2026-05-08 a Friday.
+	tests := []struct {
+		name     string
+		w        Window
+		from, to time.Time // probe every 15 minutes in [from, to) and list Between(from, to)
+		want     []occ     // every occurrence open at some probe, in order
+	}{
+		{"default: friday 18:00 through monday 06:00 is one", DefaultWindow(time.UTC), utc("2026-05-08 12:00"), utc("2026-05-11 12:00"),
+			[]occ{{utc("2026-05-08 18:00"), utc("2026-05-11 06:00")}}},
+		{"default: a week is four nights and one weekend", DefaultWindow(time.UTC), utc("2026-05-04 12:00"), utc("2026-05-11 12:00"),
+			[]occ{
+				{utc("2026-05-04 18:00"), utc("2026-05-05 06:00")},
+				{utc("2026-05-05 18:00"), utc("2026-05-06 06:00")},
+				{utc("2026-05-06 18:00"), utc("2026-05-07 06:00")},
+				{utc("2026-05-07 18:00"), utc("2026-05-08 06:00")},
+				{utc("2026-05-08 18:00"), utc("2026-05-11 06:00")},
+			}},
+		{"default across spring forward in Berlin (59 hours)", DefaultWindow(berlin), in(berlin, "2026-03-27 12:00"), in(berlin, "2026-03-30 12:00"),
+			[]occ{{in(berlin, "2026-03-27 18:00"), in(berlin, "2026-03-30 06:00")}}},
+		{"a one-minute gap before midnight splits", days(time.UTC, map[time.Weekday][]string{time.Friday: {"18:00-23:59"}, time.Saturday: {"00:00-24:00"}}),
+			utc("2026-05-08 12:00"), utc("2026-05-10 12:00"),
+			[]occ{{utc("2026-05-08 18:00"), utc("2026-05-08 23:59")}, {utc("2026-05-09 00:00"), utc("2026-05-10 00:00")}}},
+		{"a one-minute gap after midnight splits", days(time.UTC, map[time.Weekday][]string{time.Friday: {"18:00-24:00"}, time.Saturday: {"00:01-06:00"}}),
+			utc("2026-05-08 12:00"), utc("2026-05-09 12:00"),
+			[]occ{{utc("2026-05-08 18:00"), utc("2026-05-09 00:00")}, {utc("2026-05-09 00:01"), utc("2026-05-09 06:00")}}},
+		{"saturday into sunday into monday wraps the week", days(time.UTC, map[time.Weekday][]string{time.Saturday: {"22:00-24:00"}, time.Sunday: {"00:00-24:00"}, time.Monday: {"00:00-02:00"}}),
+			utc("2026-05-09 12:00"), utc("2026-05-11 12:00"),
+			[]occ{{utc("2026-05-09 22:00"), utc("2026-05-11 02:00")}}},
+		{"a range crossing midnight touches the next day's range", days(time.UTC, map[time.Weekday][]string{time.Tuesday: {"22:00-02:00"}, time.Wednesday: {"02:00-04:00", "04:00-05:00"}}),
+			utc("2026-05-05 12:00"), utc("2026-05-06 12:00"),
+			[]occ{{utc("2026-05-05 22:00"), utc("2026-05-06 05:00")}}},
+		{"same-day ranges that touch", days(time.UTC, map[time.Weekday][]string{time.Monday: {"01:00-02:00", "02:00-03:00", "03:30-04:00"}}),
+			utc("2026-05-04 00:00"), utc("2026-05-04 12:00"),
+			[]occ{{utc("2026-05-04 01:00"), utc("2026-05-04 03:00")}, {utc("2026-05-04 03:30"), utc("2026-05-04 04:00")}}},
+		// 2026-03-29: Berlin skips 02:00-03:00, so 22:00-02:00 and 03:00-06:00
+		// leave no closed instant that night; on other nights they are two.
+		{"a gap swallowed by spring forward joins", days(berlin, map[time.Weekday][]string{time.Saturday: {"22:00-02:00"}, time.Sunday: {"03:00-06:00"}}),
+			in(berlin, "2026-03-28 12:00"), in(berlin, "2026-03-29 12:00"),
+			[]occ{{in(berlin, "2026-03-28 22:00"), in(berlin, "2026-03-29 06:00")}}},
+		{"the same gap on an ordinary night splits", days(berlin, map[time.Weekday][]string{time.Saturday: {"22:00-02:00"}, time.Sunday: {"03:00-06:00"}}),
+			in(berlin, "2026-04-04 12:00"), in(berlin, "2026-04-05 12:00"),
+			[]occ{{in(berlin, "2026-04-04 22:00"), in(berlin, "2026-04-05 02:00")}, {in(berlin, "2026-04-05 03:00"), in(berlin, "2026-04-05 06:00")}}},
+		{"open all week stays one occurrence per day", AlwaysOpen(time.UTC), utc("2026-05-04 00:00"), utc("2026-05-06 00:00"),
+			[]occ{{utc("2026-05-04 00:00"), utc("2026-05-05 00:00")}, {utc("2026-05-05 00:00"), utc("2026-05-06 00:00")}}},
+		{"open all but one minute a week is one long occurrence", days(time.UTC, map[time.Weekday][]string{
+			time.Sunday: {"00:00-24:00"}, time.Monday: {"00:00-24:00"}, time.Tuesday: {"00:00-24:00"}, time.Wednesday: {"00:00-12:00", "12:01-24:00"},
+			time.Thursday: {"00:00-24:00"}, time.Friday: {"00:00-24:00"}, time.Saturday: {"00:00-24:00"}}),
+			utc("2026-05-06 13:00"), utc("2026-05-13 11:00"),
+			[]occ{{utc("2026-05-06 12:01"), utc("2026-05-13 12:00")}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []occ
+			for p := tc.from; p.Before(tc.to); p = p.Add(15 * time.Minute) {
+				o, ok := tc.w.At(p)
+				if !ok {
+					continue
+				}
+				if !o.Contains(p) {
+					t.Fatalf("At(%v) = [%v, %v) does not contain it", p.UTC(), o.Open.UTC(), o.Close.UTC())
+				}
+				if n := len(seen); n == 0 || !seen[n-1].open.Equal(o.Open) || !seen[n-1].close.Equal(o.Close) {
+					seen = append(seen, occ{o.Open, o.Close})
+				}
+			}
+			if len(seen) != len(tc.want) {
+				t.Fatalf("occurrences seen %v, want %v", fmtOccs(seen), fmtOccs(tc.want))
+			}
+			for i := range seen {
+				if !seen[i].open.Equal(tc.want[i].open) || !seen[i].close.Equal(tc.want[i].close) {
+					t.Fatalf("occurrences seen %v, want %v", fmtOccs(seen), fmtOccs(tc.want))
+				}
+			}
+			// Between lists those that open inside the span, each merged too.
+			var between []occ
+			for _, o := range tc.w.Between(tc.from, tc.to) {
+				between = append(between, occ{o.Open, o.Close})
+			}
+			var opening []occ
+			for _, o := range tc.want {
+				if !o.open.Before(tc.from) {
+					opening = append(opening, o)
+				}
+			}
+			if fmtOccs(between) != fmtOccs(opening) {
+				t.Fatalf("Between = %v, want %v", fmtOccs(between), fmtOccs(opening))
+			}
+			// From just before it (when closed there), Next finds the first occurrence whole.
+			if before := tc.want[0].open.Add(-time.Minute); tc.w.Contains(before) {
+				// open all week: nothing to look ahead to
+			} else if o, ok := tc.w.Next(before); !ok || !o.Open.Equal(tc.want[0].open) || !o.Close.Equal(tc.want[0].close) {
+				t.Fatalf("Next before the first = [%v, %v) %v, want %v", o.Open.UTC(), o.Close.UTC(), ok, fmtOccs(tc.want[:1]))
+			}
+		})
+	}
+}
+
+type occSpan struct{ open, close time.Time }
+
+func fmtOccs(os []occSpan) string {
+	var b bytes.Buffer
+	for _, o := range os {
+		fmt.Fprintf(&b, "[%s, %s) ", o.open.UTC().Format("Mon 01-02 15:04"), o.close.UTC().Format("Mon 01-02 15:04"))
+	}
+	return b.String()
 }
