@@ -136,10 +136,9 @@ func (f *fakeVSphere) OpenDisk(ctx context.Context, snap *vsphere.Snapshot, key 
 }
 
 type fakeDisk struct {
-	f      *fakeVSphere
-	data   []byte
-	ds     *atomic.Int32
-	opened bool
+	f    *fakeVSphere
+	data []byte
+	ds   *atomic.Int32
 }
 
 func (d *fakeDisk) Size() int64 { return int64(len(d.data)) }

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -217,9 +213,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-func isErr(err, target error) bool { return errors.Is(err, target) }
-
-var _ = fmt.Sprintf
-var _ = io.EOF
-var _ = os.Getenv
