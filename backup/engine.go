@@ -124,12 +124,14 @@ type Engine struct {
 	diskSem chan struct{}
 	dsMu    sync.Mutex
 	dsSem   map[string]chan struct{}
+	running map[string]bool // VM morefs being backed up, guarded by dsMu
 }
 
 // NewEngine returns an engine reading from vs and writing to store.
 func NewEngine(vs VSphere, store Store, opts EngineOptions) *Engine {
 	opts = opts.withDefaults()
-	return &Engine{vs: vs, store: store, opts: opts, diskSem: make(chan struct{}, opts.MaxActiveDisks), dsSem: map[string]chan struct{}{}}
+	return &Engine{vs: vs, store: store, opts: opts, diskSem: make(chan struct{}, opts.MaxActiveDisks),
+		dsSem: map[string]chan struct{}{}, running: map[string]bool{}}
 }
 
 // Request is one VM to back up.
@@ -268,6 +270,9 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if err != nil {
 		return res, err
 	}
+	if req.VM == "" {
+		return res, errors.New("back up: no VM given")
+	}
 	prog := &progressAgg{fn: req.Progress, start: start}
 	prog.p.VM = req.VM
 	prog.phase("prepare")
@@ -277,6 +282,10 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 		return res, fmt.Errorf("find VM %s: %w", req.VM, err)
 	}
 	res.VM = vm.VMRef
+	if !e.claim(vm.MoRef) {
+		return res, fmt.Errorf("%w: %s", ErrBusy, vm.Name)
+	}
+	defer e.unclaim(vm.MoRef)
 	if reason := unsupportedVM(vm); reason != "" {
 		return res, fmt.Errorf("%w: %s: %s", ErrUnsupportedVM, vm.Name, reason)
 	}
@@ -568,6 +577,23 @@ func (e *Engine) removeSnapshot(ctx context.Context, vm vsphere.VMRef, snap *vsp
 	}
 	res.SnapshotLeft = snap.MoRef
 	res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove backup snapshot %s (%s): %v; the next backup of this VM removes it", snap.MoRef, snap.Name, err))
+}
+
+// claim marks a VM as being backed up; false when it already is.
+func (e *Engine) claim(moref string) bool {
+	e.dsMu.Lock()
+	defer e.dsMu.Unlock()
+	if e.running[moref] {
+		return false
+	}
+	e.running[moref] = true
+	return true
+}
+
+func (e *Engine) unclaim(moref string) {
+	e.dsMu.Lock()
+	defer e.dsMu.Unlock()
+	delete(e.running, moref)
 }
 
 // acquire takes a slot of the shared disk budget and of the datastore.

@@ -320,6 +320,34 @@ func TestEngineBudgets(t *testing.T) {
 	}
 }
 
+// TestEngineOneRunPerVM: the same VM twice at once (by name and by id):
+// one run is refused, so its sweep cannot remove the other's snapshot.
+func TestEngineOneRunPerVM(t *testing.T) {
+	f := newFake()
+	f.readDelay = 200 * time.Millisecond
+	f.addVM("app", "ds1", 1<<20)
+	f.vms["vm-app"] = f.vms["app"]
+	e, _ := testEngine(t, f, EngineOptions{Workers: 1})
+	outs := e.BackupVMs(context.Background(), []Request{{VM: "app"}, {VM: "vm-app"}}, 2)
+	ok, busy := 0, 0
+	for _, o := range outs {
+		switch {
+		case o.Err == nil:
+			ok++
+		case errors.Is(o.Err, ErrBusy):
+			busy++
+		default:
+			t.Fatalf("%s: %v", o.Request.VM, o.Err)
+		}
+	}
+	if ok != 1 || busy != 1 {
+		t.Errorf("%d succeeded, %d refused as busy; want 1 and 1", ok, busy)
+	}
+	if _, err := e.BackupVM(context.Background(), Request{}); err == nil {
+		t.Error("empty VM accepted")
+	}
+}
+
 func TestParseQuiesce(t *testing.T) {
 	for in, want := range map[string]QuiesceMode{"": QuiescePrefer, "require": QuiesceRequire, "prefer": QuiescePrefer, "off": QuiesceOff} {
 		if got, err := ParseQuiesce(in); err != nil || got != want {

@@ -12,6 +12,9 @@ var (
 	ErrQuiesce = errors.New("backup: guest could not be quiesced")
 	// ErrSnapshot: the backup snapshot could not be created.
 	ErrSnapshot = errors.New("backup: snapshot failed")
+	// ErrBusy: a backup of the same VM is already running in this engine
+	// (its sweep would remove the other run's snapshot).
+	ErrBusy = errors.New("backup: a backup of this VM is already running")
 	// ErrPanic: a worker panicked; the backup was abandoned cleanly.
 	ErrPanic = errors.New("backup: internal error (panic)")
 )
