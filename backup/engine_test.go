@@ -195,9 +195,23 @@ func TestEngineWholeDiskReads(t *testing.T) {
 	f := newFake()
 	v := f.addVM("web", "ds1", 1<<20, 3<<20+4096)
 	e, r := testEngine(t, f, EngineOptions{Workers: 2})
-	res, err := e.BackupVM(context.Background(), Request{VM: "web"})
+	var last VMProgress
+	var phases []string
+	res, err := e.BackupVM(context.Background(), Request{VM: "web", Progress: func(p VMProgress) {
+		last = p
+		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+			phases = append(phases, p.Phase)
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(phases) != "[prepare snapshot disks commit done]" {
+		t.Errorf("phases %v", phases)
+	}
+	if last.Size != 4<<20+4096 || last.Done != last.Size || last.BytesRead != res.BytesRead || len(last.Disks) != 2 ||
+		last.Disks[1].Mode != ModeFull || last.Rate() <= 0 || last.ETA() != 0 || last.NewBytes != res.NewBytes {
+		t.Errorf("final progress %+v (result read %d new %d)", last, res.BytesRead, res.NewBytes)
 	}
 	if res.Mode != ModeFull || len(res.Disks) != 2 || res.BytesRead != 4<<20+4096 || res.SnapshotLeft != "" {
 		t.Fatalf("result %+v", res)
