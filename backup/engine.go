@@ -69,8 +69,9 @@ type EngineOptions struct {
 	DiskParallel int
 	// MaxActiveDisks is the one worker budget shared by every VM of the
 	// engine: at most this many disk pipelines run at once (default 4), so
-	// memory is about MaxActiveDisks*(InFlight+Workers)*chunk size whatever
-	// the number of VMs or disks.
+	// memory is about MaxActiveDisks * ((InFlight+Workers) * chunk size +
+	// the chunker's read-ahead (2 x 8 MiB) + the prefetch window (8 MiB)),
+	// whatever the number of VMs or disks.
 	MaxActiveDisks int
 	// PerDatastore bounds the disks read from one datastore at once (default 2).
 	PerDatastore int

@@ -18,7 +18,7 @@ const (
 	prefetchBatchBytes   = 512 << 10
 	prefetchBatchExtents = 8
 	prefetchParallel     = 8
-	prefetchWindow       = 32
+	prefetchWindow       = 16
 )
 
 // prefetchReader hides the round trip of each small read. The chunker reads
