@@ -249,9 +249,43 @@ func (w Window) Between(from, to time.Time) []Occurrence {
 
 // mergeMargin is how many days beyond the asked span occurrencesAround
 // looks, so a chain of touching ranges that reaches into the span is built
-// whole. With at least one closed minute per week a chain is shorter than a
-// week, or shorter than two when a spring-forward gap swallows that minute.
-const mergeMargin = 15
+// whole: a chain that starts further back than the margin would be cut short.
+// It bounds the longest chain from the weekly pattern, treating gaps of up to
+// dstSlack as closed (a DST transition can close a gap that short), and falls
+// back to 15 days when such chains wrap the whole week (a spring-forward gap
+// can then join two weeks).
+func (w Window) mergeMargin() int {
+	type span struct{ s, e int }
+	const week = 7 * minutesPerDay
+	const dstSlack = 3 * 60 // more than any zone's DST shift
+	var spans []span
+	for k := range 3 { // three weeks: chains that cross the Saturday-Sunday wrap
+		for d, rs := range w.Days {
+			for _, r := range rs {
+				s := k*week + d*minutesPerDay + r.Start
+				spans = append(spans, span{s, s + r.length()})
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return 1
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].s < spans[j].s })
+	longest, cur := 0, spans[0]
+	for _, sp := range spans[1:] {
+		if sp.s <= cur.e+dstSlack {
+			cur.e = max(cur.e, sp.e)
+			continue
+		}
+		longest = max(longest, cur.e-cur.s)
+		cur = sp
+	}
+	longest = max(longest, cur.e-cur.s)
+	if longest >= week {
+		return 15
+	}
+	return longest/minutesPerDay + 2
+}
 
 // occurrencesAround lists the occurrences that start on local dates from t's
 // date minus before days to plus after days, sorted by Open, without empty
@@ -261,7 +295,12 @@ func (w Window) occurrencesAround(t time.Time, before, after int) []Occurrence {
 	if w.openAllWeek() {
 		return w.rawOccurrences(t, before, after)
 	}
-	raw := w.rawOccurrences(t, before+mergeMargin, after+mergeMargin)
+	return w.mergedAround(t, before, after, w.mergeMargin())
+}
+
+// mergedAround is occurrencesAround with an explicit merge margin in days.
+func (w Window) mergedAround(t time.Time, before, after, margin int) []Occurrence {
+	raw := w.rawOccurrences(t, before+margin, after+margin)
 	var merged []Occurrence
 	for _, o := range raw {
 		if n := len(merged); n > 0 && !o.Open.After(merged[n-1].Close) {

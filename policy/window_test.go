@@ -333,3 +333,36 @@ func fmtOccs(os []occSpan) string {
 	}
 	return b.String()
 }
+
+// TestWindowMergeMarginSuffices compares the occurrences built with the
+// window's own merge margin against a brute-force margin of five weeks, for
+// windows with short, long and DST-joined chains, at every hour of the weeks
+// around both Berlin transitions: a margin too small would cut a chain short
+// and give a different Open.
+func TestWindowMergeMarginSuffices(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	r := func(s string) Range { return mustRange(t, s) }
+	all := Range{0, minutesPerDay}
+	windows := map[string]Window{
+		"default":     DefaultWindow(berlin),
+		"nightly":     nightly(t, berlin, "22:00-06:00"),
+		"five days":   {Location: berlin, Days: [7][]Range{time.Friday: {all}, time.Saturday: {all}, time.Sunday: {all}, time.Monday: {all}, time.Tuesday: {all}}},
+		"gap at 2:30": {Location: berlin, Days: [7][]Range{time.Saturday: {r("00:00-24:00")}, time.Sunday: {r("00:00-02:30"), r("02:40-24:00")}, time.Monday: {all}, time.Tuesday: {all}, time.Wednesday: {all}, time.Thursday: {all}, time.Friday: {all}}},
+		"short gaps":  {Location: berlin, Days: [7][]Range{time.Saturday: {r("22:00-02:00")}, time.Sunday: {r("03:00-06:00"), r("07:00-08:00")}}},
+	}
+	for name, w := range windows {
+		if err := w.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, start := range []time.Time{time.Date(2026, 3, 22, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 18, 0, 0, 0, 0, time.UTC)} {
+			for h := 0; h < 14*24; h++ {
+				at := start.Add(time.Duration(h) * time.Hour)
+				got := w.occurrencesAround(at, 2, 1)
+				want := w.mergedAround(at, 2, 1, 35)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s at %v (margin %d):\n got %v\nwant %v", name, at, w.mergeMargin(), got, want)
+				}
+			}
+		}
+	}
+}
