@@ -30,21 +30,46 @@ type VMSpec struct {
 	MemoryMB     int64
 	Firmware     string // "bios" or "efi"
 	Annotation   string
-	Disks        []DiskSpec
-	NICs         []NICSpec
+	// CoresPerSocket, when set, must divide NumCPU.
+	CoresPerSocket int32
+	// ExtraConfig are advanced settings (key = value) set at creation.
+	ExtraConfig map[string]string
+	// Controllers, when set, are created as given and every disk names its
+	// controller (DiskSpec.Controller) and unit; when empty, all disks go
+	// on one paravirtual SCSI controller in order.
+	Controllers []ControllerSpec
+	Disks       []DiskSpec
+	NICs        []NICSpec
 }
 
-// DiskSpec is one disk to create, on one paravirtual SCSI controller.
+// ControllerSpec is one disk controller to create. Type is "pvscsi",
+// "lsilogic", "lsilogic-sas", "buslogic", "sata" or "nvme"; "ide" uses the
+// VM's built-in IDE controller of that bus (every VM has IDE 0 and 1).
+type ControllerSpec struct {
+	Type string
+	Bus  int32
+}
+
+// DiskSpec is one disk to create.
 type DiskSpec struct {
 	CapacityBytes int64
 	Thin          bool
+	// Controller indexes VMSpec.Controllers and Unit is the unit number on
+	// it; both are used only when VMSpec.Controllers is set.
+	Controller int
+	Unit       int32
+	// Datastore places this disk on another datastore than VMSpec.Datastore.
+	Datastore string
 }
 
 // NICSpec is one network adapter. Network is the target network or port
 // group name (the caller maps source networks to target ones).
 type NICSpec struct {
 	Network string
-	Type    string // "vmxnet3" (default), "e1000e", "e1000"
+	Type    string // "vmxnet3" (default), "e1000e", "e1000", "pcnet32", "vmxnet2", …
+	// Disconnected leaves the adapter unplugged and not connected at power
+	// on (restore rehearsal: the copy must not talk to the production net).
+	Disconnected bool
 }
 
 // CreateVM creates a powered-off VM with new, empty disks and returns its
@@ -123,18 +148,70 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		return nil, fmt.Errorf("%s: datastore: %w: %v", op, ErrNotFound, err)
 	}
 	var devs object.VirtualDeviceList
-	if len(spec.Disks) > 0 {
+	dsRef := map[string]types.ManagedObjectReference{ds.Name(): ds.Reference()}
+	diskDS := func(name string) (types.ManagedObjectReference, error) {
+		if name == "" {
+			return ds.Reference(), nil
+		}
+		if ref, ok := dsRef[name]; ok {
+			return ref, nil
+		}
+		d, err := f.Datastore(ctx, name)
+		if err != nil {
+			return types.ManagedObjectReference{}, fmt.Errorf("%s: datastore %q: %w: %v", op, name, ErrNotFound, err)
+		}
+		dsRef[name] = d.Reference()
+		return d.Reference(), nil
+	}
+	addDisk := func(ctl types.BaseVirtualController, d DiskSpec) error {
+		ref, err := diskDS(d.Datastore)
+		if err != nil {
+			return err
+		}
+		name := ""
+		if d.Datastore != "" && d.Datastore != ds.Name() {
+			name = "[" + d.Datastore + "]"
+		}
+		disk := devs.CreateDisk(ctl, ref, name)
+		disk.CapacityInBytes = d.CapacityBytes
+		disk.CapacityInKB = (d.CapacityBytes + 1023) / 1024
+		disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(d.Thin)
+		if len(spec.Controllers) > 0 {
+			disk.UnitNumber = types.NewInt32(d.Unit)
+		}
+		devs = append(devs, disk)
+		return nil
+	}
+	if len(spec.Controllers) > 0 {
+		ctls := make([]types.BaseVirtualController, len(spec.Controllers))
+		for i, cs := range spec.Controllers {
+			ctl, err := newController(devs, cs)
+			if err != nil {
+				return nil, fmt.Errorf("%s: controller %d: %w", op, i, err)
+			}
+			if _, ide := ctl.(*types.VirtualIDEController); !ide {
+				devs = append(devs, ctl.(types.BaseVirtualDevice))
+			}
+			ctls[i] = ctl
+		}
+		for i, d := range spec.Disks {
+			if d.Controller < 0 || d.Controller >= len(ctls) {
+				return nil, fmt.Errorf("%s: disk %d names controller %d of %d", op, i, d.Controller, len(ctls))
+			}
+			if err := addDisk(ctls[d.Controller], d); err != nil {
+				return nil, err
+			}
+		}
+	} else if len(spec.Disks) > 0 {
 		ctl, err := devs.CreateSCSIController("pvscsi")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		devs = append(devs, ctl)
 		for _, d := range spec.Disks {
-			disk := devs.CreateDisk(ctl.(types.BaseVirtualController), ds.Reference(), "")
-			disk.CapacityInBytes = d.CapacityBytes
-			disk.CapacityInKB = (d.CapacityBytes + 1023) / 1024
-			disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(d.Thin)
-			devs = append(devs, disk)
+			if err := addDisk(ctl.(types.BaseVirtualController), d); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, n := range spec.NICs {
@@ -153,6 +230,9 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		card, err := devs.CreateEthernetCard(typ, backing)
 		if err != nil {
 			return nil, fmt.Errorf("%s: NIC: %w", op, err)
+		}
+		if n.Disconnected {
+			card.GetVirtualDevice().Connectable = &types.VirtualDeviceConnectInfo{StartConnected: false, Connected: false, AllowGuestControl: true}
 		}
 		devs = append(devs, card)
 	}
@@ -175,6 +255,12 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		Firmware: spec.Firmware, Annotation: spec.Annotation,
 		Files:        &types.VirtualMachineFileInfo{VmPathName: "[" + ds.Name() + "]"},
 		DeviceChange: changes,
+	}
+	if spec.CoresPerSocket > 0 {
+		cs.NumCoresPerSocket = types.NewInt32(spec.CoresPerSocket)
+	}
+	for _, k := range sortedKeys(spec.ExtraConfig) {
+		cs.ExtraConfig = append(cs.ExtraConfig, &types.OptionValue{Key: k, Value: spec.ExtraConfig[k]})
 	}
 	return &builtVM{spec: cs, folder: folder, pool: pool, host: host}, nil
 }

@@ -422,7 +422,7 @@ func nicsFrom(devs []types.BaseVirtualDevice, netNames map[string]string) []NIC 
 			continue
 		}
 		card := ec.GetVirtualEthernetCard()
-		n := NIC{Key: card.Key, Type: list.Type(d), MAC: card.MacAddress}
+		n := NIC{Key: card.Key, Type: nicModel(d), MAC: card.MacAddress}
 		if card.DeviceInfo != nil {
 			n.Label = card.DeviceInfo.GetDescription().Label
 		}
@@ -443,4 +443,28 @@ func nicsFrom(devs []types.BaseVirtualDevice, netNames map[string]string) []NIC 
 		out = append(out, n)
 	}
 	return out
+}
+
+// nicModel is the adapter model ("vmxnet3", "e1000e", …), the name
+// CreateEthernetCard takes; VirtualDeviceList.Type only says "ethernet".
+func nicModel(d types.BaseVirtualDevice) string {
+	switch d.(type) {
+	case *types.VirtualVmxnet3:
+		return "vmxnet3"
+	case *types.VirtualVmxnet3Vrdma:
+		return "vmxnet3vrdma"
+	case *types.VirtualVmxnet2:
+		return "vmxnet2"
+	case *types.VirtualVmxnet:
+		return "vmxnet"
+	case *types.VirtualE1000e:
+		return "e1000e"
+	case *types.VirtualE1000:
+		return "e1000"
+	case *types.VirtualPCNet32:
+		return "pcnet32"
+	case *types.VirtualSriovEthernetCard:
+		return "sriov"
+	}
+	return "ethernet"
 }

@@ -1,0 +1,222 @@
+package restore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vmconfig"
+	"github.com/vmvault/vmvault/vsphere"
+	"golang.org/x/sync/errgroup"
+)
+
+// Points is what restore needs of a repository (*repository.Repository
+// implements it).
+type Points interface {
+	Point(ctx context.Context, idOrPrefix string) (repository.Point, error)
+	LoadConfigBlob(ctx context.Context, p repository.Point) ([]byte, error)
+	OpenDisk(ctx context.Context, pointID string, disk int) (*repository.DiskReader, error)
+}
+
+// Options tune an Engine. The zero value is ready to use.
+type Options struct {
+	// Now is the clock (rehearsal names and ages); default time.Now.
+	Now func() time.Time
+	// CleanupTimeout bounds the removal of a half-made VM or disk after a
+	// failure or cancellation (it runs on a context detached from the
+	// caller's); default 2 minutes.
+	CleanupTimeout time.Duration
+}
+
+// Engine restores restore points to one vCenter.
+type Engine struct {
+	repo Points
+	vc   *vsphere.Client
+	opts Options
+}
+
+// New returns an Engine over a repository and a vCenter connection (vc may
+// be nil for downloads only).
+func New(repo Points, vc *vsphere.Client, opts Options) *Engine {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.CleanupTimeout <= 0 {
+		opts.CleanupTimeout = 2 * time.Minute
+	}
+	return &Engine{repo: repo, vc: vc, opts: opts}
+}
+
+// Progress is one progress report of a running restore.
+type Progress struct {
+	Phase string `json:"phase"` // validate, create, disk, power-on, cleanup, done
+	Disk  int    `json:"disk"`  // restore point disk index (phase "disk")
+	Done  int64  `json:"done"`  // bytes of this disk written so far
+	Size  int64  `json:"size"`  // bytes of this disk
+}
+
+// DiskResult says what was written for one disk.
+type DiskResult struct {
+	Index        int    `json:"index"` // disk index in the restore point
+	SourceKey    int32  `json:"source_key"`
+	TargetKey    int32  `json:"target_key,omitempty"`
+	Label        string `json:"label,omitempty"`
+	Capacity     int64  `json:"capacity"`
+	BytesWritten int64  `json:"bytes_written"`
+	// SHA256 is the hex SHA-256 of the disk's whole content (capacity
+	// bytes, holes as zeros) as restored; DiskDigest computes the same
+	// value from the repository.
+	SHA256  string  `json:"sha256"`
+	Seconds float64 `json:"seconds"`
+	Target  string  `json:"target,omitempty"` // datastore path or file
+}
+
+// Result is the outcome of a VM or disk restore.
+type Result struct {
+	Mode          string        `json:"mode"` // new, rehearsal, overwrite, attach, download
+	RestorePoint  string        `json:"restore_point"`
+	VM            vsphere.VMRef `json:"vm"`
+	PoweredOn     bool          `json:"powered_on"`
+	Disks         []DiskResult  `json:"disks"`
+	BytesWritten  int64         `json:"bytes_written"`
+	Seconds       float64       `json:"seconds"`
+	BytesPerSec   float64       `json:"bytes_per_second"`
+	Warnings      []string      `json:"warnings,omitempty"`
+	RemoveCommand string        `json:"remove_command,omitempty"`
+}
+
+func (r *Result) finish(start time.Time) {
+	r.Seconds = time.Since(start).Seconds()
+	r.BytesWritten = 0
+	for _, d := range r.Disks {
+		r.BytesWritten += d.BytesWritten
+	}
+	if r.Seconds > 0 {
+		r.BytesPerSec = float64(r.BytesWritten) / r.Seconds
+	}
+}
+
+// loadPoint finds a point and checks it can be restored; it returns the
+// decoded configuration (nil when needConfig is false and there is none).
+func (e *Engine) loadPoint(ctx context.Context, id string, needConfig bool) (repository.Point, *vmconfig.VMConfig, error) {
+	if id == "" {
+		return repository.Point{}, nil, fmt.Errorf("%w: no restore point given", ErrInvalidRequest)
+	}
+	p, err := e.repo.Point(ctx, id)
+	if err != nil {
+		if errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrAmbiguous) {
+			return p, nil, fmt.Errorf("%w: %w", ErrTargetNotFound, err)
+		}
+		return p, nil, fmt.Errorf("restore point %s: %w", id, err)
+	}
+	if p.Partial {
+		return p, nil, fmt.Errorf("%w: restore point %s is partial (a disk failed during its backup)", ErrPointUnusable, p.ID)
+	}
+	b, err := e.repo.LoadConfigBlob(ctx, p)
+	if err != nil {
+		return p, nil, fmt.Errorf("%w: restore point %s: VM configuration: %w", ErrPointUnusable, p.ID, err)
+	}
+	if len(b) == 0 {
+		if needConfig {
+			return p, nil, fmt.Errorf("%w: restore point %s has no VM configuration (an image backup?); restore its disks with restore-disk", ErrPointUnusable, p.ID)
+		}
+		return p, nil, nil
+	}
+	c, err := vmconfig.Decode(b)
+	if err != nil {
+		if needConfig {
+			return p, nil, fmt.Errorf("%w: restore point %s: %w", ErrPointUnusable, p.ID, err)
+		}
+		return p, nil, nil
+	}
+	for _, d := range c.Disks {
+		if d.Index >= len(p.Disks) || (d.Index >= 0 && p.Disks[d.Index].Key != d.Key) {
+			return p, nil, fmt.Errorf("%w: restore point %s: configuration disk %d (key %d) does not match the point's disks", ErrPointUnusable, p.ID, d.Index, d.Key)
+		}
+	}
+	// Open every disk's map root now, so a damaged point fails before
+	// anything is created.
+	for i := range p.Disks {
+		dr, err := e.repo.OpenDisk(ctx, p.ID, i)
+		if err != nil {
+			return p, nil, fmt.Errorf("%w: restore point %s disk %d: %w", ErrPointUnusable, p.ID, i, err)
+		}
+		_ = dr.Close()
+	}
+	return p, &c, nil
+}
+
+// DiskDigest computes the SHA-256 of a restore point disk's whole content
+// (holes as zeros) from the repository without writing anything: the value
+// a restore's DiskResult.SHA256 must equal.
+func DiskDigest(ctx context.Context, repo Points, pointID string, disk int) (string, error) {
+	dr, err := repo.OpenDisk(ctx, pointID, disk)
+	if err != nil {
+		return "", err
+	}
+	defer dr.Close()
+	h := sha256.New()
+	n, err := dr.StreamTo(ctx, h, nil)
+	if err != nil {
+		return "", fmt.Errorf("digest of disk %d of %s: %w", disk, pointID, err)
+	}
+	if n != dr.Size() {
+		return "", fmt.Errorf("digest of disk %d of %s: %d of %d bytes", disk, pointID, n, dr.Size())
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// uploadDisk streams one restore point disk into a VM disk: the repository
+// reader fills a pipe in disk order (verified blobs, parallel prefetch,
+// zeros for holes streamed from a fixed buffer, never materialised) while
+// the datastore PUT drains it; the SHA-256 is computed on the way.
+func (e *Engine) uploadDisk(ctx context.Context, vm vsphere.VMRef, pointID string, idx int, targetKey int32, progress func(Progress)) (DiskResult, error) {
+	start := time.Now()
+	dr, err := e.repo.OpenDisk(ctx, pointID, idx)
+	if err != nil {
+		return DiskResult{}, err
+	}
+	defer dr.Close()
+	size := dr.Size()
+	h := sha256.New()
+	pr, pw := io.Pipe()
+	g, gctx := errgroup.WithContext(ctx)
+	var streamed int64
+	g.Go(func() error {
+		n, err := dr.StreamTo(gctx, io.MultiWriter(h, pw), nil)
+		streamed = n
+		pw.CloseWithError(err)
+		if err != nil {
+			return fmt.Errorf("read disk %d from the repository: %w", idx, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		err := e.vc.UploadDisk(gctx, vm, targetKey, pr, size, func(done int64) {
+			if progress != nil {
+				progress(Progress{Phase: "disk", Disk: idx, Done: done, Size: size})
+			}
+		})
+		pr.CloseWithError(err)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return DiskResult{}, fmt.Errorf("disk %d: %w", idx, err)
+	}
+	if streamed != size {
+		return DiskResult{}, fmt.Errorf("disk %d: %d of %d bytes streamed", idx, streamed, size)
+	}
+	return DiskResult{Index: idx, TargetKey: targetKey, Capacity: size, BytesWritten: size,
+		SHA256: hex.EncodeToString(h.Sum(nil)), Seconds: time.Since(start).Seconds()}, nil
+}
+
+// cleanupCtx is a context for removing what a failed restore made: detached
+// from the caller's (which may be the cancelled one) and bounded.
+func (e *Engine) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.opts.CleanupTimeout)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package restoree2e
+
+const raceEnabled = false

@@ -1,0 +1,204 @@
+package restoree2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vmvault/vmvault/restore"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// TestRestoreNewVM backs up a VM with three disks on two controllers and
+// two NICs, restores it to a new VM with a network mapping and checks the
+// configuration and every disk's bytes on the lab datastore, and that the
+// reported digest equals the source disk's and restore.DiskDigest's.
+func TestRestoreNewVM(t *testing.T) {
+	l := startLab(t, lab.Options{Datastores: 2})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, imgs := makeSource(t, l, c, "src-new", 1)
+	pt := backUp(t, c, r, src.Name)
+
+	e := newEngine(r, c)
+	var phases []string
+	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt[:12], Name: "restored-new",
+		NetworkMap: map[string]string{"DC0_DVPG0": "VM Network"}, DiskDatastores: map[int]string{2: "LocalDS_1"},
+		PowerOn: true, Progress: func(p restore.Progress) {
+			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+				phases = append(phases, p.Phase)
+			}
+		}})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if res.Mode != "new" || !res.PoweredOn || len(res.Disks) != 3 || res.BytesWritten != 9<<20 || res.BytesPerSec <= 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if strings.Join(phases, ",") != "validate,create,disk,power-on,done" {
+		t.Errorf("phases %v", phases)
+	}
+	got, err := c.VM(ctx, res.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	det, err := c.Details(ctx, res.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NumCPU != 4 || det.CoresPerSocket != 2 || got.MemoryMB != 512 || det.Firmware != "efi" || got.GuestID != "otherLinux64Guest" ||
+		det.ExtraConfig["disk.EnableUUID"] != "TRUE" || got.PowerState != "poweredOn" {
+		t.Errorf("restored VM %+v details %+v", got, det)
+	}
+	if got.InstanceUUID == src.InstanceUUID || got.BIOSUUID == src.BIOSUUID {
+		t.Errorf("restored VM kept the source's UUIDs")
+	}
+	// Disks: same controllers, units and capacities; content identical.
+	for i, sd := range src.Disks {
+		var td *vsphere.Disk
+		for j := range got.Disks {
+			if got.Disks[j].ControllerType == sd.ControllerType && got.Disks[j].Bus == sd.Bus && got.Disks[j].Unit == sd.Unit {
+				td = &got.Disks[j]
+			}
+		}
+		if td == nil {
+			t.Fatalf("no restored disk at %s%d:%d (got %+v)", sd.ControllerType, sd.Bus, sd.Unit, got.Disks)
+		}
+		if td.CapacityBytes != sd.CapacityBytes || td.Thin != sd.Thin {
+			t.Errorf("disk %d: capacity %d thin %v, want %d %v", i, td.CapacityBytes, td.Thin, sd.CapacityBytes, sd.Thin)
+		}
+		wantDS := ds0
+		if i == 2 {
+			wantDS = "LocalDS_1"
+		}
+		if td.Datastore != wantDS {
+			t.Errorf("disk %d on %s, want %s", i, td.Datastore, wantDS)
+		}
+		sameBytes(t, "restored disk", diskByKey(t, l, "restored-new", td.Key), imgs[i])
+		if res.Disks[i].SHA256 != sha(imgs[i]) || res.Disks[i].TargetKey != td.Key {
+			t.Errorf("disk %d: result %+v, want digest %s key %d", i, res.Disks[i], sha(imgs[i]), td.Key)
+		}
+		d, err := restore.DiskDigest(ctx, r, pt, i)
+		if err != nil || d != res.Disks[i].SHA256 {
+			t.Errorf("DiskDigest %d = %s, %v; restore reported %s", i, d, err, res.Disks[i].SHA256)
+		}
+	}
+	// NICs: same count and types; DVPG0 mapped to "VM Network"; fresh MACs.
+	if len(got.NICs) != 2 {
+		t.Fatalf("NICs %+v", got.NICs)
+	}
+	for i, n := range got.NICs {
+		if n.Type != src.NICs[i].Type || n.Network != "VM Network" || n.MAC == src.NICs[i].MAC || !n.Connected {
+			t.Errorf("NIC %d = %+v (source %+v)", i, n, src.NICs[i])
+		}
+	}
+}
+
+// TestRehearsal restores a copy named <vm>-rehearsal-<time> with NICs
+// disconnected, then removes it with CleanupRehearsals (which leaves other
+// VMs alone and honours the age limit).
+func TestRehearsal(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, imgs := makeSource(t, l, c, "src-reh", 2)
+	if err := c.PowerOn(ctx, src.VMRef); err != nil {
+		t.Fatal(err)
+	}
+	pt := backUp(t, c, r, src.Name)
+	before := vmNames(t, c)
+
+	e := newEngine(r, c)
+	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Rehearsal: true, PowerOn: true})
+	if err != nil {
+		t.Fatalf("rehearsal: %v", err)
+	}
+	want := "src-reh-rehearsal-20261129T180000Z"
+	if res.Mode != "rehearsal" || res.VM.Name != want || !strings.Contains(res.RemoveCommand, "appliance rehearsal cleanup") {
+		t.Fatalf("result %+v", res)
+	}
+	got, err := c.VM(ctx, res.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.NICs) != 2 {
+		t.Fatalf("NICs %+v", got.NICs)
+	}
+	for _, n := range got.NICs {
+		if n.Connected {
+			t.Errorf("rehearsal NIC %+v is connected", n)
+		}
+	}
+	for i := range imgs {
+		sameBytes(t, "rehearsal disk", diskByKey(t, l, want, res.Disks[i].TargetKey), imgs[i])
+	}
+	// The source is untouched and still connected.
+	if s, _ := c.VM(ctx, src.VMRef); len(s.NICs) != 2 || !s.NICs[0].Connected || !s.NICs[1].Connected {
+		t.Errorf("source NICs changed: %+v", s.NICs)
+	}
+	// Too young for --older-than 1h: kept.
+	rm, err := e.CleanupRehearsals(ctx, time1h)
+	if err != nil || len(rm) != 0 {
+		t.Fatalf("cleanup older than 1h: %v %+v", err, rm)
+	}
+	rm, err = e.CleanupRehearsals(ctx, 0)
+	if err != nil || len(rm) != 1 || !rm[0].Removed || rm[0].Source != "src-reh" || rm[0].Point != pt {
+		t.Fatalf("cleanup: %v %+v", err, rm)
+	}
+	if after := vmNames(t, c); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("VMs after cleanup %v, before the rehearsal %v", after, before)
+	}
+}
+
+// TestOverOriginal changes the source's disks, then restores the point over
+// it: refused while powered on, done with PowerOff; identity kept, bytes
+// back to the restore point's.
+func TestOverOriginal(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, imgs := makeSource(t, l, c, "src-over", 3)
+	if err := c.PowerOn(ctx, src.VMRef); err != nil {
+		t.Fatal(err)
+	}
+	pt := backUp(t, c, r, src.Name)
+	for i := range imgs {
+		if err := l.WriteDisk(src.Name, i, 4096, []byte("changed after the backup")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEngine(r, c)
+	if _, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Overwrite: true}); !errors.Is(err, restore.ErrPoweredOn) {
+		t.Fatalf("over a powered-on VM without permission: %v", err)
+	}
+	if b, _ := l.ReadDisk(src.Name, 0, 4096, 7); string(b) != "changed" {
+		t.Fatal("refused restore changed the disk")
+	}
+	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Overwrite: true, PowerOff: true, PowerOn: true})
+	if err != nil {
+		t.Fatalf("overwrite: %v", err)
+	}
+	if res.VM.MoRef != src.MoRef || res.Mode != "overwrite" || !res.PoweredOn || len(res.Warnings) == 0 {
+		t.Errorf("result %+v", res)
+	}
+	got, err := c.VM(ctx, src.VMRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.InstanceUUID != src.InstanceUUID || got.BIOSUUID != src.BIOSUUID || got.NICs[0].MAC != src.NICs[0].MAC || got.PowerState != "poweredOn" {
+		t.Errorf("identity or power changed: %+v", got)
+	}
+	for i, d := range src.Disks {
+		sameBytes(t, "overwritten disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
+		if res.Disks[i].SHA256 != sha(imgs[i]) {
+			t.Errorf("disk %d digest %s", i, res.Disks[i].SHA256)
+		}
+	}
+}
+
+const time1h = 3600 * 1e9

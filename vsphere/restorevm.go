@@ -1,0 +1,379 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// ideControllerKey is the device key of the built-in IDE controller of bus
+// 0; bus 1 is the next key. vCenter (and vcsim) add both to every new VM.
+const ideControllerKey = 200
+
+func newController(devs object.VirtualDeviceList, cs ControllerSpec) (types.BaseVirtualController, error) {
+	var dev types.BaseVirtualDevice
+	var err error
+	switch cs.Type {
+	case "ide":
+		if cs.Bus < 0 || cs.Bus > 1 {
+			return nil, fmt.Errorf("IDE bus %d does not exist", cs.Bus)
+		}
+		return &types.VirtualIDEController{VirtualController: types.VirtualController{
+			VirtualDevice: types.VirtualDevice{Key: ideControllerKey + cs.Bus}, BusNumber: cs.Bus}}, nil
+	case "sata":
+		dev, err = devs.CreateSATAController()
+	case "nvme":
+		dev, err = devs.CreateNVMEController()
+	case "pvscsi", "lsilogic", "lsilogic-sas", "buslogic":
+		dev, err = devs.CreateSCSIController(cs.Type)
+	default:
+		return nil, fmt.Errorf("unknown controller type %q", cs.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctl := dev.(types.BaseVirtualController)
+	ctl.GetVirtualController().BusNumber = cs.Bus
+	return ctl, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// CheckVMSpec resolves everything spec names (datacenter, folder, pool,
+// host, datastores, networks) and builds the configuration without creating
+// anything: the validation a restore runs before it changes the inventory.
+// Unknown names wrap ErrNotFound.
+func (c *Client) CheckVMSpec(ctx context.Context, spec VMSpec) error {
+	if spec.CoresPerSocket > 0 && spec.NumCPU%spec.CoresPerSocket != 0 {
+		return fmt.Errorf("check VM %s: %d CPUs are not a multiple of %d cores per socket", spec.Name, spec.NumCPU, spec.CoresPerSocket)
+	}
+	_, err := c.buildVM(ctx, "check VM "+spec.Name, spec)
+	return err
+}
+
+// VMsNamed returns every VM with exactly this name (any datacenter).
+func (c *Client) VMsNamed(ctx context.Context, name string) ([]VMRef, error) {
+	all, err := c.vmNames(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("VMs named %q: %w", name, err)
+	}
+	var out []VMRef
+	for _, v := range all {
+		if v.Name == name {
+			out = append(out, v.VMRef)
+		}
+	}
+	return out, nil
+}
+
+// VMNote is a VM's name with its annotation ("notes").
+type VMNote struct {
+	VMRef
+	Annotation string `json:"annotation,omitempty"`
+}
+
+// VMNotes lists every VM with its annotation (one retrieve): what finds the
+// VMs an appliance made (rehearsals carry a marker in their notes).
+func (c *Client) VMNotes(ctx context.Context) ([]VMNote, error) {
+	out, err := c.vmNames(ctx, []string{"config.annotation"})
+	if err != nil {
+		return nil, fmt.Errorf("VM notes: %w", err)
+	}
+	return out, nil
+}
+
+func (c *Client) vmNames(ctx context.Context, extra []string) ([]VMNote, error) {
+	props := append([]string{"name", "config.instanceUuid"}, extra...)
+	ocs, err := c.retrieveViews(ctx, []types.ManagedObjectReference{c.vim.ServiceContent.RootFolder}, map[string][]string{"VirtualMachine": props})
+	if err != nil {
+		return nil, err
+	}
+	var out []VMNote
+	for _, oc := range ocs {
+		n := VMNote{VMRef: VMRef{MoRef: oc.Obj.Value}}
+		for _, p := range oc.PropSet {
+			switch p.Name {
+			case "name":
+				n.Name, _ = p.Val.(string)
+			case "config.instanceUuid":
+				n.InstanceUUID, _ = p.Val.(string)
+			case "config.annotation":
+				n.Annotation, _ = p.Val.(string)
+			}
+		}
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].MoRef < out[j].MoRef })
+	return out, nil
+}
+
+// DatastoreInfo returns one datastore's type and space, found by name in
+// datacenter ("" = the only one). A missing datastore wraps ErrNotFound.
+func (c *Client) DatastoreInfo(ctx context.Context, datacenter, name string) (Datastore, error) {
+	op := "datastore " + name
+	f := find.NewFinder(c.vim, false)
+	dc, err := f.DatacenterOrDefault(ctx, datacenter)
+	if err != nil {
+		return Datastore{}, fmt.Errorf("%s: datacenter: %w: %v", op, ErrNotFound, err)
+	}
+	f.SetDatacenter(dc)
+	ds, err := f.Datastore(ctx, name)
+	if err != nil {
+		return Datastore{}, fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
+	}
+	var m mo.Datastore
+	if err := c.retrieveOne(ctx, ds.Reference(), []string{"summary"}, &m); err != nil {
+		return Datastore{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return Datastore{MoRef: m.Self.Value, Name: m.Summary.Name, Path: ds.InventoryPath, Type: m.Summary.Type,
+		CapacityBytes: m.Summary.Capacity, FreeBytes: m.Summary.FreeSpace, Accessible: m.Summary.Accessible}, nil
+}
+
+func (c *Client) vmObject(vm VMRef) *object.VirtualMachine {
+	return object.NewVirtualMachine(c.vim, vmMoRef(vm))
+}
+
+// PowerOn powers a VM on and waits for the task.
+func (c *Client) PowerOn(ctx context.Context, vm VMRef) error {
+	op := "power on " + vmLabel(vm)
+	t, err := c.vmObject(vm).PowerOn(ctx)
+	if err != nil {
+		return mapFault(op, err)
+	}
+	if _, err := t.WaitForResult(ctx); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}
+
+// PowerOff powers a VM off (hard) and waits; a VM already off is fine.
+func (c *Client) PowerOff(ctx context.Context, vm VMRef) error {
+	op := "power off " + vmLabel(vm)
+	var m mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"runtime.powerState"}, &m); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if m.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff {
+		return nil
+	}
+	t, err := c.vmObject(vm).PowerOff(ctx)
+	if err != nil {
+		return mapFault(op, err)
+	}
+	if _, err := t.WaitForResult(ctx); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}
+
+// DestroyVM powers a VM off and deletes it with its files (the clean-up of
+// a failed restore and the removal of rehearsals). A VM that is already gone
+// is not an error.
+func (c *Client) DestroyVM(ctx context.Context, vm VMRef) error {
+	op := "destroy VM " + vmLabel(vm)
+	if err := c.PowerOff(ctx, vm); err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	t, err := c.vmObject(vm).Destroy(ctx)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return mapFault(op, err)
+	}
+	if _, err := t.WaitForResult(ctx); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	return err != nil && (isFault(err, &types.ManagedObjectNotFound{}) || strings.Contains(err.Error(), ErrNotFound.Error()))
+}
+
+func vmLabel(vm VMRef) string {
+	if vm.Name != "" {
+		return vm.Name
+	}
+	return vm.MoRef
+}
+
+// AttachDiskSpec is a new, empty disk to add to an existing VM.
+type AttachDiskSpec struct {
+	CapacityBytes int64
+	Thin          bool
+	// Datastore for the disk file; default: the datastore of the VM's files.
+	Datastore string
+	// ControllerType ("scsi", "sata", "nvme", "ide") and Bus choose an
+	// existing controller of the VM; empty ControllerType takes the first
+	// SCSI controller.
+	ControllerType string
+	Bus            int32
+}
+
+// AttachDisk creates a new disk on an existing VM and returns it (with its
+// key for UploadDisk). The VM may be powered on: the disk is hot-added.
+func (c *Client) AttachDisk(ctx context.Context, vm VMRef, spec AttachDiskSpec) (Disk, error) {
+	op := "attach disk to " + vmLabel(vm)
+	if spec.CapacityBytes <= 0 {
+		return Disk{}, fmt.Errorf("%s: capacity %d", op, spec.CapacityBytes)
+	}
+	ovm := c.vmObject(vm)
+	devs, err := ovm.Device(ctx)
+	if err != nil {
+		return Disk{}, mapFault(op, err)
+	}
+	before := map[int32]bool{}
+	for _, d := range devs.SelectByType((*types.VirtualDisk)(nil)) {
+		before[d.GetVirtualDevice().Key] = true
+	}
+	var ctl types.BaseVirtualController
+	for _, d := range devs {
+		var typ string
+		var bus int32
+		switch x := d.(type) {
+		case types.BaseVirtualSCSIController:
+			typ, bus = "scsi", x.GetVirtualSCSIController().BusNumber
+		case types.BaseVirtualSATAController:
+			typ, bus = "sata", x.GetVirtualSATAController().BusNumber
+		case *types.VirtualNVMEController:
+			typ, bus = "nvme", x.BusNumber
+		case *types.VirtualIDEController:
+			typ, bus = "ide", x.BusNumber
+		default:
+			continue
+		}
+		want := spec.ControllerType
+		if want == "" {
+			want = "scsi"
+		} else if bus != spec.Bus {
+			continue
+		}
+		if typ == want {
+			ctl = d.(types.BaseVirtualController)
+			break
+		}
+	}
+	if ctl == nil {
+		return Disk{}, fmt.Errorf("%s: no %s controller on bus %d: %w", op, spec.ControllerType, spec.Bus, ErrNotFound)
+	}
+	var vmds mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"datastore", "config.files"}, &vmds); err != nil {
+		return Disk{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var dsRef types.ManagedObjectReference
+	name := ""
+	if spec.Datastore != "" {
+		f := find.NewFinder(c.vim, false)
+		dc, err := f.DatacenterOrDefault(ctx, "")
+		if err == nil {
+			f.SetDatacenter(dc)
+		}
+		ds, err := f.Datastore(ctx, spec.Datastore)
+		if err != nil {
+			return Disk{}, fmt.Errorf("%s: datastore %q: %w: %v", op, spec.Datastore, ErrNotFound, err)
+		}
+		dsRef, name = ds.Reference(), "["+spec.Datastore+"]"
+	} else {
+		var dp object.DatastorePath
+		if vmds.Config == nil || !dp.FromString(vmds.Config.Files.VmPathName) || len(vmds.Datastore) == 0 {
+			return Disk{}, fmt.Errorf("%s: cannot tell the VM's datastore; name one", op)
+		}
+		dsRef, name = vmds.Datastore[0], "["+dp.Datastore+"]"
+	}
+	disk := devs.CreateDisk(ctl, dsRef, name)
+	disk.CapacityInBytes = spec.CapacityBytes
+	disk.CapacityInKB = (spec.CapacityBytes + 1023) / 1024
+	disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(spec.Thin)
+	if err := ovm.AddDevice(ctx, disk); err != nil {
+		return Disk{}, mapFault(op, err)
+	}
+	v, err := c.VM(ctx, vm)
+	if err != nil {
+		return Disk{}, fmt.Errorf("%s: %w", op, err)
+	}
+	for _, d := range v.Disks {
+		if !before[d.Key] {
+			return d, nil
+		}
+	}
+	return Disk{}, fmt.Errorf("%s: the new disk does not show on the VM", op)
+}
+
+// DetachDisk removes a disk from a VM and deletes its files (the clean-up of
+// a failed single-disk restore).
+func (c *Client) DetachDisk(ctx context.Context, vm VMRef, diskKey int32) error {
+	op := fmt.Sprintf("remove disk %d of %s", diskKey, vmLabel(vm))
+	ovm := c.vmObject(vm)
+	devs, err := ovm.Device(ctx)
+	if err != nil {
+		return mapFault(op, err)
+	}
+	d := devs.FindByKey(diskKey)
+	if d == nil {
+		return nil
+	}
+	if err := ovm.RemoveDevice(ctx, false, d); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}
+
+// VMDetails are configuration items vsphere.VM does not carry.
+type VMDetails struct {
+	Firmware       string            `json:"firmware,omitempty"`
+	CoresPerSocket int32             `json:"coresPerSocket,omitempty"`
+	Annotation     string            `json:"annotation,omitempty"`
+	ExtraConfig    map[string]string `json:"extraConfig,omitempty"`
+	// ControllerModels maps a disk controller's key to its model
+	// ("pvscsi", "lsilogic", "sata", "nvme", "ide", …).
+	ControllerModels map[int32]string `json:"controllerModels,omitempty"`
+}
+
+// Details reads a VM's firmware, cores per socket, notes, advanced
+// settings and controller models.
+func (c *Client) Details(ctx context.Context, vm VMRef) (VMDetails, error) {
+	var m mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"config.firmware", "config.hardware.numCoresPerSocket", "config.annotation", "config.extraConfig", "config.hardware.device"}, &m); err != nil {
+		return VMDetails{}, fmt.Errorf("details of %s: %w", vmLabel(vm), err)
+	}
+	d := VMDetails{ControllerModels: map[int32]string{}}
+	if m.Config == nil {
+		return d, nil
+	}
+	d.Firmware, d.Annotation = m.Config.Firmware, m.Config.Annotation
+	if p := m.Config.Hardware.NumCoresPerSocket; p != nil {
+		d.CoresPerSocket = *p
+	}
+	for _, o := range m.Config.ExtraConfig {
+		if ov := o.GetOptionValue(); ov != nil {
+			if d.ExtraConfig == nil {
+				d.ExtraConfig = map[string]string{}
+			}
+			d.ExtraConfig[ov.Key] = fmt.Sprint(ov.Value)
+		}
+	}
+	list := object.VirtualDeviceList(m.Config.Hardware.Device)
+	for _, dev := range list {
+		if _, ok := dev.(types.BaseVirtualController); ok {
+			d.ControllerModels[dev.GetVirtualDevice().Key] = list.Type(dev)
+		}
+	}
+	return d, nil
+}
