@@ -7,7 +7,7 @@ import (
 )
 
 // MemInventory is an in-memory Inventory: the demo and unit tests use it;
-// the daemon uses the vsphere implementation.
+// the daemon uses inventory.New over a vsphere client.
 type MemInventory struct {
 	mu  sync.Mutex
 	vms []VM

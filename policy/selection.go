@@ -47,8 +47,8 @@ type VM struct {
 	Tags         []string       `json:"tags,omitempty"`       // tag ids as the inventory reports them
 }
 
-// Inventory lists the VMs the appliance can see. The vsphere package
-// implements it for a vCenter (one ContainerView + PropertyCollector pass);
+// Inventory lists the VMs the appliance can see. The inventory package
+// implements it over vsphere (one ContainerView + PropertyCollector pass);
 // tests use an in-memory list. It must be safe for concurrent use and honour
 // ctx cancellation.
 type Inventory interface {

@@ -31,6 +31,9 @@ var rules = []rule{
 	{pkg: "backup/...", denied: []string{"restore/...", "policy/...", "web/...", "cmd/..."}},
 	{pkg: "restore/...", denied: []string{"backup/...", "policy/...", "web/...", "cmd/..."}},
 	{pkg: "web/...", denied: []string{"cmd/..."}},
+	// inventory is the one adapter that knows both vsphere and policy.
+	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/..."}},
+	{pkg: "vmconfig/...", allowed: []string{"vmconfig/..."}},
 }
 
 func match(pattern, rel string) bool {
