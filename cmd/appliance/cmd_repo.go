@@ -145,10 +145,7 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "repo list")
 	rf := addRepoFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array, oldest first")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -204,10 +201,7 @@ func runRepoStats(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "repo stats")
 	rf := addRepoFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -230,10 +224,7 @@ func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
 	rf := addRepoFlags(fs)
 	readData := fs.Bool("read-data", false, "read, decrypt and verify every blob")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -263,10 +254,7 @@ func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
 func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "repo reclaim")
 	rf := addRepoFlags(fs)
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -283,10 +271,7 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 func runRepoRecatalog(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "repo recatalog")
 	rf := addRepoFlags(fs)
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
 	if err != nil {
 		return err
 	}
@@ -304,18 +289,14 @@ func pointCmd(verb string, op func(*repository.Repository, context.Context, stri
 	return func(ctx context.Context, env *cliEnv, args []string) error {
 		fs := newFlagSet(env, "repo "+verb)
 		rf := addRepoFlags(fs)
-		pos, err := parseFlags(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			return fmt.Errorf("%w: repo %s takes exactly one restore point id", errUsage, verb)
-		}
-		r, err := rf.open(ctx, env)
+		r, pos, err := rf.parseAndOpen(ctx, env, fs, args)
 		if err != nil {
 			return err
 		}
 		defer r.Close()
+		if len(pos) != 1 {
+			return fmt.Errorf("%w: repo %s takes exactly one restore point id", errUsage, verb)
+		}
 		p, err := r.Point(ctx, pos[0])
 		if err != nil {
 			return err

@@ -73,3 +73,17 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 	}
 	return r, nil
 }
+
+// parseAndOpen parses args with fs (which holds f) and opens the repository;
+// it returns the positional arguments.
+func (f *repoFlags) parseAndOpen(ctx context.Context, env *cliEnv, fs *flag.FlagSet, args []string) (*repository.Repository, []string, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := f.open(ctx, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, pos, nil
+}
