@@ -12,6 +12,6 @@
 // (VMSource, Snapshotter, ChangeTracker, DiskOpener, Store) so unit tests use
 // fakes and end-to-end tests use the vcsim lab (vcsim-tests/backupe2e).
 //
-// backup imports vsphere, dedup and repository; it never imports restore,
+// backup imports vsphere, dedup, repository and vmconfig; it never imports restore,
 // policy, web or cmd.
 package backup
