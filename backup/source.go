@@ -73,3 +73,13 @@ type clientSource struct {
 func (c *clientSource) OpenDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error) {
 	return c.Client.OpenDisk(ctx, snap, diskKey, c.ropts)
 }
+
+// ConfigDetails reads firmware, cores per socket, notes and advanced
+// settings (vsphere.Client.Details).
+func (c *clientSource) ConfigDetails(ctx context.Context, vm vsphere.VMRef) (ConfigDetails, error) {
+	d, err := c.Client.Details(ctx, vm)
+	if err != nil {
+		return ConfigDetails{}, err
+	}
+	return ConfigDetails{Firmware: d.Firmware, CoresPerSocket: d.CoresPerSocket, Annotation: d.Annotation, ExtraConfig: d.ExtraConfig}, nil
+}

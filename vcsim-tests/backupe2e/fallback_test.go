@@ -155,7 +155,9 @@ func TestMultiDiskAddRemove(t *testing.T) {
 	cfg, err := backup.DecodeVMConfig(blob)
 	must(t, err)
 	if cfg.Name != vm || cfg.NumCPU != 2 || cfg.MemoryMB != 256 || len(cfg.Disks) != 4 || cfg.Disks[3].Skipped == "" ||
-		cfg.Disks[3].Index != -1 || cfg.Disks[2].CapacityBytes != sizes[2] || len(cfg.Controllers) == 0 || cfg.GuestID == "" {
+		cfg.Disks[3].Index != -1 || cfg.Disks[2].CapacityBytes != sizes[2] || len(cfg.Controllers) == 0 || cfg.GuestID == "" ||
+		cfg.Firmware != "efi" || cfg.Annotation != "made by backupe2e" || cfg.CoresPerSocket != 2 ||
+		cfg.ExtraConfig["disk.EnableUUID"] != "TRUE" || cfg.ExtraConfig["guestinfo.scratch"] != "" {
 		t.Errorf("captured configuration = %+v", cfg)
 	}
 

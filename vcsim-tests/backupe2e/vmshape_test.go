@@ -99,7 +99,8 @@ func setCBT(t *testing.T, l *lab.Lab, vm string, on bool) {
 func createVM(t *testing.T, l *lab.Lab, c *vsphere.Client, name string, sizes ...int64) vsphere.VM {
 	t.Helper()
 	spec := vsphere.VMSpec{Name: name, Datastore: "LocalDS_0", ResourcePool: "/DC0/host/DC0_C0/Resources", NumCPU: 2, MemoryMB: 256,
-		GuestID: "otherLinux64Guest", Annotation: "made by backupe2e", Firmware: "efi"}
+		GuestID: "otherLinux64Guest", Annotation: "made by backupe2e", Firmware: "efi", CoresPerSocket: 2,
+		ExtraConfig: map[string]string{"disk.EnableUUID": "TRUE", "guestinfo.scratch": "not restored"}}
 	for _, s := range sizes {
 		spec.Disks = append(spec.Disks, vsphere.DiskSpec{CapacityBytes: s, Thin: true})
 	}
