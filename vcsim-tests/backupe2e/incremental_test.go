@@ -43,6 +43,18 @@ func TestFullThenIncrementals(t *testing.T) {
 		t.Errorf("consistency %q, want filesystem (Tools running, Linux-like guest)", res.Consistency)
 	}
 	sameBytes(t, "full backup", pointDisk(t, r, res.RestorePoint, 0), first)
+	p, err := r.Point(context.Background(), res.RestorePoint)
+	must(t, err)
+	blob, err := r.LoadBlob(context.Background(), p.ConfigID)
+	must(t, err)
+	cfg, err := backup.DecodeVMConfig(blob)
+	must(t, err)
+	if len(cfg.NICs) == 0 || cfg.NICs[0].Type == "" || cfg.NICs[0].Network == "" || cfg.NumCPU == 0 || cfg.MemoryMB == 0 || cfg.Disks[0].Unit < 0 {
+		t.Errorf("captured configuration %+v", cfg)
+	}
+	if p.Disks[0].ChangeID == "" || p.Disks[0].Stats.Mode != backup.ModeAllocated || p.Tags["timing.total"] == "" {
+		t.Errorf("restore point disk %+v, tags %v", p.Disks[0], p.Tags)
+	}
 	want[res.RestorePoint] = sum(first)
 	noSnapshots(t, l, vm)
 
