@@ -94,12 +94,18 @@ func appliance(b *testing.B, bin string, env []string, args ...string) (string, 
 	}
 	wall := time.Since(start)
 	lastCPU = cpuUse{child: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), server: selfCPU() - self}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		lastCPU.maxRSS = ru.Maxrss << 10
+	}
 	return string(out), wall
 }
 
 // cpuUse is the CPU time of the last appliance command and of this process
 // (the lab server) meanwhile.
-type cpuUse struct{ child, server time.Duration }
+type cpuUse struct {
+	child, server time.Duration
+	maxRSS        int64 // the command's peak resident set
+}
 
 var lastCPU cpuUse
 
@@ -189,6 +195,7 @@ func BenchmarkVMBackup(b *testing.B) {
 		b.Logf("image backup walls %v, VM backup walls %v", imgWalls, vmWalls)
 		b.Logf("CPU of the last run: image backup %.2fs; VM backup %.2fs in the appliance + %.2fs in the lab server (same 2 cores)",
 			imgCPU.child.Seconds(), vmCPU.child.Seconds(), vmCPU.server.Seconds())
+		b.Logf("peak RSS: image backup %.0f MiB, VM backup %.0f MiB", float64(imgCPU.maxRSS)/(1<<20), float64(vmCPU.maxRSS)/(1<<20))
 		rng := rand.New(rand.NewPCG(7, uint64(i)))
 		change := func(block int) int64 {
 			var n int64
