@@ -1,0 +1,11 @@
+// Package auth owns the appliance's authentication and authorisation state:
+// the local administrator's Argon2id password hash, API tokens (stored as
+// SHA-256 of a random 32-byte secret, shown once), browser sessions (in
+// memory, with a CSRF token each), the three roles and the per-IP and
+// per-username login rate limits (token buckets on an injected clock).
+//
+// It knows nothing of HTTP: web maps its errors to status codes. auth
+// imports only internal/clock, x/crypto and bbolt; it must never import
+// web, policy, vsphere, repository, backup or restore — the vCenter
+// credential check is an injected function.
+package auth
