@@ -1,0 +1,697 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/policy"
+)
+
+// pathID returns the :id parameter after checking it is a sane id.
+func pathID(c *gin.Context) (string, error) {
+	id := c.Param("id")
+	if id == "" || len(id) > 128 || strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || r == '/' }) >= 0 {
+		return "", badRequest("id", "bad id %q", truncate(id, 40))
+	}
+	return id, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// pointID checks a restore point id (or unique prefix of at least 8): hex.
+func pointID(c *gin.Context) (string, error) {
+	id := strings.ToLower(c.Param("id"))
+	if len(id) < 8 || len(id) > 64 || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", badRequest("id", "a restore point id is 8 to 64 hex digits")
+	}
+	return id, nil
+}
+
+func (s *Server) healthz(c *gin.Context) (any, error) {
+	return gin.H{"status": "ok", "time": s.now().UTC()}, nil
+}
+
+// ---- jobs
+
+type jobResponse struct {
+	Job      policy.Job `json:"job"`
+	Warnings []string   `json:"warnings,omitempty"`
+}
+
+func (s *Server) listJobs(c *gin.Context) (any, error) {
+	jobs, err := s.cfg.Jobs.Jobs(c.Request.Context())
+	if err != nil {
+		return nil, err
+	}
+	if jobs == nil {
+		jobs = []policy.Job{}
+	}
+	return jobs, nil
+}
+
+func (s *Server) getJob(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Jobs.Job(c.Request.Context(), id)
+}
+
+func (s *Server) validateJob(ctx context.Context, j policy.Job) ([]string, error) {
+	known := s.cfg.KnownRepository
+	if known == nil {
+		repos, err := s.cfg.Repositories.Repositories(ctx)
+		if err != nil {
+			return nil, err
+		}
+		known = func(name string) bool {
+			for _, r := range repos {
+				if r.Name == name {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return j.Validate(ctx, policy.ValidateEnv{KnownRepository: known, Inventory: s.cfg.Inventory})
+}
+
+func (s *Server) saveJob(c *gin.Context, j policy.Job, status int) (any, error) {
+	ctx := c.Request.Context()
+	warnings, err := s.validateJob(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Jobs.PutJob(ctx, j); err != nil {
+		return nil, err
+	}
+	s.reload(ctx)
+	return withStatus(status, jobResponse{Job: j, Warnings: warnings}), nil
+}
+
+func (s *Server) reload(ctx context.Context) {
+	if s.cfg.Scheduler == nil {
+		return
+	}
+	if err := s.cfg.Scheduler.Reload(ctx); err != nil {
+		// The job is saved; the scheduler picks it up at its next reload or restart.
+		s.cfg.Logger.Warn("scheduler reload after a job change failed", "err", err)
+	}
+}
+
+func (s *Server) createJob(c *gin.Context) (any, error) {
+	var j policy.Job
+	if err := decodeStrict(c, &j); err != nil {
+		return nil, err
+	}
+	if j.ID != "" {
+		if _, err := s.cfg.Jobs.Job(c.Request.Context(), j.ID); err == nil {
+			return nil, &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf("job %q exists; use PUT to change it", j.ID)}
+		} else if !errors.Is(err, state.ErrNotFound) && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	return s.saveJob(c, j, http.StatusCreated)
+}
+
+func (s *Server) putJob(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	var j policy.Job
+	if err := decodeStrict(c, &j); err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		j.ID = id
+	}
+	if j.ID != id {
+		return nil, invalid("id", "must match the path (%q)", id)
+	}
+	if _, err := s.cfg.Jobs.Job(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	return s.saveJob(c, j, http.StatusOK)
+}
+
+func (s *Server) deleteJob(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Jobs.DeleteJob(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	s.reload(c.Request.Context())
+	return withStatus(http.StatusNoContent, nil), nil
+}
+
+// PreviewDecision is one point's fate in a retention preview.
+type PreviewDecision struct {
+	Point   string    `json:"point"`
+	VM      string    `json:"vm"`
+	Time    time.Time `json:"time"`
+	Keep    bool      `json:"keep"`
+	Locked  bool      `json:"locked"`
+	Bytes   int64     `json:"bytes"` // bytes only this point references (freed if removed)
+	Reasons []string  `json:"reasons"`
+}
+
+// RetentionPreview is what the job's retention would do now.
+type RetentionPreview struct {
+	Keep       int               `json:"keep"`
+	Remove     int               `json:"remove"`
+	BytesFreed int64             `json:"bytesFreed"`
+	Decisions  []PreviewDecision `json:"decisions"`
+}
+
+func (s *Server) retentionPreview(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	j, err := s.cfg.Jobs.Job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pts, err := s.cfg.Points.Points(ctx, PointFilter{Repository: j.Repository, Job: j.ID})
+	if err != nil {
+		return nil, err
+	}
+	unique := map[string]int64{}
+	if len(pts) > 0 {
+		if ri, err := s.cfg.Repositories.Repository(ctx, j.Repository); err == nil && ri.Stats != nil {
+			for _, ps := range ri.Stats.PerPoint {
+				unique[ps.ID] = ps.UniqueBytes
+			}
+		}
+	}
+	pp := make([]policy.Point, len(pts))
+	for i, p := range pts {
+		st := policy.PointComplete
+		if p.Partial {
+			st = policy.PointPartial
+		}
+		pp[i] = policy.Point{ID: p.ID, Repository: p.Repository, VM: vmKey(p.VM), Job: p.Job, Time: p.Time, Status: st, Locked: p.Locked, Bytes: unique[p.ID]}
+	}
+	plan := j.Retention.DryRun(pp, s.location(ctx))
+	out := RetentionPreview{Keep: plan.Keep, Remove: plan.Remove, BytesFreed: plan.BytesFreed, Decisions: make([]PreviewDecision, len(plan.Decisions))}
+	for i, d := range plan.Decisions {
+		out.Decisions[i] = PreviewDecision{Point: d.Point.ID, VM: d.Point.VM, Time: d.Point.Time, Keep: d.Keep, Locked: d.Point.Locked, Bytes: d.Point.Bytes, Reasons: d.Reasons}
+	}
+	return out, nil
+}
+
+func vmKey(v VMRef) string {
+	if v.InstanceUUID != "" {
+		return v.InstanceUUID
+	}
+	return v.Name
+}
+
+func (s *Server) runJob(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Scheduler == nil {
+		return nil, fmt.Errorf("run job %s: the scheduler is not running: %w", id, ErrUnavailable)
+	}
+	if _, err := s.cfg.Jobs.Job(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	run, err := s.cfg.Scheduler.RunNow(c.Request.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, gin.H{"run": run}), nil
+}
+
+// ---- restore points
+
+func parseTimeParam(c *gin.Context, name string) (time.Time, error) {
+	v := c.Query(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badRequest(name, "want an RFC 3339 time, e.g. 2026-01-02T03:04:05Z")
+	}
+	return t, nil
+}
+
+func (s *Server) listPoints(c *gin.Context) (any, error) {
+	f := PointFilter{VM: c.Query("vm"), Repository: c.Query("repository"), Job: c.Query("job")}
+	var err error
+	if f.From, err = parseTimeParam(c, "from"); err != nil {
+		return nil, err
+	}
+	if f.To, err = parseTimeParam(c, "to"); err != nil {
+		return nil, err
+	}
+	pts, err := s.cfg.Points.Points(c.Request.Context(), f)
+	if err != nil {
+		return nil, err
+	}
+	if pts == nil {
+		pts = []RestorePoint{}
+	}
+	return pts, nil
+}
+
+func (s *Server) getPoint(c *gin.Context) (any, error) {
+	id, err := pointID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Points.Point(c.Request.Context(), id)
+}
+
+func (s *Server) setLocked(c *gin.Context, locked bool) (any, error) {
+	id, err := pointID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Points.SetLocked(c.Request.Context(), id, locked); err != nil {
+		return nil, err
+	}
+	return s.cfg.Points.Point(c.Request.Context(), id)
+}
+
+func (s *Server) lockPoint(c *gin.Context) (any, error)   { return s.setLocked(c, true) }
+func (s *Server) unlockPoint(c *gin.Context) (any, error) { return s.setLocked(c, false) }
+
+func (s *Server) deletePoint(c *gin.Context) (any, error) {
+	id, err := pointID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Points.Delete(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusNoContent, nil), nil
+}
+
+// ---- repositories
+
+func (s *Server) listRepositories(c *gin.Context) (any, error) {
+	rs, err := s.cfg.Repositories.Repositories(c.Request.Context())
+	if err != nil {
+		return nil, err
+	}
+	if rs == nil {
+		rs = []RepositoryInfo{}
+	}
+	return rs, nil
+}
+
+func (s *Server) getRepository(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Repositories.Repository(c.Request.Context(), id)
+}
+
+// repoExists checks a repository name without computing its statistics.
+func (s *Server) repoExists(ctx context.Context, name string) error {
+	repos, err := s.cfg.Repositories.Repositories(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range repos {
+		if r.Name == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("repository %q: %w", name, ErrNotFound)
+}
+
+type checkRequest struct {
+	ReadData bool `json:"readData"`
+}
+
+// optionalBody decodes a body when one is sent (an empty body means defaults).
+func optionalBody(c *gin.Context, v any) error {
+	if c.Request.ContentLength == 0 {
+		return nil
+	}
+	return decodeStrict(c, v)
+}
+
+func (s *Server) repoTask(c *gin.Context, kind string, fn func(ctx context.Context, name string, rep Reporter) (any, error)) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.repoExists(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	info, err := s.cfg.Tasks.Start(kind, id, func(ctx context.Context, rep *task.Reporter) (any, error) { return fn(ctx, id, rep) })
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, info), nil
+}
+
+func (s *Server) checkRepository(c *gin.Context) (any, error) {
+	var req checkRequest
+	if err := optionalBody(c, &req); err != nil {
+		return nil, err
+	}
+	return s.repoTask(c, "check", func(ctx context.Context, name string, rep Reporter) (any, error) {
+		return s.cfg.Repositories.Check(ctx, name, req.ReadData, rep)
+	})
+}
+
+func (s *Server) reclaimRepository(c *gin.Context) (any, error) {
+	return s.repoTask(c, "reclaim", s.cfg.Repositories.Reclaim)
+}
+
+// ---- tasks
+
+func (s *Server) listTasks(c *gin.Context) (any, error) {
+	limit := 100
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return nil, badRequest("limit", "an integer from 1 to 1000")
+		}
+		limit = n
+	}
+	ts, err := s.cfg.Tasks.List(c.Request.Context(), limit)
+	if err != nil {
+		return nil, err
+	}
+	if st := c.Query("state"); st != "" {
+		kept := ts[:0]
+		for _, t := range ts {
+			if string(t.State) == st {
+				kept = append(kept, t)
+			}
+		}
+		ts = kept
+	}
+	if ts == nil {
+		ts = []task.Info{}
+	}
+	return ts, nil
+}
+
+// TaskDetail is a task with its log.
+type TaskDetail struct {
+	task.Info
+	Log []task.LogLine `json:"log"`
+}
+
+func (s *Server) getTask(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.cfg.Tasks.Get(c.Request.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	logs, _ := s.cfg.Tasks.Logs(id) // a task loaded from the store has no log in memory
+	if logs == nil {
+		logs = []task.LogLine{}
+	}
+	return TaskDetail{Info: info, Log: logs}, nil
+}
+
+func (s *Server) cancelTask(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Tasks.Cancel(id); err != nil {
+		if errors.Is(err, task.ErrNotFound) {
+			if _, gerr := s.cfg.Tasks.Get(c.Request.Context(), id); gerr == nil {
+				return nil, fmt.Errorf("task %s: %w", id, task.ErrFinished)
+			}
+		}
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, nil), nil
+}
+
+// ---- events
+
+func (s *Server) listEvents(c *gin.Context) (any, error) {
+	q := state.EventQuery{Job: c.Query("job"), VM: c.Query("vm"), Limit: 500}
+	var err error
+	if q.From, err = parseTimeParam(c, "from"); err != nil {
+		return nil, err
+	}
+	if q.To, err = parseTimeParam(c, "to"); err != nil {
+		return nil, err
+	}
+	switch sev := policy.Severity(c.Query("severity")); sev {
+	case "", policy.SeverityInfo, policy.SeverityWarning, policy.SeverityError:
+		q.MinSeverity = sev
+	default:
+		return nil, badRequest("severity", "info, warning or error")
+	}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return nil, badRequest("limit", "an integer from 1 to 10000")
+		}
+		q.Limit = n
+	}
+	if s.cfg.Events == nil {
+		return []policy.Event{}, nil
+	}
+	evs, err := s.cfg.Events.Events(c.Request.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	if evs == nil {
+		evs = []policy.Event{}
+	}
+	return evs, nil
+}
+
+// ---- vms
+
+// VMStatus is a VM with its protection status.
+type VMStatus struct {
+	InstanceUUID string        `json:"instanceUuid"`
+	Name         string        `json:"name"`
+	MoRef        string        `json:"moref,omitempty"`
+	InInventory  bool          `json:"inInventory"`       // false: known only from restore points
+	Jobs         []string      `json:"jobs"`              // jobs whose selection matches it
+	Protected    bool          `json:"protected"`         // has a complete restore point
+	LastPoint    *RestorePoint `json:"lastPoint,omitempty"` // newest complete point
+	Points       int           `json:"points"`
+}
+
+func (s *Server) listVMs(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	var inv []policy.VM
+	if s.cfg.Inventory != nil {
+		var err error
+		if inv, err = s.cfg.Inventory.VMs(ctx); err != nil {
+			return nil, fmt.Errorf("list inventory: %v: %w", err, ErrUnavailable)
+		}
+	}
+	jobs, err := s.cfg.Jobs.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pts, err := s.cfg.Points.Points(ctx, PointFilter{})
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]*VMStatus{}
+	var order []string
+	add := func(v *VMStatus) {
+		byKey[v.InstanceUUID] = v
+		order = append(order, v.InstanceUUID)
+	}
+	for _, vm := range inv {
+		st := &VMStatus{InstanceUUID: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, InInventory: true, Jobs: []string{}}
+		for _, j := range jobs {
+			if j.Selection.Matches(vm) {
+				st.Jobs = append(st.Jobs, j.ID)
+			}
+		}
+		add(st)
+	}
+	for i := range pts { // newest first
+		p := &pts[i]
+		k := vmKey(p.VM)
+		st, ok := byKey[k]
+		if !ok {
+			st = &VMStatus{InstanceUUID: k, Name: p.VM.Name, MoRef: p.VM.MoRef, Jobs: []string{}}
+			add(st)
+		}
+		st.Points++
+		if !p.Partial && st.LastPoint == nil {
+			st.LastPoint = p
+			st.Protected = true
+		}
+	}
+	out := make([]VMStatus, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	return out, nil
+}
+
+// ---- settings
+
+func (s *Server) settings(ctx context.Context) (Settings, error) {
+	if s.cfg.Settings == nil {
+		return s.cfg.DefaultSettings, nil
+	}
+	st, ok, err := s.cfg.Settings.Settings(ctx)
+	if err != nil {
+		return Settings{}, err
+	}
+	if !ok {
+		return s.cfg.DefaultSettings, nil
+	}
+	return st, nil
+}
+
+func (s *Server) getSettings(c *gin.Context) (any, error) { return s.settings(c.Request.Context()) }
+
+func (s *Server) putSettings(c *gin.Context) (any, error) {
+	var st Settings
+	if err := decodeStrict(c, &st); err != nil {
+		return nil, err
+	}
+	if _, err := time.LoadLocation(st.TimeZone); err != nil || st.TimeZone == "" {
+		return nil, invalid("timeZone", "unknown time zone %q (an IANA name such as Europe/Paris)", st.TimeZone)
+	}
+	if st.EventRetentionDays < 1 || st.EventRetentionDays > 3650 {
+		return nil, invalid("eventRetentionDays", "from 1 to 3650")
+	}
+	if s.cfg.Settings == nil {
+		return nil, fmt.Errorf("settings store: %w", ErrNotImplemented)
+	}
+	if err := s.cfg.Settings.PutSettings(c.Request.Context(), st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// ---- backups and restores
+
+func (s *Server) startBackup(c *gin.Context) (any, error) {
+	var req BackupRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if len(req.VMs) == 0 {
+		return nil, invalid("vms", "at least one VM instance UUID")
+	}
+	for i, v := range req.VMs {
+		if v == "" || len(v) > 128 {
+			return nil, invalid(fmt.Sprintf("vms[%d]", i), "bad instance UUID")
+		}
+	}
+	if req.Repository != "" {
+		if err := s.repoExists(c.Request.Context(), req.Repository); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, invalid("repository", "unknown repository %q", req.Repository)
+			}
+			return nil, err
+		}
+	}
+	if s.cfg.Backups == nil {
+		return nil, fmt.Errorf("backups through the API: the backup engine is not wired into this daemon yet: %w", ErrNotImplemented)
+	}
+	info, err := s.cfg.Tasks.Start("backup", strings.Join(req.VMs, ","), func(ctx context.Context, rep *task.Reporter) (any, error) {
+		return s.cfg.Backups.Backup(ctx, req, rep)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, info), nil
+}
+
+func (s *Server) checkPointField(ctx context.Context, id string) error {
+	if len(id) < 8 || len(id) > 64 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return invalid("point", "a restore point id is 8 to 64 hex digits")
+	}
+	if _, err := s.cfg.Points.Point(ctx, id); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return invalid("point", "no restore point %s", id)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *Server) startRestore(c *gin.Context) (any, error) {
+	var req RestoreRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	switch req.Mode {
+	case "new", "rehearsal":
+		if strings.TrimSpace(req.Name) == "" {
+			return nil, invalid("name", "required for mode %q", req.Mode)
+		}
+	case "original":
+	default:
+		return nil, invalid("mode", "new, original or rehearsal")
+	}
+	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
+		return nil, err
+	}
+	if s.cfg.Restores == nil {
+		return nil, fmt.Errorf("restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
+	}
+	info, err := s.cfg.Tasks.Start("restore", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+		return s.cfg.Restores.Restore(ctx, req, rep)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, info), nil
+}
+
+func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
+	var req DiskRestoreRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if req.TargetVM == "" {
+		return nil, invalid("targetVm", "required")
+	}
+	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
+		return nil, err
+	}
+	if s.cfg.Restores == nil {
+		return nil, fmt.Errorf("disk restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
+	}
+	info, err := s.cfg.Tasks.Start("restore-disk", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+		return s.cfg.Restores.RestoreDisk(ctx, req, rep)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, info), nil
+}

@@ -1,0 +1,227 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+)
+
+const testAdminPassword = "secret-password"
+
+type fixture struct {
+	t      *testing.T
+	srv    *Server
+	http   *httptest.Server
+	db     *state.DB
+	clk    *clock.Fake
+	repo   *repository.Repository
+	points []repository.Point
+	inv    *policy.MemInventory
+	tokens map[auth.Role]string
+	tasks  *task.Registry
+}
+
+var testVM = policy.VM{InstanceUUID: "4210a1b2-0000-0000-0000-000000000001", Name: "web01", MoRef: "vm-42",
+	Containers: []policy.ContainerRef{{Kind: policy.KindFolder, ID: "group-v1"}}}
+
+// commitPoint stores a small restore point of vm (job tag set) in r.
+func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job string, at time.Time) repository.Point {
+	t.Helper()
+	ctx := context.Background()
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	data := bytes.Repeat([]byte(vm.Name+at.String()), 4096)
+	id, _, _, err := s.PutChunk(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.PutDisk(ctx, int64(len(data)), []repository.Extent{{Offset: 0, Length: int64(len(data)), ID: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Commit(ctx, repository.NewPoint{
+		VM:   repository.VMIdentity{Name: vm.Name, MoRef: vm.MoRef, InstanceUUID: vm.InstanceUUID},
+		Time: at, Consistency: "crash", Tags: map[string]string{JobTag: job},
+		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newFixture(t *testing.T, mod func(*Config)) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := state.Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	wdb, err := bolt.Open(filepath.Join(dir, "web.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wdb.Close() })
+	ast, err := auth.NewBoltStore(wdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	am, err := auth.NewManager(auth.Config{Clock: clk, Store: ast, Hash: auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1}, IPBurst: 1000, UserBurst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := am.EnsureAdmin(context.Background(), testAdminPassword); err != nil {
+		t.Fatal(err)
+	}
+	tst, err := task.NewBoltStore(wdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := task.New(task.Config{Store: tst})
+	t.Cleanup(func() { reg.Close(context.Background()) })
+	settings, err := NewBoltSettings(wdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := repository.TestRepository(t)
+	f := &fixture{t: t, db: db, clk: clk, repo: repo, inv: policy.NewMemInventory(testVM), tokens: map[auth.Role]string{}, tasks: reg}
+	f.points = append(f.points,
+		commitPoint(t, repo, testVM, "nightly", time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC)),
+		commitPoint(t, repo, testVM, "nightly", time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC)),
+		commitPoint(t, repo, policy.VM{InstanceUUID: "gone-vm", Name: "old01"}, "", time.Date(2026, 10, 1, 1, 0, 0, 0, time.UTC)),
+	)
+	rs := NewRepoSet(map[string]*repository.Repository{"main": repo})
+	rs.Maintenance = db.Maintenance
+	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: db, Inventory: f.inv, Points: rs, Repositories: rs,
+		Events: db, VMStates: db, Settings: settings}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	f.http = httptest.NewServer(srv.Handler())
+	t.Cleanup(f.http.Close)
+	for _, role := range []auth.Role{auth.RoleAdministrator, auth.RoleOperator, auth.RoleRestoreOnly} {
+		secret, _, err := am.CreateToken(context.Background(), auth.Principal{User: "admin", Role: auth.RoleAdministrator}, "t-"+string(role), role, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[role] = secret
+	}
+	return f
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// errBody decodes the one error shape and fails if the body is not it.
+func (r resp) errBody(t *testing.T) ErrorDetail {
+	t.Helper()
+	var eb ErrorBody
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
+		t.Fatalf("status %d: not the error shape: %s (%v)", r.status, r.body, err)
+	}
+	return eb.Error
+}
+
+func (r resp) fieldNamed(t *testing.T, field string) {
+	t.Helper()
+	det := r.errBody(t)
+	b, _ := json.Marshal(det.Details)
+	var fes []FieldError
+	_ = json.Unmarshal(b, &fes)
+	for _, fe := range fes {
+		if fe.Field == field {
+			return
+		}
+	}
+	t.Fatalf("status %d: error does not name field %q: %s", r.status, field, r.body)
+}
+
+type reqOpt func(*http.Request)
+
+func bearer(tok string) reqOpt {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+}
+
+func (f *fixture) do(method, path string, body any, opts ...reqOpt) resp {
+	f.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, f.http.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, o := range opts {
+		o(req)
+	}
+	res, err := f.http.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (f *fixture) admin(method, path string, body any) resp {
+	f.t.Helper()
+	return f.do(method, path, body, bearer(f.tokens[auth.RoleAdministrator]))
+}
+
+func validJob(id string) map[string]any {
+	return map[string]any{
+		"id": id, "name": "Nightly " + id, "enabled": true, "repository": "main",
+		"selection": map[string]any{"vms": []string{testVM.InstanceUUID}},
+		"window":    map[string]any{"location": "UTC", "days": map[string]any{"monday": []string{"22:00-06:00"}}},
+		"retention": map[string]any{"last": 1},
+	}
+}

@@ -1,0 +1,264 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/policy"
+)
+
+// Config wires a Server. Auth, Tasks, Jobs, Points and Repositories are
+// required; the rest may be nil, and the routes that need them answer 501
+// (Backups, Restores) or work without them (Inventory: VMs known only from
+// restore points; Scheduler: run now is unavailable; Events: empty).
+type Config struct {
+	Clock        clock.Clock
+	Logger       *slog.Logger
+	Auth         *auth.Manager
+	Tasks        *task.Registry
+	Jobs         JobStore
+	Scheduler    Scheduler
+	Inventory    policy.Inventory
+	Points       Points
+	Repositories Repositories
+	// KnownRepository validates a job's repository; default: Repositories lists it.
+	KnownRepository func(name string) bool
+	Events          EventLog
+	VMStates        VMStates
+	Backups         Backups
+	Restores        Restores
+	Settings        SettingsStore
+	// DefaultSettings are returned before any PUT /settings.
+	DefaultSettings Settings
+	// Metrics registry; nil makes a private one.
+	Metrics *prometheus.Registry
+	// TrustProxy makes the login rate limit use X-Forwarded-For's first hop.
+	TrustProxy bool
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	engine  *gin.Engine
+	routes  []route
+	metrics *metrics
+}
+
+// handler is the one handler signature. A handler returns the response body
+// (wrap it with withStatus for a status other than 200) or an error for the
+// adapter to map; a handler that streams writes itself and returns (nil, nil).
+type handler func(c *gin.Context) (any, error)
+
+type statusBody struct {
+	status int
+	body   any
+}
+
+func withStatus(status int, body any) any { return statusBody{status, body} }
+
+// route is one line of the route table: who may call it and what runs.
+type route struct {
+	method, path string
+	role         auth.Role // "" = public
+	h            handler
+}
+
+// Route describes a registered API route (for tests and documentation).
+type Route struct {
+	Method, Path string
+	Role         auth.Role // "" = no authentication
+}
+
+const (
+	sessionCookie = "vmvault_session"
+	csrfCookie    = "vmvault_csrf"
+	csrfHeader    = "X-CSRF-Token"
+	principalKey  = "vmvault.principal"
+)
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Auth == nil || cfg.Tasks == nil || cfg.Jobs == nil || cfg.Points == nil || cfg.Repositories == nil {
+		return nil, errors.New("web config: Auth, Tasks, Jobs, Points and Repositories are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DefaultSettings.TimeZone == "" {
+		cfg.DefaultSettings.TimeZone = "UTC"
+	}
+	if cfg.DefaultSettings.EventRetentionDays == 0 {
+		cfg.DefaultSettings.EventRetentionDays = 90
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg}
+	s.metrics = newMetrics(s, cfg.Metrics)
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.Use(s.recover)
+	e.NoRoute(func(c *gin.Context) { s.writeError(c, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route"}) })
+	e.NoMethod(func(c *gin.Context) {
+		s.writeError(c, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: "method not allowed"})
+	})
+	s.routes = s.table()
+	for _, rt := range s.routes {
+		e.Handle(rt.method, rt.path, s.adapt(rt))
+	}
+	s.engine = e
+	return s, nil
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Routes returns the route table.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, r := range s.routes {
+		out[i] = Route{Method: r.method, Path: r.path, Role: r.role}
+	}
+	return out
+}
+
+// ObserveEvent feeds the metrics from the scheduler's events (wire it to
+// policy.Config.OnEvent). It never blocks.
+func (s *Server) ObserveEvent(e policy.Event) { s.metrics.observe(e) }
+
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("handler panic", "path", c.FullPath(), "panic", p)
+			s.writeError(c, errors.New("panic"))
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+// adapt is the one adapter: authentication, role, CSRF, the handler, JSON
+// encoding and error mapping.
+func (s *Server) adapt(rt route) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if rt.role != "" {
+			p, err := s.authenticate(c)
+			if err != nil {
+				s.writeError(c, err)
+				return
+			}
+			if !p.Role.Allows(rt.role) {
+				s.writeError(c, &apiError{status: http.StatusForbidden, code: "forbidden", msg: "this needs the " + string(rt.role) + " role; you have " + string(p.Role)})
+				return
+			}
+			c.Set(principalKey, p)
+		}
+		body, err := rt.h(c)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if c.Writer.Written() {
+			return
+		}
+		status := http.StatusOK
+		if sb, ok := body.(statusBody); ok {
+			status, body = sb.status, sb.body
+		}
+		if body == nil {
+			c.Status(status)
+			if status != http.StatusNoContent {
+				c.Writer.WriteHeaderNow()
+			}
+			return
+		}
+		c.JSON(status, body)
+	}
+}
+
+// authenticate accepts a bearer token, or a session cookie plus, on every
+// method that changes something, the CSRF header matching the session.
+func (s *Server) authenticate(c *gin.Context) (auth.Principal, error) {
+	if h := c.GetHeader("Authorization"); h != "" {
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return auth.Principal{}, auth.ErrUnauthenticated
+		}
+		return s.cfg.Auth.AuthenticateToken(c.Request.Context(), strings.TrimSpace(secret))
+	}
+	id, err := c.Cookie(sessionCookie)
+	if err != nil || id == "" {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	p, err := s.cfg.Auth.Session(id)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	switch c.Request.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		got := c.GetHeader(csrfHeader)
+		if got == "" || !constantEqual(got, p.CSRF) {
+			return auth.Principal{}, &apiError{status: http.StatusForbidden, code: "csrf", msg: "missing or wrong " + csrfHeader + " header"}
+		}
+	}
+	return p, nil
+}
+
+func principal(c *gin.Context) auth.Principal {
+	v, _ := c.Get(principalKey)
+	p, _ := v.(auth.Principal)
+	return p
+}
+
+func (s *Server) writeError(c *gin.Context, err error) {
+	status, det, hdr := mapError(err)
+	if status >= 500 && status != http.StatusNotImplemented {
+		s.cfg.Logger.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "status", status, "err", err)
+	}
+	for k, v := range hdr {
+		c.Header(k, v)
+	}
+	c.AbortWithStatusJSON(status, ErrorBody{Error: det})
+}
+
+// clientIP is the peer address (or the proxy's X-Forwarded-For when trusted).
+func (s *Server) clientIP(c *gin.Context) string {
+	if s.cfg.TrustProxy {
+		if xff := c.GetHeader("X-Forwarded-For"); xff != "" {
+			return strings.TrimSpace(strings.Split(xff, ",")[0])
+		}
+	}
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if err != nil {
+		return c.Request.RemoteAddr
+	}
+	return host
+}
+
+func (s *Server) now() time.Time { return s.cfg.Clock.Now() }
+
+func (s *Server) location(ctx context.Context) *time.Location {
+	st, err := s.settings(ctx)
+	if err == nil {
+		if loc, err := time.LoadLocation(st.TimeZone); err == nil {
+			return loc
+		}
+	}
+	return time.UTC
+}

@@ -1,0 +1,171 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+)
+
+// JobStore keeps jobs; internal/state.DB implements it. Job and DeleteJob
+// return an error matching a not-found sentinel for an unknown id.
+type JobStore interface {
+	Jobs(ctx context.Context) ([]policy.Job, error)
+	Job(ctx context.Context, id string) (policy.Job, error)
+	PutJob(ctx context.Context, j policy.Job) error
+	DeleteJob(ctx context.Context, id string) error
+}
+
+// Scheduler is the part of policy.Scheduler the API drives.
+type Scheduler interface {
+	// RunNow starts a run of the job outside its window and returns the run id.
+	RunNow(ctx context.Context, job string) (string, error)
+	// Reload re-reads jobs after one was saved or deleted.
+	Reload(ctx context.Context) error
+}
+
+// EventLog reads the appliance's events; internal/state.DB implements it.
+type EventLog interface {
+	Events(ctx context.Context, q state.EventQuery) ([]policy.Event, error)
+}
+
+// VMStates reads the scheduler's per-VM memory (last success per job);
+// internal/state.DB implements it.
+type VMStates interface {
+	VMStates(ctx context.Context) ([]policy.VMState, error)
+}
+
+// RestorePoint is a restore point as the API shows it.
+type RestorePoint struct {
+	ID           string            `json:"id"`
+	Repository   string            `json:"repository"`
+	Job          string            `json:"job,omitempty"`
+	VM           VMRef             `json:"vm"`
+	Time         time.Time         `json:"time"`
+	Parent       string            `json:"parent,omitempty"`
+	Consistency  string            `json:"consistency,omitempty"`
+	Partial      bool              `json:"partial"`
+	Locked       bool              `json:"locked"`
+	LogicalBytes int64             `json:"logicalBytes"`
+	Disks        []PointDisk       `json:"disks"`
+	Warnings     []string          `json:"warnings,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// VMRef identifies a VM in API responses.
+type VMRef struct {
+	Name         string `json:"name"`
+	InstanceUUID string `json:"instanceUuid,omitempty"`
+	MoRef        string `json:"moref,omitempty"`
+}
+
+// PointDisk is one disk of a restore point.
+type PointDisk struct {
+	Key       int32  `json:"key"`
+	Label     string `json:"label"`
+	Capacity  int64  `json:"capacity"`
+	Mode      string `json:"mode,omitempty"`
+	BytesRead int64  `json:"bytesRead"`
+	NewBytes  int64  `json:"newBytes"`
+	Stored    int64  `json:"storedBytes"`
+}
+
+// PointFilter selects restore points; zero fields do not filter.
+type PointFilter struct {
+	VM         string    // instance UUID or exact name
+	Repository string    // repository name
+	Job        string    // job id (the "job" tag of the point)
+	From, To   time.Time // [From, To)
+}
+
+// Points lists and changes restore points across the appliance's repositories.
+type Points interface {
+	Points(ctx context.Context, f PointFilter) ([]RestorePoint, error)
+	Point(ctx context.Context, id string) (RestorePoint, error)
+	SetLocked(ctx context.Context, id string, locked bool) error
+	Delete(ctx context.Context, id string) error
+}
+
+// RepositoryInfo describes one configured repository.
+type RepositoryInfo struct {
+	Name        string                   `json:"name"`
+	Path        string                   `json:"path"`
+	Format      string                   `json:"format"`
+	Encrypted   bool                     `json:"encrypted"`
+	Points      int                      `json:"points"`
+	Stats       *repository.Stats        `json:"stats,omitempty"`
+	Maintenance *policy.MaintenanceState `json:"maintenance,omitempty"`
+}
+
+// Reporter is how a long operation run by the API reports; *task.Reporter
+// implements it.
+type Reporter interface {
+	Progress(phase string, done, total int64)
+	Logf(format string, args ...any)
+}
+
+// Repositories lists repositories and runs their maintenance.
+type Repositories interface {
+	Repositories(ctx context.Context) ([]RepositoryInfo, error)
+	// Repository returns one repository with its space statistics.
+	Repository(ctx context.Context, name string) (RepositoryInfo, error)
+	// Check verifies a repository (full: read every blob) and returns its report.
+	Check(ctx context.Context, name string, full bool, rep Reporter) (any, error)
+	// Reclaim frees the space of deleted points and returns its report.
+	Reclaim(ctx context.Context, name string, rep Reporter) (any, error)
+}
+
+// BackupRequest is the body of POST /backups.
+type BackupRequest struct {
+	VMs        []string `json:"vms"`                  // instance UUIDs
+	Repository string   `json:"repository,omitempty"` // default: the first configured one
+	Job        string   `json:"job,omitempty"`        // recorded on the points; "" for ad-hoc backups
+}
+
+// Backups backs up VMs now; the backup engine implements it (cmd wires it).
+// Backup runs inside a task: it honours ctx and reports through rep.
+type Backups interface {
+	Backup(ctx context.Context, req BackupRequest, rep Reporter) (any, error)
+}
+
+// RestoreRequest is the body of POST /restores.
+type RestoreRequest struct {
+	Point        string            `json:"point"`
+	Mode         string            `json:"mode"`           // "new", "original" or "rehearsal"
+	Name         string            `json:"name,omitempty"` // the new VM's name (mode new/rehearsal)
+	Datacenter   string            `json:"datacenter,omitempty"`
+	Folder       string            `json:"folder,omitempty"`
+	ResourcePool string            `json:"resourcePool,omitempty"`
+	Host         string            `json:"host,omitempty"`
+	Datastore    string            `json:"datastore,omitempty"`
+	Networks     map[string]string `json:"networks,omitempty"` // backed-up network -> target network
+	PowerOn      bool              `json:"powerOn,omitempty"`
+}
+
+// DiskRestoreRequest is the body of POST /restores/disk.
+type DiskRestoreRequest struct {
+	Point     string `json:"point"`
+	Disk      int32  `json:"disk"`             // the disk's key in the restore point
+	TargetVM  string `json:"targetVm"`         // instance UUID of the VM to attach it to
+	Datastore string `json:"datastore,omitempty"`
+}
+
+// Restores restores VMs and disks; the restore engine implements it.
+type Restores interface {
+	Restore(ctx context.Context, req RestoreRequest, rep Reporter) (any, error)
+	RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (any, error)
+}
+
+// Settings are the appliance-wide preferences the console edits.
+type Settings struct {
+	TimeZone           string `json:"timeZone"`           // IANA name, e.g. "Europe/Paris"
+	EventRetentionDays int    `json:"eventRetentionDays"` // events older than this are pruned
+}
+
+// SettingsStore keeps Settings; BoltSettings implements it.
+type SettingsStore interface {
+	Settings(ctx context.Context) (Settings, bool, error) // false: never saved
+	PutSettings(ctx context.Context, s Settings) error
+}
