@@ -498,9 +498,9 @@ type VMStatus struct {
 	InstanceUUID string        `json:"instanceUuid"`
 	Name         string        `json:"name"`
 	MoRef        string        `json:"moref,omitempty"`
-	InInventory  bool          `json:"inInventory"`       // false: known only from restore points
-	Jobs         []string      `json:"jobs"`              // jobs whose selection matches it
-	Protected    bool          `json:"protected"`         // has a complete restore point
+	InInventory  bool          `json:"inInventory"`         // false: known only from restore points
+	Jobs         []string      `json:"jobs"`                // jobs whose selection matches it
+	Protected    bool          `json:"protected"`           // has a complete restore point
 	LastPoint    *RestorePoint `json:"lastPoint,omitempty"` // newest complete point
 	Points       int           `json:"points"`
 }

@@ -113,7 +113,9 @@ func New(cfg Config) (*Server, error) {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.Use(s.recover)
-	e.NoRoute(func(c *gin.Context) { s.writeError(c, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route"}) })
+	e.NoRoute(func(c *gin.Context) {
+		s.writeError(c, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route"})
+	})
 	e.NoMethod(func(c *gin.Context) {
 		s.writeError(c, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: "method not allowed"})
 	})

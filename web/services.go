@@ -147,8 +147,8 @@ type RestoreRequest struct {
 // DiskRestoreRequest is the body of POST /restores/disk.
 type DiskRestoreRequest struct {
 	Point     string `json:"point"`
-	Disk      int32  `json:"disk"`             // the disk's key in the restore point
-	TargetVM  string `json:"targetVm"`         // instance UUID of the VM to attach it to
+	Disk      int32  `json:"disk"`     // the disk's key in the restore point
+	TargetVM  string `json:"targetVm"` // instance UUID of the VM to attach it to
 	Datastore string `json:"datastore,omitempty"`
 }
 
