@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmconfig"
+	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 	"golang.org/x/sync/errgroup"
 )
@@ -183,7 +186,13 @@ func (e *Engine) uploadDisk(ctx context.Context, vm vsphere.VMRef, pointID strin
 	}
 	defer dr.Close()
 	size := dr.Size()
-	h := sha256.New()
+	h := newAsyncHasher()
+	hashed := false
+	defer func() {
+		if !hashed {
+			h.Sum()
+		}
+	}()
 	pr, pw := io.Pipe()
 	g, gctx := errgroup.WithContext(ctx)
 	var streamed int64
@@ -211,12 +220,102 @@ func (e *Engine) uploadDisk(ctx context.Context, vm vsphere.VMRef, pointID strin
 	if streamed != size {
 		return DiskResult{}, fmt.Errorf("disk %d: %d of %d bytes streamed", idx, streamed, size)
 	}
+	hashed = true
 	return DiskResult{Index: idx, TargetKey: targetKey, Capacity: size, BytesWritten: size,
-		SHA256: hex.EncodeToString(h.Sum(nil)), Seconds: time.Since(start).Seconds()}, nil
+		SHA256: h.Sum(), Seconds: time.Since(start).Seconds()}, nil
+}
+
+// importVM creates the VM through an NFC import lease and streams every
+// disk as a streamOptimized VMDK: the repository reader feeds the encoder
+// in disk order, zero grains are skipped (never sent) and each disk's
+// SHA-256 is computed on the way. It fills res.Disks (without target keys).
+func (e *Engine) importVM(ctx context.Context, pl *plan, res *Result, report func(Progress)) (vsphere.VM, error) {
+	results := make([]DiskResult, len(pl.diskIdx))
+	fill := func(ctx context.Context, disk int, w *vmdk.StreamWriter) error {
+		if disk < 0 || disk >= len(pl.diskIdx) {
+			return fmt.Errorf("the import asked for disk %d of %d", disk, len(pl.diskIdx))
+		}
+		idx := pl.diskIdx[disk]
+		start := time.Now()
+		dr, err := e.repo.OpenDisk(ctx, pl.point.ID, idx)
+		if err != nil {
+			return err
+		}
+		defer dr.Close()
+		size := dr.Size()
+		h := sha256.New()
+		gw := &grainWriter{w: w}
+		n, err := dr.StreamTo(ctx, io.MultiWriter(h, gw), func(done int64) {
+			report(Progress{Phase: "disk", Disk: idx, Done: done, Size: size})
+		})
+		if err != nil {
+			return fmt.Errorf("read disk %d from the repository: %w", idx, err)
+		}
+		if n != size {
+			return fmt.Errorf("disk %d: %d of %d bytes streamed", idx, n, size)
+		}
+		pd := pl.point.Disks[idx]
+		results[disk] = DiskResult{Index: idx, SourceKey: pd.Key, Label: pd.Label, Capacity: size, BytesWritten: size,
+			SHA256: hex.EncodeToString(h.Sum(nil)), Seconds: time.Since(start).Seconds()}
+		return nil
+	}
+	vm, err := e.vc.ImportVM(ctx, pl.spec, fill, nil)
+	if err != nil {
+		return vm, err
+	}
+	res.Disks = results
+	return vm, nil
 }
 
 // cleanupCtx is a context for removing what a failed restore made: detached
 // from the caller's (which may be the cancelled one) and bounded.
 func (e *Engine) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), e.opts.CleanupTimeout)
+}
+
+// asyncHasher hashes what is written to it on its own goroutine, so the
+// digest is computed while the previous buffer is being uploaded instead of
+// before it. Memory is bounded: at most asyncHashDepth buffers of up to
+// 1 MiB are queued.
+type asyncHasher struct {
+	h    hash.Hash
+	ch   chan []byte
+	done chan struct{}
+	pool sync.Pool
+}
+
+const asyncHashDepth = 8
+
+func newAsyncHasher() *asyncHasher {
+	a := &asyncHasher{h: sha256.New(), ch: make(chan []byte, asyncHashDepth), done: make(chan struct{})}
+	a.pool.New = func() any { b := make([]byte, 0, 1<<20); return &b }
+	go func() {
+		defer close(a.done)
+		for b := range a.ch {
+			a.h.Write(b)
+			b = b[:0]
+			a.pool.Put(&b)
+		}
+	}()
+	return a
+}
+
+func (a *asyncHasher) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		bp := a.pool.Get().(*[]byte)
+		c := min(len(p), cap(*bp))
+		b := append((*bp)[:0], p[:c]...)
+		a.ch <- b
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// Sum stops the hasher and returns the hex digest; call it once, after the
+// last Write.
+func (a *asyncHasher) Sum() string {
+	close(a.ch)
+	<-a.done
+	return hex.EncodeToString(a.h.Sum(nil))
 }

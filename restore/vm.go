@@ -44,8 +44,20 @@ type VMRequest struct {
 	// Rehearsal restores a copy named "<vm>-rehearsal-<time>" with every NIC
 	// disconnected.
 	Rehearsal bool
+	// Transport writes a new VM's disks: TransportPUT (default: create the
+	// VM, then one datastore PUT of each whole flat file, zeros streamed) or
+	// TransportNFC (an NFC import of streamOptimized VMDKs: zero grains are
+	// not sent, data is compressed; works where the datastore file service
+	// does not, e.g. vSAN). Restores over the original always use PUT.
+	Transport string
 	Progress  func(Progress)
 }
+
+// Transports of VMRequest.Transport.
+const (
+	TransportPUT = "put"
+	TransportNFC = "nfc"
+)
 
 // RehearsalMarker starts the notes of every rehearsal VM; CleanupRehearsals
 // only removes VMs that carry it.
@@ -80,6 +92,15 @@ func (e *Engine) RestoreVM(ctx context.Context, req VMRequest) (Result, error) {
 	if req.Overwrite && req.Rehearsal {
 		return Result{}, fmt.Errorf("%w: overwrite and rehearsal exclude each other", ErrInvalidRequest)
 	}
+	switch req.Transport {
+	case "", TransportPUT:
+	case TransportNFC:
+		if req.Overwrite {
+			return Result{}, fmt.Errorf("%w: a restore over the original writes through the datastore (PUT), not NFC", ErrInvalidRequest)
+		}
+	default:
+		return Result{}, fmt.Errorf("%w: transport %q (want put or nfc)", ErrInvalidRequest, req.Transport)
+	}
 	if e.vc == nil {
 		return Result{}, fmt.Errorf("%w: no vCenter connection", ErrInvalidRequest)
 	}
@@ -100,14 +121,24 @@ func (e *Engine) RestoreVM(ctx context.Context, req VMRequest) (Result, error) {
 	}
 
 	report(Progress{Phase: "create"})
-	vm, err := e.vc.CreateVM(ctx, pl.spec)
-	if err != nil {
-		// A failed CreateVM may still have left a VM behind (a task that
-		// failed late); remove anything with our name that did not exist.
-		e.removeNamed(ctx, pl.spec.Name)
-		return res, fmt.Errorf("create VM %s: %w (nothing was left behind)", pl.spec.Name, err)
+	var vm vsphere.VM
+	if req.Transport == TransportNFC {
+		vm, err = e.importVM(ctx, pl, &res, report)
+		if err != nil {
+			e.removeNamed(ctx, pl.spec.Name)
+			return res, fmt.Errorf("restore VM %s: %w (the half-made VM was removed)", pl.spec.Name, err)
+		}
+		res.VM = vm.VMRef
+	} else {
+		vm, err = e.vc.CreateVM(ctx, pl.spec)
+		if err != nil {
+			// A failed CreateVM may still have left a VM behind (a task that
+			// failed late); remove anything with our name that did not exist.
+			e.removeNamed(ctx, pl.spec.Name)
+			return res, fmt.Errorf("create VM %s: %w (nothing was left behind)", pl.spec.Name, err)
+		}
+		res.VM = vm.VMRef
 	}
-	res.VM = vm.VMRef
 	fail := func(err error) (Result, error) {
 		report(Progress{Phase: "cleanup"})
 		cctx, cancel := e.cleanupCtx(ctx)
@@ -125,13 +156,19 @@ func (e *Engine) RestoreVM(ctx context.Context, req VMRequest) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	for i, idx := range pl.diskIdx {
-		dres, err := e.uploadDisk(ctx, vm.VMRef, p.ID, idx, targets[i].Key, report)
-		if err != nil {
-			return fail(err)
+	if req.Transport == TransportNFC {
+		for i := range res.Disks {
+			res.Disks[i].TargetKey, res.Disks[i].Target = targets[i].Key, targets[i].FileName
 		}
-		dres.SourceKey, dres.Label, dres.Target = p.Disks[idx].Key, p.Disks[idx].Label, targets[i].FileName
-		res.Disks = append(res.Disks, dres)
+	} else {
+		for i, idx := range pl.diskIdx {
+			dres, err := e.uploadDisk(ctx, vm.VMRef, p.ID, idx, targets[i].Key, report)
+			if err != nil {
+				return fail(err)
+			}
+			dres.SourceKey, dres.Label, dres.Target = p.Disks[idx].Key, p.Disks[idx].Label, targets[i].FileName
+			res.Disks = append(res.Disks, dres)
+		}
 	}
 	if req.PowerOn {
 		report(Progress{Phase: "power-on"})

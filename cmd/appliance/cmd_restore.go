@@ -103,6 +103,7 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 	overwrite := fs.Bool("overwrite", false, "restore over the original VM's disks (it keeps its identity)")
 	powerOff := fs.Bool("power-off", false, "with --overwrite: power the original off if it is on")
 	rehearsal := fs.Bool("rehearsal", false, "restore a copy named <vm>-rehearsal-<time> with NICs disconnected")
+	transport := fs.String("transport", "put", "how a new VM's disks are written: put (datastore file service, whole file) or nfc (NFC import of streamOptimized VMDK: zeros not sent)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	progress := fs.Bool("progress", false, "print progress to stderr")
 	pos, err := parseFlags(fs, args)
@@ -111,6 +112,12 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if len(pos) != 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if *transport != restore.TransportPUT && *transport != restore.TransportNFC {
+		return fmt.Errorf("%w: --transport %q: put or nfc", errUsage, *transport)
+	}
+	if *overwrite && *transport != restore.TransportPUT {
+		return fmt.Errorf("%w: --overwrite writes with put", errUsage)
 	}
 	if *point == "" {
 		return fmt.Errorf("%w: --restore-point is required", errUsage)
@@ -158,7 +165,7 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 	res, err := restore.New(r, c, restore.Options{}).RestoreVM(ctx, restore.VMRequest{
 		RestorePoint: *point, Name: *name, Datacenter: *dc, Folder: *folder, Host: *host, Cluster: *cluster, ResourcePool: *pool,
 		Datastore: *datastore, DiskDatastores: diskDatastores, NetworkMap: nm, Thin: *thin, PowerOn: *powerOn,
-		Overwrite: *overwrite, PowerOff: *powerOff, Rehearsal: *rehearsal, Progress: progressPrinter(env, *progress),
+		Overwrite: *overwrite, PowerOff: *powerOff, Rehearsal: *rehearsal, Transport: *transport, Progress: progressPrinter(env, *progress),
 	})
 	if err != nil {
 		return err

@@ -62,7 +62,7 @@ func TestRestoreCommands(t *testing.T) {
 	}
 
 	// Rehearsal, then cleanup.
-	text := cli(0, append([]string{"restore", "--repo", repo, "--restore-point", pt, "--rehearsal"}, tp...)...).stdout
+	text := cli(0, append([]string{"restore", "--repo", repo, "--restore-point", pt, "--rehearsal", "--transport", "nfc"}, tp...)...).stdout
 	if !strings.Contains(text, "rehearsal: VM DC0_H0_VM0-rehearsal-") || !strings.Contains(text, "appliance rehearsal cleanup") {
 		t.Errorf("rehearsal output:\n%s", text)
 	}
@@ -98,6 +98,7 @@ func TestRestoreCommands(t *testing.T) {
 		{"restore-disk", "--repo", repo, "--restore-point", pt, "--disk", "0", "--output", out, "--attach-to", vm},
 		{"restore-disk", "--repo", repo, "--restore-point", pt, "--disk", "0", "--output", out, "--format", "qcow2"},
 		{"rehearsal", "cleanup", "--older-than", "-1h"},
+		{"restore", "--repo", repo, "--restore-point", pt, "--transport", "ftp"},
 	} {
 		cli(2, append(args, tp...)...)
 	}

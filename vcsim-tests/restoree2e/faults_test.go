@@ -25,11 +25,12 @@ func TestFaultsLeaveNothingBehind(t *testing.T) {
 	pc := connectCfg(t, fp.config(l))
 
 	for _, tc := range []struct {
-		name  string
-		setup func() (context.Context, func(restore.Progress))
-		check func(t *testing.T, err error)
+		name      string
+		transport string
+		setup     func() (context.Context, func(restore.Progress))
+		check     func(t *testing.T, err error)
 	}{
-		{"upload fails midway", func() (context.Context, func(restore.Progress)) {
+		{"upload fails midway", "", func() (context.Context, func(restore.Progress)) {
 			fp.failAfter.Store(1 << 20)
 			return ctx, nil
 		}, func(t *testing.T, err error) {
@@ -38,7 +39,30 @@ func TestFaultsLeaveNothingBehind(t *testing.T) {
 				t.Fatal("the proxy never failed an upload")
 			}
 		}},
-		{"VM creation fails", func() (context.Context, func(restore.Progress)) {
+		// NFC uploads go straight to the lease URL (not through the proxy):
+		// fail the lease completion after every disk was sent.
+		{"nfc import fails at completion", restore.TransportNFC, func() (context.Context, func(restore.Progress)) {
+			l.FailMethod("HttpNfcLeaseComplete", &types.SystemError{Reason: "injected"}, 1)
+			return ctx, nil
+		}, func(t *testing.T, err error) {
+			if !strings.Contains(err.Error(), "lease") {
+				t.Errorf("error %v does not name the lease", err)
+			}
+		}},
+		{"nfc cancelled midway", restore.TransportNFC, func() (context.Context, func(restore.Progress)) {
+			cctx, cancel := context.WithCancel(ctx)
+			t.Cleanup(cancel)
+			return cctx, func(p restore.Progress) {
+				if p.Phase == "disk" && p.Disk == 1 && p.Done > 1<<20 {
+					cancel()
+				}
+			}
+		}, func(t *testing.T, err error) {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("error %v is not context.Canceled", err)
+			}
+		}},
+		{"VM creation fails", "", func() (context.Context, func(restore.Progress)) {
 			l.FailMethod("CreateVM_Task", &types.InsufficientResourcesFault{}, 1)
 			return ctx, nil
 		}, func(t *testing.T, err error) {
@@ -47,7 +71,7 @@ func TestFaultsLeaveNothingBehind(t *testing.T) {
 				t.Errorf("error %v does not say the creation failed", err)
 			}
 		}},
-		{"cancelled midway", func() (context.Context, func(restore.Progress)) {
+		{"cancelled midway", "", func() (context.Context, func(restore.Progress)) {
 			cctx, cancel := context.WithCancel(ctx)
 			t.Cleanup(cancel)
 			return cctx, func(p restore.Progress) {
@@ -64,7 +88,9 @@ func TestFaultsLeaveNothingBehind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			vms, files := vmNames(t, c), dsFiles(t, l, ds0)
 			rctx, prog := tc.setup()
-			_, err := newEngine(r, pc).RestoreVM(rctx, restore.VMRequest{RestorePoint: pt, Name: "half-made", Progress: prog})
+			defer fp.failAfter.Store(0)
+			defer l.ClearMethodFaults()
+			_, err := newEngine(r, pc).RestoreVM(rctx, restore.VMRequest{RestorePoint: pt, Name: "half-made", Progress: prog, Transport: tc.transport})
 			if err == nil {
 				t.Fatal("restore succeeded")
 			}

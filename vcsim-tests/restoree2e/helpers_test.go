@@ -226,7 +226,7 @@ func newFailingProxy(t testing.TB, l *lab.Lab) *failingProxy {
 	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	fp := &failingProxy{}
 	fp.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n := fp.failAfter.Load(); n > 0 && r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/folder/") {
+		if n := fp.failAfter.Load(); n > 0 && r.Method == http.MethodPut && (strings.HasPrefix(r.URL.Path, "/folder/") || strings.HasPrefix(r.URL.Path, "/nfc/")) {
 			_, _ = io.CopyN(io.Discard, r.Body, n)
 			fp.failed.Add(1)
 			http.Error(w, "injected upload failure", http.StatusInternalServerError)

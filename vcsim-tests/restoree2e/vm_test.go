@@ -19,14 +19,27 @@ func TestRestoreNewVM(t *testing.T) {
 	l := startLab(t, lab.Options{Datastores: 2})
 	c := connect(t, l)
 	r := newRepo(t)
-	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-new", 1)
 	pt := backUp(t, c, r, src.Name)
 
+	for _, transport := range []string{restore.TransportPUT, restore.TransportNFC} {
+		t.Run(transport, func(t *testing.T) { checkNewVM(t, l, c, r, pt, src, imgs, transport) })
+	}
+}
+
+func checkNewVM(t *testing.T, l *lab.Lab, c *vsphere.Client, r restore.Points, pt string, src vsphere.VM, imgs [][]byte, transport string) {
+	ctx := context.Background()
 	e := newEngine(r, c)
 	var phases []string
-	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt[:12], Name: "restored-new",
-		NetworkMap: map[string]string{"DC0_DVPG0": "VM Network"}, DiskDatastores: map[int]string{2: "LocalDS_1"},
+	name := "restored-" + transport
+	// vcsim's import lease names disk files by base name only, so two disks
+	// on two datastores (same base name) collide there: NFC stays on one.
+	diskDS := map[int]string{2: "LocalDS_1"}
+	if transport == restore.TransportNFC {
+		diskDS = nil
+	}
+	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt[:12], Name: name, Transport: transport,
+		NetworkMap: map[string]string{"DC0_DVPG0": "VM Network"}, DiskDatastores: diskDS,
 		PowerOn: true, Progress: func(p restore.Progress) {
 			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 				phases = append(phases, p.Phase)
@@ -71,13 +84,13 @@ func TestRestoreNewVM(t *testing.T) {
 			t.Errorf("disk %d: capacity %d thin %v, want %d %v", i, td.CapacityBytes, td.Thin, sd.CapacityBytes, sd.Thin)
 		}
 		wantDS := ds0
-		if i == 2 {
+		if i == 2 && diskDS != nil {
 			wantDS = "LocalDS_1"
 		}
 		if td.Datastore != wantDS {
 			t.Errorf("disk %d on %s, want %s", i, td.Datastore, wantDS)
 		}
-		sameBytes(t, "restored disk", diskByKey(t, l, "restored-new", td.Key), imgs[i])
+		sameBytes(t, "restored disk", diskByKey(t, l, name, td.Key), imgs[i])
 		if res.Disks[i].SHA256 != sha(imgs[i]) || res.Disks[i].TargetKey != td.Key {
 			t.Errorf("disk %d: result %+v, want digest %s key %d", i, res.Disks[i], sha(imgs[i]), td.Key)
 		}

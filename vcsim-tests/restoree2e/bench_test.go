@@ -1,0 +1,157 @@
+package restoree2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/restore"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+)
+
+// benchSize is the disk of BenchmarkRestore (VMVAULT_BENCH_GIB, default 1).
+func benchSize() int64 {
+	if g, err := strconv.Atoi(os.Getenv("VMVAULT_BENCH_GIB")); err == nil && g > 0 {
+		return int64(g) << 30
+	}
+	return 1 << 30
+}
+
+// makeFSImage builds an ext4 image (mkfs.ext4 -d) of size bytes holding
+// about fill bytes of files: half random, half text-like.
+func makeFSImage(b *testing.B, dir string, size, fill int64) string {
+	b.Helper()
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		b.Fatalf("install e2fsprogs (mkfs.ext4): make test does: %v", err)
+	}
+	root := filepath.Join(dir, "root")
+	rng := rand.New(rand.NewPCG(42, 42))
+	words := []string{"vmvault", "backup", "restore", "snapshot", "extent", "chunk", "pack", "index", "the", "a", "of", "disk\n"}
+	var total int64
+	for i := 0; total < fill; i++ {
+		sub := filepath.Join(root, fmt.Sprintf("d%02d", i%37))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		n := 4096 + rng.IntN(4<<20)
+		buf := make([]byte, n)
+		if i%2 == 0 {
+			for k := range buf {
+				buf[k] = byte(rng.Uint32())
+			}
+		} else {
+			var sb strings.Builder
+			for sb.Len() < n {
+				sb.WriteString(words[rng.IntN(len(words))])
+				sb.WriteByte(' ')
+			}
+			copy(buf, sb.String())
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		total += int64(n)
+	}
+	img := filepath.Join(dir, "disk.img")
+	if out, err := exec.Command(mkfs, "-q", "-F", "-d", root, img, strconv.FormatInt(size>>20, 10)+"M").CombinedOutput(); err != nil {
+		b.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	if err := os.RemoveAll(root); err != nil {
+		b.Fatal(err)
+	}
+	return img
+}
+
+// BenchmarkRestore backs up a lab VM whose disk holds an ext4 file system
+// (VMVAULT_BENCH_GIB GiB, default 1, 40% filled with files), then measures:
+//   - vm-put: RestoreVM to a new lab VM (create, full-file PUT over
+//     loopback TLS with zeros streamed, SHA-256), the VM destroyed after
+//     each run;
+//   - vm-nfc: the same through an NFC import (streamOptimized, zlib level
+//     1, zero grains not sent; the lab decodes into the flat file);
+//   - image-restore: what `appliance image restore` does (DiskReader.Stream
+//     to a local sparse file, pack-parallel, holes skipped);
+//   - download-raw: restore.DownloadDisk raw (ordered stream, zero runs
+//     skipped, SHA-256).
+//
+// go test -run '^$' -bench Restore -benchtime 3x ./vcsim-tests/restoree2e/
+func BenchmarkRestore(b *testing.B) {
+	size := benchSize()
+	dir := b.TempDir()
+	img := makeFSImage(b, dir, size, size*4/10)
+	l := startLab(b, lab.Options{DiskCapacity: size, VMsPerPool: 1})
+	c := connect(b, l)
+	r := repository.TestRepository(b)
+	vm := "DC0_H0_VM0"
+	if err := l.SetDiskImage(vm, 0, img); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	pt := backUp(b, c, r, vm)
+	b.Logf("backup of %d MiB: %.2fs (%.0f MiB/s)", size>>20, time.Since(start).Seconds(), float64(size)/(1<<20)/time.Since(start).Seconds())
+	ctx := context.Background()
+	e := restore.New(r, c, restore.Options{})
+
+	for _, tr := range []string{restore.TransportPUT, restore.TransportNFC} {
+		b.Run("vm-"+tr, func(b *testing.B) {
+			b.SetBytes(size)
+			for i := 0; b.Loop(); i++ {
+				res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Name: fmt.Sprintf("bench-%s-%d", tr, i), Thin: true, Transport: tr})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := c.DestroyVM(ctx, res.VM); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+	b.Run("image-restore", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; b.Loop(); i++ {
+			out := filepath.Join(dir, fmt.Sprintf("img-%d.raw", i))
+			f, err := os.Create(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dr, err := r.OpenDisk(ctx, pt, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := dr.Stream(ctx, f, nil); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Truncate(size); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			dr.Close()
+			b.StopTimer()
+			os.Remove(out)
+			b.StartTimer()
+		}
+	})
+	b.Run("download-raw", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; b.Loop(); i++ {
+			out := filepath.Join(dir, fmt.Sprintf("dl-%d.raw", i))
+			if _, err := e.DownloadDisk(ctx, restore.DownloadRequest{RestorePoint: pt, Output: out}); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			os.Remove(out)
+			b.StartTimer()
+		}
+	})
+}
