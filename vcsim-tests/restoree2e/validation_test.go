@@ -12,7 +12,23 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmware/govmomi/simulator"
 )
+
+// setFree sets a lab datastore's reported free space.
+func setFree(t *testing.T, l *lab.Lab, name string, free int64) {
+	t.Helper()
+	m := l.Model().Map()
+	sctx := &simulator.Context{Context: context.Background(), Map: m}
+	for _, e := range m.All("Datastore") {
+		ds := e.(*simulator.Datastore)
+		if ds.Name == name {
+			m.WithLock(sctx, ds, func() { ds.Summary.FreeSpace = free })
+			return
+		}
+	}
+	t.Fatalf("no datastore %s", name)
+}
 
 // TestValidationChangesNothing: every bad request fails with a clear,
 // typed error before anything is created: same VMs, same datastore files,
@@ -43,6 +59,24 @@ func TestValidationChangesNothing(t *testing.T) {
 	}
 	garbage := commit([]byte(`{"version":7,"name":"odd"}`))
 	noConfig := commit(nil)
+	// The real point's configuration, committed again as a partial point.
+	good, err := r.Point(ctx, pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgBlob, err := r.LoadConfigBlob(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := s.Commit(ctx, repository.NewPoint{VM: good.VM, Time: time.Now(), Config: cfgBlob, Disks: good.Disks, Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := pp.ID
 
 	for _, tc := range []struct {
 		name string
@@ -54,6 +88,8 @@ func TestValidationChangesNothing(t *testing.T) {
 		{"no point", restore.VMRequest{}, restore.ErrInvalidRequest, "no restore point"},
 		{"bad configuration", restore.VMRequest{RestorePoint: garbage, Name: "x"}, restore.ErrPointUnusable, "version 7"},
 		{"no configuration", restore.VMRequest{RestorePoint: noConfig, Name: "x"}, restore.ErrPointUnusable, "no VM configuration"},
+		{"partial point", restore.VMRequest{RestorePoint: partial, Name: "x"}, restore.ErrPointUnusable, "partial"},
+		{"bad transport", restore.VMRequest{RestorePoint: pt, Name: "x", Transport: "ftp"}, restore.ErrInvalidRequest, "ftp"},
 		{"unknown datastore", restore.VMRequest{RestorePoint: pt, Name: "x", Datastore: "NoSuchDS"}, restore.ErrTargetNotFound, "NoSuchDS"},
 		{"unknown disk datastore", restore.VMRequest{RestorePoint: pt, Name: "x", DiskDatastores: map[int]string{1: "NoSuchDS"}}, restore.ErrTargetNotFound, "NoSuchDS"},
 		{"unknown network", restore.VMRequest{RestorePoint: pt, Name: "x", NetworkMap: map[string]string{"VM Network": "nonet"}}, restore.ErrTargetNotFound, "nonet"},
@@ -86,6 +122,45 @@ func TestValidationChangesNothing(t *testing.T) {
 	for i, d := range src.Disks {
 		sameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
 	}
+
+	// A datastore without room for the disks (vcsim reports 1 TB free; the
+	// lab's model is told otherwise).
+	t.Run("no space", func(t *testing.T) {
+		setFree(t, l, ds0, 3<<20)
+		defer setFree(t, l, ds0, 1<<40)
+		vms, files := vmNames(t, c), dsFiles(t, l, ds0)
+		_, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Name: "x"})
+		if !errors.Is(err, restore.ErrNoSpace) {
+			t.Fatalf("restore: %v, want ErrNoSpace", err)
+		}
+		_, err = newEngine(r, c).AttachDisk(ctx, restore.AttachRequest{RestorePoint: pt, Disk: 0, VM: "DC0_H0_VM0", Datastore: ds0})
+		if !errors.Is(err, restore.ErrNoSpace) {
+			t.Fatalf("attach: %v, want ErrNoSpace", err)
+		}
+		if got := vmNames(t, c); strings.Join(got, ",") != strings.Join(vms, ",") {
+			t.Errorf("VMs changed: %v -> %v", vms, got)
+		}
+		if got := dsFiles(t, l, ds0); strings.Join(got, ",") != strings.Join(files, ",") {
+			t.Errorf("datastore files changed: %v -> %v", files, got)
+		}
+	})
+
+	// Over an original whose disks no longer match the point.
+	t.Run("layout changed", func(t *testing.T) {
+		if err := c.PowerOff(ctx, src.VMRef); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DetachDisk(ctx, src.VMRef, src.Disks[2].Key); err != nil {
+			t.Fatal(err)
+		}
+		_, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Overwrite: true})
+		if !errors.Is(err, restore.ErrLayoutChanged) {
+			t.Fatalf("overwrite: %v, want ErrLayoutChanged", err)
+		}
+		for i, d := range src.Disks[:2] {
+			sameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
+		}
+	})
 
 	// A damaged repository: every pack file has a flipped byte in its middle.
 	t.Run("damaged point", func(t *testing.T) {

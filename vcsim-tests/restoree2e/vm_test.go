@@ -9,6 +9,8 @@ import (
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestRestoreNewVM backs up a VM with three disks on two controllers and
@@ -215,3 +217,50 @@ func TestOverOriginal(t *testing.T) {
 }
 
 const time1h = 3600 * 1e9
+
+// TestRestoreWarnsAboutSkippedDisks: a disk the backup could not take (an
+// independent disk) is left out of the restored VM with a warning; the
+// other disks come back at their units.
+func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, imgs := makeSource(t, l, c, "src-skip", 9)
+	ovm := object.NewVirtualMachine(l.Admin().Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: src.MoRef})
+	devs, err := ovm.Device(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vd := devs.FindByKey(src.Disks[1].Key).(*types.VirtualDisk)
+	vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).DiskMode = string(types.VirtualDiskModeIndependent_persistent)
+	if err := ovm.EditDevice(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	pt := backUp(t, c, r, src.Name)
+	res, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Name: "skip-restored"})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	warned := false
+	for _, w := range res.Warnings {
+		warned = warned || strings.Contains(w, "not backed up")
+	}
+	if !warned || len(res.Disks) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	got, err := c.VM(ctx, res.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Disks) != 2 {
+		t.Fatalf("restored VM has %d disks", len(got.Disks))
+	}
+	for _, d := range res.Disks {
+		i := 0
+		if d.SourceKey == src.Disks[2].Key {
+			i = 2
+		}
+		sameBytes(t, "restored disk", diskByKey(t, l, "skip-restored", d.TargetKey), imgs[i])
+	}
+}
