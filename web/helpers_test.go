@@ -225,3 +225,21 @@ func validJob(id string) map[string]any {
 		"retention": map[string]any{"last": 1},
 	}
 }
+
+func mustAuthStore(t *testing.T, f *fixture) auth.Store {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "auth.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := auth.NewBoltStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := auth.HashPassword(testAdminPassword, auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1})
+	if err := st.SetAdminHash(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
