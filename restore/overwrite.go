@@ -78,6 +78,12 @@ func (e *Engine) overwrite(ctx context.Context, req VMRequest, p repository.Poin
 		}
 		res.Warnings = append(res.Warnings, fmt.Sprintf("VM %s was %s and was powered off", vm.Name, vm.PowerState))
 	}
+	// The writes below bypass changed block tracking: invalidate every
+	// change id before the first byte lands (and again after the last), so
+	// no later incremental backup trusts a change id from before.
+	if err := e.vc.ResetCBT(ctx, vm.VMRef); err != nil {
+		return res, fmt.Errorf("restore over VM %s: %w (nothing was written)", vm.Name, err)
+	}
 	for i := range p.Disks {
 		dres, err := e.uploadDisk(ctx, vm.VMRef, p.ID, i, targets[i].Key, report)
 		if err != nil {
@@ -85,6 +91,9 @@ func (e *Engine) overwrite(ctx context.Context, req VMRequest, p repository.Poin
 		}
 		dres.SourceKey, dres.Label, dres.Target = p.Disks[i].Key, p.Disks[i].Label, targets[i].FileName
 		res.Disks = append(res.Disks, dres)
+	}
+	if err := e.vc.ResetCBT(ctx, vm.VMRef); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("resetting changed block tracking after the restore failed (%v); the next backup of %s must be a full one", err, vm.Name))
 	}
 	if req.PowerOn {
 		report(Progress{Phase: "power-on"})

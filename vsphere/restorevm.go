@@ -377,3 +377,30 @@ func (c *Client) Details(ctx context.Context, vm VMRef) (VMDetails, error) {
 	}
 	return d, nil
 }
+
+// ResetCBT switches changed block tracking off and on again when it is on,
+// so every change id handed out before becomes invalid (ErrCBTReset) and the
+// next backup reads the disks in full. A restore over the original must do
+// this: its datastore writes bypass the tracking, so an incremental from an
+// older change id would miss them. The VM should be powered off (tracking
+// restarts without a stun); a VM without CBT is left alone.
+func (c *Client) ResetCBT(ctx context.Context, vm VMRef) error {
+	op := "reset CBT on " + vmLabel(vm)
+	var v mo.VirtualMachine
+	if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"config.changeTrackingEnabled"}, &v); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if v.Config == nil || v.Config.ChangeTrackingEnabled == nil || !*v.Config.ChangeTrackingEnabled {
+		return nil
+	}
+	for _, on := range []bool{false, true} {
+		t, err := c.vmObject(vm).Reconfigure(ctx, types.VirtualMachineConfigSpec{ChangeTrackingEnabled: types.NewBool(on)})
+		if err != nil {
+			return mapFault(op, err)
+		}
+		if _, err := t.WaitForResult(ctx); err != nil {
+			return mapFault(op, err)
+		}
+	}
+	return nil
+}

@@ -216,6 +216,35 @@ func TestOverOriginal(t *testing.T) {
 	}
 }
 
+// TestBackupAfterOverwrite: point A, change, point B (CBT baseline B),
+// restore A over the original, back up again: the new point must hold A's
+// bytes. The restore's writes bypass CBT, so without the CBT reset the
+// incremental from B would see no change and record B's bytes.
+func TestBackupAfterOverwrite(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, imgs := makeSource(t, l, c, "src-cbt", 10)
+	ptA := backUp(t, c, r, src.Name)
+	for i := range imgs {
+		if err := l.WriteDisk(src.Name, i, 8192, []byte("written between A and B")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backUp(t, c, r, src.Name)
+	if _, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: ptA, Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	ptC := backUp(t, c, r, src.Name)
+	for i := range imgs {
+		d, err := restore.DiskDigest(ctx, r, ptC, i)
+		if err != nil || d != sha(imgs[i]) {
+			t.Errorf("disk %d of the backup after the restore: digest %s (%v), want A's %s", i, d, err, sha(imgs[i]))
+		}
+	}
+}
+
 const time1h = 3600 * 1e9
 
 // TestRestoreWarnsAboutSkippedDisks: a disk the backup could not take (an
