@@ -9,6 +9,7 @@ import (
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -22,6 +23,18 @@ func TestRestoreNewVM(t *testing.T) {
 	c := connect(t, l)
 	r := newRepo(t)
 	src, imgs := makeSource(t, l, c, "src-new", 1)
+	ctx := context.Background()
+	dc, err := find.NewFinder(l.Admin().Client).Datacenter(ctx, "DC0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := dc.Folders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.VmFolder.CreateFolder(ctx, "F0"); err != nil {
+		t.Fatal(err)
+	}
 	pt := backUp(t, c, r, src.Name)
 
 	for _, transport := range []string{restore.TransportPUT, restore.TransportNFC} {
@@ -40,7 +53,12 @@ func checkNewVM(t *testing.T, l *lab.Lab, c *vsphere.Client, r restore.Points, p
 	if transport == restore.TransportNFC {
 		diskDS = nil
 	}
-	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt[:12], Name: name, Transport: transport,
+	// put: into a folder, on the cluster; nfc: on the standalone host.
+	folder, host := "/DC0/vm/F0", ""
+	if transport == restore.TransportNFC {
+		folder, host = "", "DC0_H0"
+	}
+	res, err := e.RestoreVM(ctx, restore.VMRequest{RestorePoint: pt[:12], Name: name, Transport: transport, Folder: folder, Host: host,
 		NetworkMap: map[string]string{"DC0_DVPG0": "VM Network"}, DiskDatastores: diskDS,
 		PowerOn: true, Progress: func(p restore.Progress) {
 			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
@@ -67,6 +85,24 @@ func checkNewVM(t *testing.T, l *lab.Lab, c *vsphere.Client, r restore.Points, p
 	if got.NumCPU != 4 || det.CoresPerSocket != 2 || got.MemoryMB != 512 || det.Firmware != "efi" || got.GuestID != "otherLinux64Guest" ||
 		det.ExtraConfig["disk.EnableUUID"] != "TRUE" || got.PowerState != "poweredOn" {
 		t.Errorf("restored VM %+v details %+v", got, det)
+	}
+	if folder != "" && got.Path != folder+"/"+name {
+		t.Errorf("restored VM at %s, want in %s", got.Path, folder)
+	}
+	if host != "" {
+		inv, err := c.Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onHost := ""
+		for _, v := range inv.VMs {
+			if v.MoRef == got.MoRef {
+				onHost = v.Host
+			}
+		}
+		if onHost != host {
+			t.Errorf("restored VM on host %q, want %s", onHost, host)
+		}
 	}
 	if got.InstanceUUID == src.InstanceUUID || got.BIOSUUID == src.BIOSUUID {
 		t.Errorf("restored VM kept the source's UUIDs")
