@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/repository"
+)
+
+// testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
+// committed restore point, closes it and returns the point.
+func testRepoWithPoint(t *testing.T, dir, pass string) repository.Point {
+	t.Helper()
+	ctx := context.Background()
+	if err := repository.Init(ctx, dir, []byte(pass), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repository.Open(ctx, dir, []byte(pass), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	data := bytes.Repeat([]byte("vmvault disk block "), 8192)
+	id, _, _, err := s.PutChunk(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.PutDisk(ctx, int64(len(data)), []repository.Extent{{Length: int64(len(data)), ID: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Commit(ctx, repository.NewPoint{
+		VM:   repository.VMIdentity{Name: "web01", InstanceUUID: "4210a1b2-0000-0000-0000-000000000001"},
+		Time: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), Consistency: "crash",
+		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type apiClient struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func (a *apiClient) call(method, path string, body any, hdr map[string]string) (int, []byte) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// The daemon end to end without vCenter: TLS with a generated certificate,
+// login, a token, jobs validated against the configured repositories,
+// restore points of a real repository, locking, CSRF for cookie sessions,
+// graceful shutdown that leaves the repository reopenable.
+func TestServeEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "repo")
+	point := testRepoWithPoint(t, repoDir, "repo-pass")
+	adminPw := filepath.Join(dir, "admin-password")
+	if err := os.WriteFile(adminPw, []byte("admin-secret-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "vmvault.yaml")
+	cfgYAML := fmt.Sprintf(`
+listen: 127.0.0.1:0
+state_dir: state
+time_zone: Europe/Paris
+log_level: debug
+admin: {password_file: %s}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, adminPw, repoDir)
+	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	serveReady = func(addr string) { ready <- addr }
+	t.Cleanup(func() { serveReady = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	env := &cliEnv{stdout: &stdout, stderr: &stderr, getenv: func(k string) string {
+		return map[string]string{"MAIN_PASS": "repo-pass"}[k]
+	}}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		t.Fatalf("serve exited %d: %s", code, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "tls", "cert.pem")); err != nil {
+		t.Fatalf("no generated certificate: %v", err)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	api := &apiClient{t: t, base: "https://" + addr, hc: hc}
+	anon := &apiClient{t: t, base: api.base, hc: &http.Client{Timeout: 20 * time.Second, Transport: hc.Transport}}
+
+	if code, _ := anon.call("GET", "/healthz", nil, nil); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	if code, _ := anon.call("GET", "/api/v1/jobs", nil, nil); code != 401 {
+		t.Fatalf("jobs without auth %d", code)
+	}
+	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-1"}, nil)
+	if code != 200 {
+		t.Fatalf("login %d %s", code, body)
+	}
+	var login struct{ CSRFToken string }
+	_ = json.Unmarshal(body, &login)
+	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+
+	// A token, created over the cookie session (CSRF required).
+	if code, _ := api.call("POST", "/api/v1/auth/tokens", map[string]string{"name": "ci", "role": "operator"}, nil); code != 403 {
+		t.Fatalf("token without CSRF %d", code)
+	}
+	code, body = api.call("POST", "/api/v1/auth/tokens", map[string]string{"name": "admin-ci", "role": "administrator"}, csrf)
+	if code != 201 {
+		t.Fatalf("token %d %s", code, body)
+	}
+	var tok struct{ Token string }
+	_ = json.Unmarshal(body, &tok)
+	bearer := map[string]string{"Authorization": "Bearer " + tok.Token}
+
+	job := map[string]any{"id": "nightly", "name": "Nightly", "enabled": true, "repository": "nope",
+		"selection": map[string]any{"vms": []string{"4210a1b2-0000-0000-0000-000000000001"}},
+		"window":    map[string]any{"location": "Europe/Paris", "days": map[string]any{"monday": []string{"22:00-06:00"}}},
+		"retention": map[string]any{"preset": "few", "last": 7, "weekly": 4}}
+	code, body = anon.call("POST", "/api/v1/jobs", job, bearer)
+	if code != 422 || !strings.Contains(string(body), `"field":"repository"`) {
+		t.Fatalf("job with unknown repository: %d %s", code, body)
+	}
+	job["repository"] = "main"
+	if code, body := anon.call("POST", "/api/v1/jobs", job, bearer); code != 201 {
+		t.Fatalf("job: %d %s", code, body)
+	}
+
+	code, body = anon.call("GET", "/api/v1/restore-points?repository=main", nil, bearer)
+	var pts []struct {
+		ID     string
+		Locked bool
+	}
+	if err := json.Unmarshal(body, &pts); code != 200 || err != nil || len(pts) != 1 || pts[0].ID != point.ID {
+		t.Fatalf("points %d %s", code, body)
+	}
+	if code, body := anon.call("POST", "/api/v1/restore-points/"+point.ID+"/lock", nil, bearer); code != 200 || !strings.Contains(string(body), `"locked":true`) {
+		t.Fatalf("lock %d %s", code, body)
+	}
+	// CSRF on the cookie session: refused without the header, accepted with it.
+	if code, _ := api.call("POST", "/api/v1/restore-points/"+point.ID+"/unlock", nil, nil); code != 403 {
+		t.Fatalf("unlock without CSRF %d", code)
+	}
+	if code, _ := api.call("GET", "/api/v1/restore-points/"+point.ID, nil, nil); code != 200 {
+		t.Fatalf("read with cookie %d", code)
+	}
+	if code, body := api.call("GET", "/api/v1/jobs/nightly/retention-preview", nil, nil); code != 200 {
+		t.Fatalf("preview %d %s", code, body)
+	}
+	if code, body := anon.call("GET", "/metrics", nil, bearer); code != 200 || !strings.Contains(string(body), `vmvault_repository_points{repository="main"} 1`) {
+		t.Fatalf("metrics %d %s", code, body)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	for _, secret := range []string{"admin-secret-1", "repo-pass", tok.Token} {
+		if strings.Contains(stderr.String(), secret) || strings.Contains(stdout.String(), secret) {
+			t.Fatalf("a secret reached the output")
+		}
+	}
+	// The repository was closed cleanly and the lock persisted.
+	r, err := repository.Open(context.Background(), repoDir, []byte("repo-pass"), repository.OpenOptions{})
+	if err != nil {
+		t.Fatalf("reopen repository: %v", err)
+	}
+	defer r.Close()
+	p, err := r.Point(context.Background(), point.ID)
+	if err != nil || !p.Locked {
+		t.Fatalf("after restart: %+v %v", p, err)
+	}
+}
+
+// A bad configuration stops the daemon before it starts, naming the field.
+func TestServeBadConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("state_dir: /tmp/x\nrepositories: [{name: a, path: /a}]\nlisten: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLIEnv(t, nil, "serve", "--config", p)
+	if r.code == 0 || !strings.Contains(r.stderr, "listen") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if r := runCLIEnv(t, nil, "serve"); r.code != 2 {
+		t.Fatalf("no --config: exit %d", r.code)
+	}
+}

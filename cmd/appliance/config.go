@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vmvault/vmvault/internal/auth"
+)
+
+// serveConfig is the daemon's YAML configuration (appliance serve --config).
+// Secrets are never values in it: passwords and passphrases come from files
+// or environment variables it names.
+type serveConfig struct {
+	Listen       string          `json:"listen"`    // host:port; default 127.0.0.1:8443
+	TLS          tlsConfig       `json:"tls"`       // default: self-signed, generated on first start
+	StateDir     string          `json:"state_dir"` // required: state.db, web.db, tls/
+	TimeZone     string          `json:"time_zone"` // IANA name; default UTC
+	LogLevel     string          `json:"log_level"` // debug, info, warn, error; default info
+	Admin        adminConfig     `json:"admin"`
+	VCenter      *vcenterConfig  `json:"vcenter"` // absent: no inventory, no vCenter logins, no scheduler
+	Repositories []repoConfig    `json:"repositories"`
+	Limits       limitsConfig    `json:"limits"`
+	Sessions     sessionsConfig  `json:"sessions"`
+	API          apiServerConfig `json:"api"`
+}
+
+type tlsConfig struct {
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
+	// Disable serves plain HTTP; allowed only on a loopback address (behind
+	// a local reverse proxy, or for the demo).
+	Disable bool `json:"disable"`
+}
+
+type adminConfig struct {
+	User string `json:"user"` // default "admin"
+	// PasswordFile sets the administrator's password at first start; without
+	// it (and without $VMVAULT_ADMIN_PASSWORD) one is generated and printed once.
+	PasswordFile string `json:"password_file"`
+}
+
+type vcenterConfig struct {
+	URL          string `json:"url"`
+	Username     string `json:"username"`
+	PasswordFile string `json:"password_file"`
+	PasswordEnv  string `json:"password_env"`
+	Thumbprint   string `json:"thumbprint"`
+	CAFile       string `json:"ca_file"`
+	Insecure     bool   `json:"insecure"`
+	Role         string `json:"role"` // role of people who log in with vCenter credentials; default administrator
+}
+
+type repoConfig struct {
+	Name           string `json:"name"`
+	Path           string `json:"path"`
+	PassphraseFile string `json:"passphrase_file"`
+	PassphraseEnv  string `json:"passphrase_env"` // neither: the repository must be unencrypted
+}
+
+type limitsConfig struct {
+	MaxConcurrentBackups int `json:"max_concurrent_backups"` // default 4
+	MaxRunningTasks      int `json:"max_running_tasks"`      // API tasks at once; default 2
+}
+
+type sessionsConfig struct {
+	TTL string `json:"ttl"` // Go duration; default 12h
+}
+
+type apiServerConfig struct {
+	TrustProxy bool `json:"trust_proxy"` // rate-limit logins by X-Forwarded-For
+}
+
+const maxConfigBytes = 1 << 20
+
+// loadConfig reads and validates a configuration file.
+func loadConfig(path string) (*serveConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(b) > maxConfigBytes {
+		return nil, fmt.Errorf("config %s: larger than %d bytes", path, maxConfigBytes)
+	}
+	cfg, err := parseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	// Relative paths are relative to the configuration file.
+	base := filepath.Dir(path)
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+	}
+	abs(&cfg.StateDir)
+	abs(&cfg.TLS.CertFile)
+	abs(&cfg.TLS.KeyFile)
+	abs(&cfg.Admin.PasswordFile)
+	if cfg.VCenter != nil {
+		abs(&cfg.VCenter.PasswordFile)
+		abs(&cfg.VCenter.CAFile)
+	}
+	for i := range cfg.Repositories {
+		abs(&cfg.Repositories[i].Path)
+		abs(&cfg.Repositories[i].PassphraseFile)
+	}
+	return cfg, nil
+}
+
+// parseConfig decodes YAML strictly and validates it. YAML is turned into
+// JSON first so that unknown fields and wrong types are reported with the
+// field's path (yaml.v3's type errors do not name the field).
+func parseConfig(b []byte) (*serveConfig, error) {
+	var raw any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("parse YAML: %w", err)
+	}
+	if raw == nil {
+		return nil, errors.New("empty configuration")
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return nil, errors.New("the configuration must be a mapping of field names")
+	}
+	j, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("configuration keys must be strings: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	var cfg serveConfig
+	if err := dec.Decode(&cfg); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return nil, fmt.Errorf("%s: wrong type: got %s, want %s", ute.Field, ute.Value, ute.Type)
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return nil, fmt.Errorf("unknown field %s", f)
+		}
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func (c *serveConfig) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8443"
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		bad("listen", "want host:port (%v)", err)
+	} else if port == "" {
+		bad("listen", "missing port")
+	}
+	if c.TLS.Disable {
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			bad("tls.disable", "plain HTTP only on a loopback address, not %q", host)
+		}
+		if c.TLS.CertFile != "" || c.TLS.KeyFile != "" {
+			bad("tls.disable", "contradicts tls.cert_file/tls.key_file")
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("tls", "give both cert_file and key_file, or neither (a self-signed certificate is generated)")
+	}
+	if c.StateDir == "" {
+		bad("state_dir", "required")
+	}
+	if c.TimeZone == "" {
+		c.TimeZone = "UTC"
+	}
+	if _, err := time.LoadLocation(c.TimeZone); err != nil {
+		bad("time_zone", "unknown time zone %q", c.TimeZone)
+	}
+	switch c.LogLevel {
+	case "":
+		c.LogLevel = "info"
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q: debug, info, warn or error", c.LogLevel)
+	}
+	if c.Admin.User == "" {
+		c.Admin.User = "admin"
+	}
+	if v := c.VCenter; v != nil {
+		if v.URL == "" {
+			bad("vcenter.url", "required")
+		}
+		if v.Username == "" {
+			bad("vcenter.username", "required")
+		}
+		if (v.PasswordFile == "") == (v.PasswordEnv == "") {
+			bad("vcenter", "give exactly one of password_file and password_env")
+		}
+		if v.Role == "" {
+			v.Role = string(auth.RoleAdministrator)
+		}
+		if _, err := auth.ParseRole(v.Role); err != nil {
+			bad("vcenter.role", "%v", err)
+		}
+	}
+	if len(c.Repositories) == 0 {
+		bad("repositories", "at least one repository")
+	}
+	seen := map[string]bool{}
+	for i, r := range c.Repositories {
+		f := fmt.Sprintf("repositories[%d]", i)
+		switch {
+		case r.Name == "":
+			bad(f+".name", "required")
+		case len(r.Name) > 64 || strings.ContainsAny(r.Name, "/\\ \t\n\x00"):
+			bad(f+".name", "at most 64 characters without spaces or slashes")
+		case seen[r.Name]:
+			bad(f+".name", "duplicate repository %q", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Path == "" {
+			bad(f+".path", "required")
+		}
+		if r.PassphraseFile != "" && r.PassphraseEnv != "" {
+			bad(f, "give at most one of passphrase_file and passphrase_env")
+		}
+	}
+	if c.Limits.MaxConcurrentBackups < 0 || c.Limits.MaxConcurrentBackups > 64 {
+		bad("limits.max_concurrent_backups", "from 0 (default 4) to 64")
+	}
+	if c.Limits.MaxRunningTasks < 0 || c.Limits.MaxRunningTasks > 64 {
+		bad("limits.max_running_tasks", "from 0 (default 2) to 64")
+	}
+	if c.Sessions.TTL != "" {
+		d, err := time.ParseDuration(c.Sessions.TTL)
+		if err != nil || d < time.Minute || d > 30*24*time.Hour {
+			bad("sessions.ttl", "a duration from 1m to 720h, e.g. 12h")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// secret reads a secret from a file (trailing newline dropped) or an
+// environment variable; "" when neither is named.
+func readSecret(env *cliEnv, file, envName, what string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", what, err)
+		}
+		s := strings.TrimRight(string(b), "\r\n")
+		if s == "" {
+			return "", fmt.Errorf("%s file %s is empty", what, file)
+		}
+		return s, nil
+	}
+	if envName != "" {
+		s := env.getenv(envName)
+		if s == "" {
+			return "", fmt.Errorf("%s: environment variable %s is empty or unset", what, envName)
+		}
+		return s, nil
+	}
+	return "", nil
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const minimalConfig = `
+state_dir: /var/lib/vmvault
+repositories:
+  - name: main
+    path: /srv/main
+    passphrase_env: MAIN_PASS
+`
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // "" = valid; else a substring naming the field
+	}{
+		{"minimal", minimalConfig, ""},
+		{"full", `
+listen: 0.0.0.0:8443
+tls: {cert_file: c.pem, key_file: k.pem}
+state_dir: /s
+time_zone: Europe/Paris
+log_level: debug
+admin: {user: root, password_file: /etc/pw}
+vcenter: {url: https://vc, username: svc, password_env: VC_PASS, role: operator, thumbprint: "AA:BB"}
+repositories:
+  - {name: a, path: /a, passphrase_file: /pa}
+  - {name: b, path: /b}
+limits: {max_concurrent_backups: 8, max_running_tasks: 3}
+sessions: {ttl: 8h}
+api: {trust_proxy: true}
+`, ""},
+		{"unknown top field", minimalConfig + "colour: red\n", `unknown field "colour"`},
+		{"unknown nested field", minimalConfig + "tls: {cert: x}\n", `unknown field "cert"`},
+		{"wrong type", minimalConfig + "limits: {max_running_tasks: many}\n", "limits.max_running_tasks: wrong type"},
+		{"wrong type listen", minimalConfig + "listen: [1]\n", "listen: wrong type"},
+		{"no state dir", "repositories: [{name: a, path: /a}]\n", "state_dir: required"},
+		{"no repositories", "state_dir: /s\n", "repositories: at least one"},
+		{"duplicate repository", "state_dir: /s\nrepositories: [{name: a, path: /a}, {name: a, path: /b}]\n", "repositories[1].name: duplicate"},
+		{"repository without path", "state_dir: /s\nrepositories: [{name: a}]\n", "repositories[0].path: required"},
+		{"two passphrase sources", "state_dir: /s\nrepositories: [{name: a, path: /a, passphrase_file: f, passphrase_env: E}]\n", "repositories[0]: give at most one"},
+		{"bad zone", minimalConfig + "time_zone: Mars/Olympus\n", "time_zone"},
+		{"bad level", minimalConfig + "log_level: loud\n", "log_level"},
+		{"bad listen", minimalConfig + "listen: nohost\n", "listen"},
+		{"half tls", minimalConfig + "tls: {cert_file: c.pem}\n", "tls: give both"},
+		{"plain http on a public address", minimalConfig + "listen: 0.0.0.0:80\ntls: {disable: true}\n", "tls.disable"},
+		{"plain http on loopback", minimalConfig + "listen: 127.0.0.1:8080\ntls: {disable: true}\n", ""},
+		{"vcenter without password", minimalConfig + "vcenter: {url: https://vc, username: u}\n", "vcenter: give exactly one"},
+		{"vcenter bad role", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: god}\n", "vcenter.role"},
+		{"bad ttl", minimalConfig + "sessions: {ttl: forever}\n", "sessions.ttl"},
+		{"limits too high", minimalConfig + "limits: {max_concurrent_backups: 1000}\n", "limits.max_concurrent_backups"},
+		{"empty", "", "empty configuration"},
+		{"not a mapping", "- a\n- b\n", "mapping"},
+		{"bad yaml", "state_dir: [\n", "parse YAML"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig([]byte(tc.yaml))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("accepted, want error with %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+			if tc.want == "" && (cfg.Listen == "" || cfg.LogLevel == "" || cfg.Admin.User == "") {
+				t.Fatalf("defaults not applied: %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestConfigRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "vmvault.yaml")
+	if err := os.WriteFile(p, []byte("state_dir: state\nrepositories: [{name: a, path: repo, passphrase_file: pass}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateDir != filepath.Join(dir, "state") || cfg.Repositories[0].PassphraseFile != filepath.Join(dir, "pass") {
+		t.Fatalf("paths %+v", cfg)
+	}
+	if _, err := loadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(minimalConfig))
+	f.Add([]byte("state_dir: /s\nrepositories: [{name: a, path: /a}]\nlimits: {max_running_tasks: 1}\n"))
+	f.Add([]byte("{a: &x [*x]}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = parseConfig(b) // must not panic
+	})
+}
