@@ -3,8 +3,6 @@ package restore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +158,13 @@ func (e *Engine) DownloadDisk(ctx context.Context, req DownloadRequest) (Result,
 			os.Remove(tmp.Name())
 		}
 	}()
-	h := sha256.New()
+	h := newAsyncHasher()
+	hashed := false
+	defer func() {
+		if !hashed {
+			h.Sum()
+		}
+	}()
 	progress := func(done int64) {
 		if req.Progress != nil {
 			req.Progress(Progress{Phase: "disk", Disk: req.Disk, Done: done, Size: size})
@@ -192,6 +196,8 @@ func (e *Engine) DownloadDisk(ctx context.Context, req DownloadRequest) (Result,
 		}
 		written = cw.n
 	}
+	digest := h.Sum()
+	hashed = true
 	if err := tmp.Sync(); err != nil {
 		return Result{}, fmt.Errorf("sync output: %w", err)
 	}
@@ -204,7 +210,7 @@ func (e *Engine) DownloadDisk(ctx context.Context, req DownloadRequest) (Result,
 	os.Remove(tmp.Name())
 	ok = true
 	res := Result{Mode: "download", RestorePoint: p.ID, Disks: []DiskResult{{Index: req.Disk, SourceKey: p.Disks[req.Disk].Key,
-		Label: p.Disks[req.Disk].Label, Capacity: size, BytesWritten: written, SHA256: hex.EncodeToString(h.Sum(nil)),
+		Label: p.Disks[req.Disk].Label, Capacity: size, BytesWritten: written, SHA256: digest,
 		Seconds: time.Since(start).Seconds(), Target: req.Output}}}
 	res.finish(start)
 	return res, nil

@@ -243,7 +243,12 @@ func (e *Engine) importVM(ctx context.Context, pl *plan, res *Result, report fun
 		}
 		defer dr.Close()
 		size := dr.Size()
-		h := sha256.New()
+		h := newAsyncHasher()
+		defer func() {
+			if results[disk].SHA256 == "" {
+				h.Sum()
+			}
+		}()
 		gw := &grainWriter{w: w}
 		n, err := dr.StreamTo(ctx, io.MultiWriter(h, gw), func(done int64) {
 			report(Progress{Phase: "disk", Disk: idx, Done: done, Size: size})
@@ -256,7 +261,7 @@ func (e *Engine) importVM(ctx context.Context, pl *plan, res *Result, report fun
 		}
 		pd := pl.point.Disks[idx]
 		results[disk] = DiskResult{Index: idx, SourceKey: pd.Key, Label: pd.Label, Capacity: size, BytesWritten: size,
-			SHA256: hex.EncodeToString(h.Sum(nil)), Seconds: time.Since(start).Seconds()}
+			SHA256: h.Sum(), Seconds: time.Since(start).Seconds()}
 		return nil
 	}
 	vm, err := e.vc.ImportVM(ctx, pl.spec, fill, nil)
