@@ -7,8 +7,10 @@
 GO       ?= go
 BIN      ?= bin/appliance
 PKGS     := $(shell $(GO) list ./... 2>/dev/null)
-# Concurrent packages: tested with the race detector.
-RACE_PKGS := $(filter %/repository %/repository/% %/backup %/backup/% %/dedup %/policy %/policy/% %/internal/state %/internal/clock %/restore %/restore/% %/web %/web/% %/vsphere %/vsphere/% %/vcsim-tests %/vcsim-tests/% %/vmdk %/diskimage,$(PKGS))
+# Packages that run goroutines of their own, and every package below them,
+# are tested with the race detector.
+RACE_RE  := /(repository|backup|dedup|policy|inventory|internal/state|internal/clock|internal/task|internal/auth|restore|web|vsphere|vcsim-tests|vmdk|diskimage)(/|$$)
+RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
 # Debian packages the tests need, keyed by the command that proves each is installed.

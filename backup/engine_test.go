@@ -29,10 +29,14 @@ type fakeVSphere struct {
 	removeCtx   []error // ctx.Err() seen by each RemoveSnapshot
 	panicRead   bool
 	readDelay   time.Duration
-	active      atomic.Int32 // disks being read now
-	peak        atomic.Int32
-	perDS       map[string]*atomic.Int32
-	peakDS      atomic.Int32
+	// waitPeak > 0 holds each read (up to 5 s) until that many disks have
+	// been read at once, so a test of parallelism does not depend on the
+	// scheduler happening to overlap two reads on a loaded machine.
+	waitPeak int32
+	active   atomic.Int32 // disks being read now
+	peak     atomic.Int32
+	perDS    map[string]*atomic.Int32
+	peakDS   atomic.Int32
 }
 
 type fakeVM struct {
@@ -154,6 +158,11 @@ func (d *fakeDisk) ReadAt(p []byte, off int64) (int, error) {
 	m := d.ds.Add(1)
 	defer d.ds.Add(-1)
 	for p := d.f.peakDS.Load(); m > p && !d.f.peakDS.CompareAndSwap(p, m); p = d.f.peakDS.Load() {
+	}
+	if w := d.f.waitPeak; w > 0 {
+		for deadline := time.Now().Add(5 * time.Second); d.f.peak.Load() < w && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	time.Sleep(d.f.readDelay)
 	if off >= int64(len(d.data)) {
@@ -310,6 +319,7 @@ func TestEngineSnapshotAlwaysRemoved(t *testing.T) {
 func TestEngineBudgets(t *testing.T) {
 	f := newFake()
 	f.readDelay = 2 * time.Millisecond
+	f.waitPeak = 2
 	var reqs []Request
 	for i := range 8 {
 		name := fmt.Sprintf("vm%d", i)
