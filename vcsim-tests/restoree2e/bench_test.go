@@ -15,6 +15,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vsphere"
 )
 
 // benchSize is the disk of BenchmarkRestore (VMVAULT_BENCH_GIB, default 1).
@@ -78,6 +79,8 @@ func makeFSImage(b *testing.B, dir string, size, fill int64) string {
 //     each run;
 //   - vm-nfc: the same through an NFC import (streamOptimized, zlib level
 //     1, zero grains not sent; the lab decodes into the flat file);
+//   - put-ceiling: the same PUT fed from the local image file (no
+//     repository reads, no digest): what the transport alone reaches;
 //   - image-restore: what `appliance image restore` does (DiskReader.Stream
 //     to a local sparse file, pack-parallel, holes skipped);
 //   - download-raw: restore.DownloadDisk raw (ordered stream, zero runs
@@ -117,6 +120,29 @@ func BenchmarkRestore(b *testing.B) {
 			}
 		})
 	}
+	// The transport's ceiling: the same full-file PUT fed from the local
+	// image file (no repository, no digest).
+	b.Run("put-ceiling", func(b *testing.B) {
+		vmx, err := c.CreateVM(ctx, vsphereSpec("bench-ceiling", size))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := os.Open(img)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.UploadDisk(ctx, vmx.VMRef, vmx.Disks[0].Key, f, size, nil); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+		b.StopTimer()
+		if err := c.DestroyVM(ctx, vmx.VMRef); err != nil {
+			b.Fatal(err)
+		}
+	})
 	b.Run("image-restore", func(b *testing.B) {
 		b.SetBytes(size)
 		for i := 0; b.Loop(); i++ {
@@ -154,4 +180,9 @@ func BenchmarkRestore(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+}
+
+func vsphereSpec(name string, size int64) vsphere.VMSpec {
+	return vsphere.VMSpec{Name: name, Datastore: ds0, ResourcePool: pool, NumCPU: 1, MemoryMB: 128,
+		Disks: []vsphere.DiskSpec{{CapacityBytes: size, Thin: true}}}
 }
