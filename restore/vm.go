@@ -234,6 +234,8 @@ func (e *Engine) removeNamed(ctx context.Context, name string) {
 // says "scsi" (backup records the controller family, not the model).
 const scsiModel = "pvscsi"
 
+var scsiModels = map[string]bool{"pvscsi": true, "lsilogic": true, "lsilogic-sas": true, "buslogic": true}
+
 var nicTypes = map[string]bool{"vmxnet3": true, "vmxnet2": true, "vmxnet": true, "e1000": true, "e1000e": true, "pcnet32": true, "sriov": false}
 
 func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point, cfg *vmconfig.VMConfig) (*plan, error) {
@@ -317,15 +319,19 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		}
 		ci, ok := ctlIndex[d.ControllerKey]
 		if !ok {
-			typ := d.ControllerType
+			typ, model := d.ControllerType, ""
 			for _, c := range cfg.Controllers {
 				if c.Key == d.ControllerKey && c.Type != "" {
-					typ = c.Type
+					typ, model = c.Type, c.Model
 				}
 			}
 			switch typ {
 			case "sata", "nvme", "ide":
 			case "scsi":
+				if scsiModels[model] {
+					typ = model
+					break
+				}
 				typ = scsiModel
 				warn("SCSI controller %d: the model is not recorded in the restore point; created %s (change it if the guest lacks the driver)", d.Bus, scsiModel)
 			default:

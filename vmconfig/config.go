@@ -50,6 +50,11 @@ type ControllerConfig struct {
 	Key  int32  `json:"key"`
 	Type string `json:"type"` // scsi, sata, nvme, ide, other
 	Bus  int32  `json:"bus"`
+	// Model is the exact controller model when the backup recorded it
+	// ("pvscsi", "lsilogic", "lsilogic-sas", "buslogic", "ahci", "nvme", …;
+	// vsphere.VMDetails.ControllerModels). Empty in configurations written
+	// before it existed: restore then picks a SCSI model and warns.
+	Model string `json:"model,omitempty"`
 }
 
 // DiskConfig is one virtual disk. Index is its position in the restore

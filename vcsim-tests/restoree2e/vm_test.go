@@ -5,9 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vmconfig"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -327,5 +330,73 @@ func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
 			i = 2
 		}
 		sameBytes(t, "restored disk", diskByKey(t, l, "skip-restored", d.TargetKey), imgs[i])
+	}
+}
+
+// TestControllerModel: when the configuration records the SCSI model, the
+// restored VM gets that model (and no warning); without it, pvscsi and a
+// warning.
+func TestControllerModel(t *testing.T) {
+	l := startLab(t, lab.Options{})
+	c := connect(t, l)
+	r := newRepo(t)
+	ctx := context.Background()
+	src, _ := makeSource(t, l, c, "src-model", 11)
+	pt := backUp(t, c, r, src.Name)
+	p, err := r.Point(ctx, pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := r.LoadConfigBlob(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := vmconfig.Decode(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Controllers {
+		if cfg.Controllers[i].Type == "scsi" {
+			cfg.Controllers[i].Model = "lsilogic-sas"
+		}
+	}
+	blob, _ = vmconfig.Encode(cfg)
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withModel, err := s.Commit(ctx, repository.NewPoint{VM: p.VM, Time: time.Now(), Config: blob, Disks: p.Disks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		point, name, model string
+		warn               bool
+	}{
+		{withModel.ID, "model-recorded", "lsilogic-sas", false},
+		{pt, "model-unknown", "pvscsi", true},
+	} {
+		res, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: tc.point, Name: tc.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		det, err := c.Details(ctx, res.VM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := c.VM(ctx, res.VM)
+		var model string
+		for _, d := range got.Disks {
+			if d.ControllerType == "scsi" {
+				model = det.ControllerModels[d.ControllerKey]
+			}
+		}
+		warned := false
+		for _, w := range res.Warnings {
+			warned = warned || strings.Contains(w, "model is not recorded")
+		}
+		if model != tc.model || warned != tc.warn {
+			t.Errorf("%s: SCSI model %q (warned %v), want %q (%v); warnings %q", tc.name, model, warned, tc.model, tc.warn, res.Warnings)
+		}
 	}
 }
