@@ -25,7 +25,7 @@ import (
 const testAdminPassword = "secret-password"
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	http   *httptest.Server
 	db     *state.DB
@@ -69,7 +69,7 @@ func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job strin
 	return p
 }
 
-func newFixture(t *testing.T, mod func(*Config)) *fixture {
+func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := state.Open(filepath.Join(dir, "state.db"))
@@ -149,7 +149,7 @@ func (r resp) json(t *testing.T, v any) {
 }
 
 // errBody decodes the one error shape and fails if the body is not it.
-func (r resp) errBody(t *testing.T) ErrorDetail {
+func (r resp) errBody(t testing.TB) ErrorDetail {
 	t.Helper()
 	var eb ErrorBody
 	dec := json.NewDecoder(bytes.NewReader(r.body))
