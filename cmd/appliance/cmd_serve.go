@@ -22,6 +22,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
@@ -143,6 +144,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		acfg.SessionTTL, _ = time.ParseDuration(cfg.Sessions.TTL) // validated
 	}
 	var inv policy.Inventory
+	var runner *backupRunner
 	if vc := cfg.VCenter; vc != nil {
 		pw, err := readSecret(env, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
 		if err != nil {
@@ -168,6 +170,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		}
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
 		inv = inventory.New(client)
+		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
 	am, err := auth.NewManager(acfg)
@@ -203,18 +206,47 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{
+	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: db, Inventory: inv,
 		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: db, VMStates: db, Settings: settings,
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
-	})
+	}
+	// Without vCenter there is nothing to back up: jobs are stored and
+	// validated, the scheduler does not run (run now answers 503) and POST
+	// /backups answers 501.
+	var sched *policy.Scheduler
+	var observe func(policy.Event)
+	if runner != nil {
+		wcfg.Backups = runner
+		sched, err = policy.New(policy.Config{
+			Clock: clk, Store: db, Runner: runner, Inventory: inv,
+			MaxConcurrent: cfg.Limits.MaxConcurrentBackups, Location: loc,
+			OnEvent: func(e policy.Event) {
+				if observe != nil {
+					observe(e)
+				}
+			},
+			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
+		})
+		if err != nil {
+			return err
+		}
+		wcfg.Scheduler = sched
+	}
+	srv, err := web.New(wcfg)
 	if err != nil {
 		return err
 	}
-	// The scheduler needs a backup runner; the engine is not wired into the
-	// daemon yet, so jobs are stored and validated but do not run (run now
-	// answers 503). See the report of issue 7.
+	observe = srv.ObserveEvent
+	schedDone := make(chan error, 1)
+	schedCtx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	if sched != nil {
+		go func() { schedDone <- sched.Run(schedCtx) }()
+	} else {
+		schedDone <- nil
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -250,6 +282,8 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	}
 	select {
 	case err := <-errc:
+		stopSched()
+		<-schedDone
 		_ = tasks.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -263,6 +297,14 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		<-sctx.Done()
 		_ = hs.Close()
 	}()
+	// The scheduler cancels its running backups (they remove their
+	// snapshots) and records them as interrupted before it returns.
+	stopSched()
+	select {
+	case <-schedDone:
+	case <-sctx.Done():
+		log.Error("scheduler did not stop in time")
+	}
 	if err := tasks.Close(sctx); err != nil {
 		log.Error("tasks did not end in time", "err", err)
 	}
@@ -325,4 +367,126 @@ func selfSigned(dir, listen string, log *slog.Logger) (certFile, keyFile string,
 	}
 	log.Info("generated a self-signed TLS certificate", "cert", certFile)
 	return certFile, keyFile, nil
+}
+
+// backupRunner runs backups for the scheduler (policy.Runner) and the API
+// (web.Backups) with one backup engine per repository, all reading from the
+// daemon's vCenter session.
+type backupRunner struct {
+	engines map[string]*backup.Engine
+	first   string
+	inv     policy.Inventory
+}
+
+func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
+	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv}
+	src := backup.FromClient(client, vsphere.ReaderOptions{})
+	for _, n := range names {
+		br.engines[n] = backup.NewEngine(src, backup.RepoStore(repos[n]), backup.EngineOptions{VCenter: client.Host()})
+	}
+	if len(names) > 0 {
+		br.first = names[0]
+	}
+	return br
+}
+
+func quiesceFor(m policy.QuiesceMode) backup.QuiesceMode {
+	if m == policy.QuiesceNone {
+		return backup.QuiesceOff
+	}
+	// File-system and application quiescing fall back to a crash-consistent
+	// point with a warning rather than missing the backup.
+	return backup.QuiescePrefer
+}
+
+func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, progress func(backup.VMProgress)) (backup.Result, error) {
+	e, ok := b.engines[repo]
+	if !ok {
+		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
+	}
+	target := vm.MoRef
+	if target == "" {
+		target = vm.Name
+	}
+	tags := map[string]string{}
+	if job != "" {
+		tags[web.JobTag] = job
+	}
+	return e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags})
+}
+
+// RunBackup implements policy.Runner.
+func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
+	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce), func(p backup.VMProgress) {
+		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})
+	})
+	if err != nil {
+		return policy.BackupResult{}, err
+	}
+	return policy.BackupResult{PointID: res.RestorePoint, Bytes: res.BytesRead, Stored: res.StoredBytes}, nil
+}
+
+// backupOutcome is one VM's result of POST /backups.
+type backupOutcome struct {
+	VM           string `json:"vm"`
+	Name         string `json:"name,omitempty"`
+	RestorePoint string `json:"restorePoint,omitempty"`
+	Mode         string `json:"mode,omitempty"`
+	BytesRead    int64  `json:"bytesRead"`
+	NewBytes     int64  `json:"newBytes"`
+	Error        string `json:"error,omitempty"`
+}
+
+// Backup implements web.Backups: the VMs one after another, each failure
+// recorded and the task failed if any VM failed.
+func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) (any, error) {
+	repo := req.Repository
+	if repo == "" {
+		repo = b.first
+	}
+	all, err := b.inv.VMs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list inventory: %w", err)
+	}
+	byUUID := map[string]policy.VM{}
+	for _, v := range all {
+		byUUID[v.InstanceUUID] = v
+	}
+	var outs []backupOutcome
+	failed := 0
+	for i, id := range req.VMs {
+		o := backupOutcome{VM: id}
+		vm, ok := byUUID[id]
+		if !ok {
+			o.Error = "not in the inventory"
+			failed++
+			outs = append(outs, o)
+			rep.Logf("%s: not in the inventory", id)
+			continue
+		}
+		o.Name = vm.Name
+		rep.Logf("backing up %s (%d of %d) to %s", vm.Name, i+1, len(req.VMs), repo)
+		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.QuiescePrefer, func(p backup.VMProgress) {
+			rep.Progress(vm.Name+": "+p.Phase, p.Done, p.Size)
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outs, err
+			}
+			o.Error = err.Error()
+			failed++
+			rep.Logf("%s failed: %v", vm.Name, err)
+		} else {
+			o.RestorePoint, o.Mode, o.BytesRead, o.NewBytes = res.RestorePoint, res.Mode, res.BytesRead, res.NewBytes
+			for _, w := range res.Warnings {
+				rep.Logf("%s: warning: %s", vm.Name, w)
+			}
+			rep.Logf("%s: restore point %s (%s)", vm.Name, res.RestorePoint, res.Mode)
+		}
+		outs = append(outs, o)
+	}
+	if failed > 0 {
+		return outs, fmt.Errorf("%d of %d VMs failed", failed, len(req.VMs))
+	}
+	return outs, nil
 }
