@@ -458,11 +458,12 @@ func TestVMsEventsSettingsMetrics(t *testing.T) {
 	}
 
 	f.srv.ObserveEvent(policy.Event{Kind: policy.EventVMBackedUp, Severity: policy.SeverityInfo})
+	f.srv.ObserveBackup(100, 40, 20, 3*time.Second)
 	if err := f.db.PutVMState(ctx, policy.VMState{Job: "nightly", VM: testVM.InstanceUUID, LastSuccess: base}); err != nil {
 		t.Fatal(err)
 	}
 	r := f.do("GET", "/metrics", nil, bearer(f.tokens[auth.RoleRestoreOnly]))
-	for _, want := range []string{`vmvault_vm_backups_total{result="success"} 1`, `vmvault_tasks{state="running"} 0`, `vmvault_repository_points{repository="main"} 3`, `vmvault_job_last_success_timestamp_seconds{job="nightly"}`, "vmvault_repository_disk_bytes"} {
+	for _, want := range []string{`vmvault_vm_backups_total{result="success"} 1`, `vmvault_tasks{state="running"} 0`, `vmvault_backup_bytes_total{kind="stored"} 20`, "vmvault_vm_backup_duration_seconds_count 1", `vmvault_repository_points{repository="main"} 3`, `vmvault_job_last_success_timestamp_seconds{job="nightly"}`, "vmvault_repository_disk_bytes"} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q", want)
 		}

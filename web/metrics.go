@@ -17,6 +17,8 @@ type metrics struct {
 	backups       *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	loginFailures prometheus.Counter
+	bytes         *prometheus.CounterVec
+	durations     prometheus.Histogram
 	handler       gin.HandlerFunc
 }
 
@@ -39,8 +41,15 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 			Name: "vmvault_events_total", Help: "Events recorded, by severity.",
 		}, []string{"severity"}),
 		loginFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "vmvault_login_failures_total", Help: "Failed or rate-limited logins."}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vmvault_backup_bytes_total", Help: "Bytes of successful VM backups: read from vSphere, new to the repository, stored after compression.",
+		}, []string{"kind"}),
+		durations: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vmvault_vm_backup_duration_seconds", Help: "Duration of successful VM backups.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+		}),
 	}
-	reg.MustRegister(m.backups, m.events, m.loginFailures, m)
+	reg.MustRegister(m.backups, m.events, m.loginFailures, m.bytes, m.durations, m)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	m.handler = gin.WrapH(h)
 	return m

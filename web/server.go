@@ -143,6 +143,14 @@ func (s *Server) Routes() []Route {
 // policy.Config.OnEvent). It never blocks.
 func (s *Server) ObserveEvent(e policy.Event) { s.metrics.observe(e) }
 
+// ObserveBackup adds one successful VM backup's figures to the metrics.
+func (s *Server) ObserveBackup(read, newBytes, stored int64, d time.Duration) {
+	s.metrics.bytes.WithLabelValues("read").Add(float64(read))
+	s.metrics.bytes.WithLabelValues("new").Add(float64(newBytes))
+	s.metrics.bytes.WithLabelValues("stored").Add(float64(stored))
+	s.metrics.durations.Observe(d.Seconds())
+}
+
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {

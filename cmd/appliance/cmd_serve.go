@@ -239,6 +239,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		return err
 	}
 	observe = srv.ObserveEvent
+	if runner != nil {
+		runner.observe = srv.ObserveBackup
+	}
 	schedDone := make(chan error, 1)
 	schedCtx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
@@ -247,6 +250,11 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	} else {
 		schedDone <- nil
 	}
+	pruneDone := make(chan struct{})
+	go func() {
+		defer close(pruneDone)
+		pruneEvents(schedCtx, db, settings, clk, log)
+	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -283,6 +291,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	select {
 	case err := <-errc:
 		stopSched()
+		<-pruneDone
 		<-schedDone
 		_ = tasks.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
@@ -300,6 +309,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	// The scheduler cancels its running backups (they remove their
 	// snapshots) and records them as interrupted before it returns.
 	stopSched()
+	<-pruneDone
 	select {
 	case <-schedDone:
 	case <-sctx.Done():
@@ -314,6 +324,38 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	<-errc
 	log.Info("stopped")
 	return nil
+}
+
+// pruneEvents deletes events older than the settings' retention, at start
+// and then every hour, until ctx ends.
+func pruneEvents(ctx context.Context, db *state.DB, settings web.SettingsStore, clk clock.Clock, log *slog.Logger) {
+	for {
+		days := 90
+		if st, ok, err := settings.Settings(ctx); err == nil && ok && st.EventRetentionDays > 0 {
+			days = st.EventRetentionDays
+		}
+		before := clk.Now().AddDate(0, 0, -days)
+		for {
+			n, err := db.PruneEvents(ctx, before)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error("prune events", "err", err)
+				}
+				break
+			}
+			if n > 0 {
+				log.Debug("pruned events", "count", n, "before", before)
+			}
+			if n < 10000 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(time.Hour):
+		}
+	}
 }
 
 // selfSigned returns a certificate and key in dir, generating a self-signed
@@ -373,6 +415,8 @@ func selfSigned(dir, listen string, log *slog.Logger) (certFile, keyFile string,
 // (web.Backups) with one backup engine per repository, all reading from the
 // daemon's vCenter session.
 type backupRunner struct {
+	// observe, when set, receives each successful backup's figures (metrics).
+	observe func(read, newBytes, stored int64, d time.Duration)
 	engines map[string]*backup.Engine
 	first   string
 	inv     policy.Inventory
@@ -412,7 +456,11 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	if job != "" {
 		tags[web.JobTag] = job
 	}
-	return e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags})
+	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags})
+	if err == nil && b.observe != nil {
+		b.observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
+	}
+	return res, err
 }
 
 // RunBackup implements policy.Runner.

@@ -183,7 +183,8 @@ repositories:
 		t.Errorf("events: %s", body)
 	}
 	_, body = api.call("GET", "/metrics", nil, nil)
-	if !strings.Contains(string(body), `vmvault_vm_backups_total{result="success"} 1`) || !strings.Contains(string(body), `vmvault_job_last_success_timestamp_seconds{job="nightly"}`) {
+	if !strings.Contains(string(body), `vmvault_vm_backups_total{result="success"} 1`) || !strings.Contains(string(body), `vmvault_job_last_success_timestamp_seconds{job="nightly"}`) ||
+		!strings.Contains(string(body), "vmvault_vm_backup_duration_seconds_count 2") {
 		t.Errorf("metrics: %s", body)
 	}
 
