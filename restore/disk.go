@@ -204,10 +204,21 @@ func (e *Engine) DownloadDisk(ctx context.Context, req DownloadRequest) (Result,
 	if err := tmp.Close(); err != nil {
 		return Result{}, fmt.Errorf("close output: %w", err)
 	}
+	// A hard link publishes without ever replacing a file that appeared
+	// meanwhile; where links are not supported, rename after a last check.
 	if err := os.Link(tmp.Name(), req.Output); err != nil {
-		return Result{}, fmt.Errorf("publish %s: %w", req.Output, err)
+		if errors.Is(err, os.ErrExist) {
+			return Result{}, fmt.Errorf("%w: %s exists", ErrInvalidRequest, req.Output)
+		}
+		if _, serr := os.Lstat(req.Output); serr == nil {
+			return Result{}, fmt.Errorf("%w: %s exists", ErrInvalidRequest, req.Output)
+		}
+		if err := os.Rename(tmp.Name(), req.Output); err != nil {
+			return Result{}, fmt.Errorf("publish %s: %w", req.Output, err)
+		}
+	} else {
+		os.Remove(tmp.Name())
 	}
-	os.Remove(tmp.Name())
 	ok = true
 	res := Result{Mode: "download", RestorePoint: p.ID, Disks: []DiskResult{{Index: req.Disk, SourceKey: p.Disks[req.Disk].Key,
 		Label: p.Disks[req.Disk].Label, Capacity: size, BytesWritten: written, SHA256: digest,

@@ -196,26 +196,31 @@ func (e *Engine) uploadDisk(ctx context.Context, vm vsphere.VMRef, pointID strin
 	pr, pw := io.Pipe()
 	g, gctx := errgroup.WithContext(ctx)
 	var streamed int64
+	var readErr, upErr error
 	g.Go(func() error {
-		n, err := dr.StreamTo(gctx, io.MultiWriter(h, pw), nil)
-		streamed = n
-		pw.CloseWithError(err)
-		if err != nil {
-			return fmt.Errorf("read disk %d from the repository: %w", idx, err)
-		}
-		return nil
+		streamed, readErr = dr.StreamTo(gctx, io.MultiWriter(h, pw), nil)
+		pw.CloseWithError(readErr)
+		return readErr
 	})
 	g.Go(func() error {
-		err := e.vc.UploadDisk(gctx, vm, targetKey, pr, size, func(done int64) {
+		upErr = e.vc.UploadDisk(gctx, vm, targetKey, pr, size, func(done int64) {
 			if progress != nil {
 				progress(Progress{Phase: "disk", Disk: idx, Done: done, Size: size})
 			}
 		})
-		pr.CloseWithError(err)
-		return err
+		pr.CloseWithError(upErr)
+		return upErr
 	})
-	if err := g.Wait(); err != nil {
-		return DiskResult{}, fmt.Errorf("disk %d: %w", idx, err)
+	_ = g.Wait()
+	// Report the cause, not its echo: a failed upload makes the reader see
+	// a closed pipe, and a failed read makes the upload see a short body.
+	switch {
+	case upErr != nil && (readErr == nil || errors.Is(readErr, upErr)):
+		return DiskResult{}, fmt.Errorf("disk %d: %w", idx, upErr)
+	case readErr != nil:
+		return DiskResult{}, fmt.Errorf("disk %d: read from the repository: %w", idx, readErr)
+	case upErr != nil:
+		return DiskResult{}, fmt.Errorf("disk %d: %w", idx, upErr)
 	}
 	if streamed != size {
 		return DiskResult{}, fmt.Errorf("disk %d: %d of %d bytes streamed", idx, streamed, size)

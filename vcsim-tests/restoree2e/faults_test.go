@@ -38,6 +38,9 @@ func TestFaultsLeaveNothingBehind(t *testing.T) {
 			if fp.failed.Load() == 0 {
 				t.Fatal("the proxy never failed an upload")
 			}
+			if !strings.Contains(err.Error(), "500") || strings.Contains(err.Error(), "repository") {
+				t.Errorf("error %v does not blame the upload", err)
+			}
 		}},
 		// NFC uploads go straight to the lease URL (not through the proxy):
 		// fail the lease completion after every disk was sent.
