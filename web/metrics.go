@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,7 +21,15 @@ type metrics struct {
 	bytes         *prometheus.CounterVec
 	durations     prometheus.Histogram
 	handler       gin.HandlerFunc
+
+	// Repository statistics walk every restore point: scrapes reuse them
+	// for statsTTL.
+	mu      sync.Mutex
+	statsAt time.Time
+	stats   []RepositoryInfo
 }
+
+const statsTTL = time.Minute
 
 var (
 	descTasks      = prometheus.NewDesc("vmvault_tasks", "Tasks queued or running.", []string{"state"}, nil)
@@ -84,16 +93,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(r), "running")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if repos, err := s.cfg.Repositories.Repositories(ctx); err == nil {
-		for _, ri := range repos {
-			full, err := s.cfg.Repositories.Repository(ctx, ri.Name)
-			if err != nil || full.Stats == nil {
-				continue
-			}
-			ch <- prometheus.MustNewConstMetric(descRepoBytes, prometheus.GaugeValue, float64(full.Stats.DiskBytes), ri.Name)
-			ch <- prometheus.MustNewConstMetric(descRepoPoints, prometheus.GaugeValue, float64(full.Stats.Points), ri.Name)
-			ch <- prometheus.MustNewConstMetric(descDedup, prometheus.GaugeValue, full.Stats.DedupRatio, ri.Name)
-		}
+	for _, ri := range m.repoStats(ctx) {
+		ch <- prometheus.MustNewConstMetric(descRepoBytes, prometheus.GaugeValue, float64(ri.Stats.DiskBytes), ri.Name)
+		ch <- prometheus.MustNewConstMetric(descRepoPoints, prometheus.GaugeValue, float64(ri.Stats.Points), ri.Name)
+		ch <- prometheus.MustNewConstMetric(descDedup, prometheus.GaugeValue, ri.Stats.DedupRatio, ri.Name)
 	}
 	if s.cfg.VMStates != nil {
 		if states, err := s.cfg.VMStates.VMStates(ctx); err == nil {
@@ -108,6 +111,29 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+func (m *metrics) repoStats(ctx context.Context) []RepositoryInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.s.now()
+	if m.stats != nil && now.Sub(m.statsAt) < statsTTL {
+		return m.stats
+	}
+	repos, err := m.s.cfg.Repositories.Repositories(ctx)
+	if err != nil {
+		return m.stats
+	}
+	out := []RepositoryInfo{}
+	for _, ri := range repos {
+		full, err := m.s.cfg.Repositories.Repository(ctx, ri.Name)
+		if err != nil || full.Stats == nil {
+			continue
+		}
+		out = append(out, full)
+	}
+	m.stats, m.statsAt = out, now
+	return out
 }
 
 func (s *Server) serveMetrics(c *gin.Context) (any, error) {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/vmvault/vmvault/internal/task"
 )
 
 // sseKeepAlive is how often a comment line keeps idle streams (and proxies) open.
@@ -71,8 +69,13 @@ func (s *Server) taskEvents(c *gin.Context) (any, error) {
 			w.Flush()
 		case u, ok := <-updates:
 			if !ok {
-				// Closed after the final state, or because we were too slow.
-				if cur, err := s.cfg.Tasks.Get(ctx, id); err == nil && !cur.State.Final() {
+				// Closed after the final state, or because this stream fell
+				// behind (then the final state may not have been queued).
+				cur, err := s.cfg.Tasks.Get(ctx, id)
+				switch {
+				case err == nil && cur.State.Final():
+					send("state", cur)
+				default:
 					send("error", ErrorDetail{Code: "too_slow", Message: "stream fell behind; reconnect"})
 				}
 				return nil, nil
@@ -90,5 +93,3 @@ func (s *Server) taskEvents(c *gin.Context) (any, error) {
 		}
 	}
 }
-
-var _ = task.Update{}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/internal/auth"
@@ -101,6 +102,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	}
 	db, err := state.Open(filepath.Join(cfg.StateDir, "state.db"))
 	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return fmt.Errorf("%w: another daemon is running on state directory %s", err, cfg.StateDir)
+		}
 		return err
 	}
 	d.onClose("state db", db.Close)

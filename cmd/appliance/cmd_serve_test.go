@@ -201,6 +201,12 @@ repositories:
 		t.Fatalf("metrics %d %s", code, body)
 	}
 
+	// A second daemon on the same state directory is refused, clearly.
+	second := runCLIEnv(t, map[string]string{"MAIN_PASS": "repo-pass"}, "serve", "--config", cfgPath)
+	if second.code != 1 || !strings.Contains(second.stderr, "another daemon is running") {
+		t.Fatalf("second daemon: exit %d: %s", second.code, second.stderr)
+	}
+
 	cancel()
 	select {
 	case code := <-done:
