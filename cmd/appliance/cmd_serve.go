@@ -223,7 +223,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	var observe func(policy.Event)
 	if runner != nil {
 		wcfg.Backups = runner
-		sched, err = policy.New(policy.Config{
+		pcfg := policy.Config{
 			Clock: clk, Store: db, Runner: runner, Inventory: inv,
 			MaxConcurrent: cfg.Limits.MaxConcurrentBackups, Location: loc,
 			OnEvent: func(e policy.Event) {
@@ -232,7 +232,13 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 				}
 			},
 			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
-		})
+		}
+		if w := cfg.Maintenance.Window; w != nil {
+			pcfg.Maintainer = web.RepoMaintainer{Set: rs}
+			pcfg.MaintenanceWindow = *w
+			pcfg.FullCheckInterval = time.Duration(cfg.Maintenance.FullCheckDays) * 24 * time.Hour
+		}
+		sched, err = policy.New(pcfg)
 		if err != nil {
 			return err
 		}

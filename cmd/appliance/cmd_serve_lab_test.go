@@ -45,6 +45,7 @@ state_dir: %s
 vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q, role: operator}
 repositories:
   - {name: main, path: %s, passphrase_env: MAIN_PASS}
+maintenance: {window: {days: {sunday: ["01:00-02:00"]}}}
 `, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
 	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/policy"
 )
 
 // serveConfig is the daemon's YAML configuration (appliance serve --config).
@@ -32,6 +33,17 @@ type serveConfig struct {
 	Limits       limitsConfig    `json:"limits"`
 	Sessions     sessionsConfig  `json:"sessions"`
 	API          apiServerConfig `json:"api"`
+	Maintenance  maintenanceCfg  `json:"maintenance"`
+}
+
+// maintenanceCfg enables the scheduler's repository maintenance (retention,
+// reclaim, quick and full checks) inside a weekly window, e.g.
+// {window: {days: {saturday: ["01:00-07:00"]}}}; the window's location
+// defaults to time_zone. Without a window no maintenance runs by itself.
+type maintenanceCfg struct {
+	Window *policy.Window `json:"window"`
+	// FullCheckDays is how often a full (read every blob) check runs; default 7.
+	FullCheckDays int `json:"full_check_days"`
 }
 
 type tlsConfig struct {
@@ -133,8 +145,21 @@ func parseConfig(b []byte) (*serveConfig, error) {
 	if raw == nil {
 		return nil, errors.New("empty configuration")
 	}
-	if _, ok := raw.(map[string]any); !ok {
+	top, ok := raw.(map[string]any)
+	if !ok {
 		return nil, errors.New("the configuration must be a mapping of field names")
+	}
+	// A maintenance window without a location is in the appliance's time zone.
+	if m, ok := top["maintenance"].(map[string]any); ok {
+		if w, ok := m["window"].(map[string]any); ok {
+			if _, has := w["location"]; !has {
+				tz, _ := top["time_zone"].(string)
+				if tz == "" {
+					tz = "UTC"
+				}
+				w["location"] = tz
+			}
+		}
 	}
 	j, err := json.Marshal(raw)
 	if err != nil {
@@ -150,6 +175,9 @@ func parseConfig(b []byte) (*serveConfig, error) {
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return nil, fmt.Errorf("unknown field %s", f)
+		}
+		if strings.Contains(err.Error(), "window") {
+			return nil, fmt.Errorf("maintenance.window: %w", err)
 		}
 		return nil, err
 	}
@@ -254,6 +282,17 @@ func (c *serveConfig) validate() error {
 		if err != nil || d < time.Minute || d > 30*24*time.Hour {
 			bad("sessions.ttl", "a duration from 1m to 720h, e.g. 12h")
 		}
+	}
+	if w := c.Maintenance.Window; w != nil {
+		if err := w.Validate(); err != nil {
+			bad("maintenance.window", "%v", err)
+		}
+		if w.IsEmpty() {
+			bad("maintenance.window", "has no open time; leave it out to disable maintenance")
+		}
+	}
+	if c.Maintenance.FullCheckDays < 0 || c.Maintenance.FullCheckDays > 365 {
+		bad("maintenance.full_check_days", "from 0 (default 7) to 365")
 	}
 	return errors.Join(errs...)
 }

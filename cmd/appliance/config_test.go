@@ -56,6 +56,9 @@ api: {trust_proxy: true}
 		{"vcenter bad role", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: god}\n", "vcenter.role"},
 		{"bad ttl", minimalConfig + "sessions: {ttl: forever}\n", "sessions.ttl"},
 		{"limits too high", minimalConfig + "limits: {max_concurrent_backups: 1000}\n", "limits.max_concurrent_backups"},
+		{"maintenance window", minimalConfig + "time_zone: Europe/Paris\nmaintenance: {window: {days: {saturday: [\"01:00-07:00\"]}}, full_check_days: 14}\n", ""},
+		{"bad maintenance window", minimalConfig + "maintenance: {window: {days: {funday: [\"01:00-07:00\"]}}}\n", "maintenance.window"},
+		{"bad maintenance range", minimalConfig + "maintenance: {window: {days: {monday: [\"25:00-26:00\"]}}}\n", "maintenance.window"},
 		{"empty", "", "empty configuration"},
 		{"not a mapping", "- a\n- b\n", "mapping"},
 		{"bad yaml", "state_dir: [\n", "parse YAML"},
@@ -73,6 +76,9 @@ api: {trust_proxy: true}
 			}
 			if tc.want == "" && (cfg.Listen == "" || cfg.LogLevel == "" || cfg.Admin.User == "") {
 				t.Fatalf("defaults not applied: %+v", cfg)
+			}
+			if tc.want == "" && cfg.Maintenance.Window != nil && cfg.Maintenance.Window.Location.String() != "Europe/Paris" {
+				t.Fatalf("maintenance window location %v, want the appliance time zone", cfg.Maintenance.Window.Location)
 			}
 		})
 	}

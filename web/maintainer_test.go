@@ -1,0 +1,51 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+)
+
+// The scheduler's maintenance over a real repository: retention's plan
+// computed from Points removes the older nightly point, reclaim frees its
+// bytes, checks come back clean; a locked point is refused.
+func TestRepoMaintainer(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	m := RepoMaintainer{Set: NewRepoSet(map[string]*repository.Repository{"main": f.repo})}
+	j := policy.Job{ID: "nightly", Repository: "main", Retention: policy.Retention{Last: 1}}
+	plan, err := policy.PlanRetention(ctx, m, j, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Keep != 1 || plan.Remove != 1 || plan.BytesFreed <= 0 || plan.Removals()[0].ID != f.points[0].ID {
+		t.Fatalf("plan %+v", plan)
+	}
+	if err := f.repo.Lock(ctx, f.points[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemovePoints(ctx, "main", []string{f.points[0].ID}); !errors.Is(err, repository.ErrPointLocked) {
+		t.Fatalf("remove locked: %v", err)
+	}
+	_ = f.repo.Unlock(ctx, f.points[0].ID)
+	if err := m.RemovePoints(ctx, "main", []string{f.points[0].ID, f.points[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	freed, err := m.Reclaim(ctx, "main")
+	if err != nil || freed <= 0 {
+		t.Fatalf("reclaim freed %d: %v", freed, err)
+	}
+	for _, full := range []bool{false, true} {
+		res, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: full}, func(string) {})
+		if err != nil || res.Damaged != 0 {
+			t.Fatalf("check full=%v: %+v %v", full, res, err)
+		}
+	}
+	if _, err := m.Points(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown repository: %v", err)
+	}
+}
