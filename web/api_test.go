@@ -541,3 +541,87 @@ func (fakeEngine) Restore(ctx context.Context, req RestoreRequest, rep Reporter)
 func (fakeEngine) RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (any, error) {
 	return req.Disk, nil
 }
+
+type blockingEngine struct{ started chan struct{} }
+
+func (b blockingEngine) Backup(ctx context.Context, req BackupRequest, rep Reporter) (any, error) {
+	rep.Logf("backing up %s", req.VMs[0])
+	rep.Progress("disks", 10, 100)
+	close(b.started)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A running task streams its log and progress over SSE, is cancelled
+// through the API and ends as cancelled on the stream; an expired session
+// is refused.
+func TestTaskCancelOverSSE(t *testing.T) {
+	eng := blockingEngine{started: make(chan struct{})}
+	f := newFixture(t, func(c *Config) { c.Backups = eng })
+	op := bearer(f.tokens[auth.RoleOperator])
+	r := f.do("POST", "/api/v1/backups", map[string]any{"vms": []string{testVM.InstanceUUID}}, op)
+	if r.status != 202 {
+		t.Fatalf("backup: %d %s", r.status, r.body)
+	}
+	var info task.Info
+	r.json(t, &info)
+	<-eng.started
+	req, _ := http.NewRequest("GET", f.http.URL+"/api/v1/tasks/"+info.ID+"/events", nil)
+	op(req)
+	res, err := f.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	var events []string
+	var last task.Info
+	event := ""
+	cancelled := false
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+			events = append(events, v)
+		}
+		v, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if event == "state" {
+			_ = json.Unmarshal([]byte(v), &last)
+		}
+		if event == "log" && !cancelled {
+			// The snapshot and the log so far have arrived: cancel.
+			if r := f.do("POST", "/api/v1/tasks/"+info.ID+"/cancel", nil, op); r.status != 202 {
+				t.Fatalf("cancel: %d %s", r.status, r.body)
+			}
+			cancelled = true
+		}
+	}
+	if !cancelled || last.State != task.Cancelled || last.Progress.Done != 10 || events[0] != "state" {
+		t.Fatalf("events %v, last %+v", events, last)
+	}
+	var detail TaskDetail
+	f.admin("GET", "/api/v1/tasks/"+info.ID, nil).json(t, &detail)
+	if len(detail.Log) != 1 || detail.State != task.Cancelled {
+		t.Fatalf("detail %+v", detail)
+	}
+
+	// Sessions expire.
+	lr := f.do("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": testAdminPassword})
+	var sess *http.Cookie
+	for _, c := range (&http.Response{Header: lr.header}).Cookies() {
+		if c.Name == sessionCookie {
+			sess = c
+		}
+	}
+	cookie := func(r *http.Request) { r.AddCookie(&http.Cookie{Name: sessionCookie, Value: sess.Value}) }
+	if r := f.do("GET", "/api/v1/tasks", nil, cookie); r.status != 200 {
+		t.Fatalf("fresh session: %d", r.status)
+	}
+	f.clk.Advance(13 * time.Hour)
+	if r := f.do("GET", "/api/v1/tasks", nil, cookie); r.status != 401 {
+		t.Fatalf("expired session: %d", r.status)
+	}
+}
