@@ -650,13 +650,18 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	switch req.Mode {
-	case "new", "rehearsal":
-		if strings.TrimSpace(req.Name) == "" {
-			return nil, invalid("name", "required for mode %q", req.Mode)
-		}
-	case "original":
+	case "new", "rehearsal", "original":
 	default:
 		return nil, invalid("mode", "new, original or rehearsal")
+	}
+	placements := 0
+	for _, v := range []string{req.Cluster, req.ResourcePool, req.Host} {
+		if v != "" {
+			placements++
+		}
+	}
+	if placements > 1 {
+		return nil, invalid("host", "give at most one of cluster, resourcePool and host")
 	}
 	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
 		return nil, err

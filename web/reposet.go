@@ -104,6 +104,14 @@ func (s *RepoSet) find(ctx context.Context, id string) (string, repository.Point
 	return "", repository.Point{}, fmt.Errorf("restore point %s: %w", id, ErrNotFound)
 }
 
+// Locate returns the repository holding a restore point and its full id.
+func (s *RepoSet) Locate(ctx context.Context, id string) (repo string, p repository.Point, err error) {
+	return s.find(ctx, id)
+}
+
+// Repo returns an open repository by name.
+func (s *RepoSet) Repo(name string) (*repository.Repository, error) { return s.repo(name) }
+
 // Point implements Points.
 func (s *RepoSet) Point(ctx context.Context, id string) (RestorePoint, error) {
 	name, p, err := s.find(ctx, id)

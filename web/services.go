@@ -134,22 +134,26 @@ type Backups interface {
 type RestoreRequest struct {
 	Point        string            `json:"point"`
 	Mode         string            `json:"mode"`           // "new", "original" or "rehearsal"
-	Name         string            `json:"name,omitempty"` // the new VM's name (mode new/rehearsal)
+	Name         string            `json:"name,omitempty"` // the new VM's name (mode new)
 	Datacenter   string            `json:"datacenter,omitempty"`
-	Folder       string            `json:"folder,omitempty"`
+	Folder       string            `json:"folder,omitempty"` // VM folder inventory path
+	Cluster      string            `json:"cluster,omitempty"`
 	ResourcePool string            `json:"resourcePool,omitempty"`
-	Host         string            `json:"host,omitempty"`
+	Host         string            `json:"host,omitempty"` // at most one of cluster, resourcePool and host
 	Datastore    string            `json:"datastore,omitempty"`
 	Networks     map[string]string `json:"networks,omitempty"` // backed-up network -> target network
+	Thin         bool              `json:"thin,omitempty"`
 	PowerOn      bool              `json:"powerOn,omitempty"`
+	PowerOff     bool              `json:"powerOff,omitempty"` // mode original: power the VM off first
 }
 
 // DiskRestoreRequest is the body of POST /restores/disk.
 type DiskRestoreRequest struct {
 	Point     string `json:"point"`
-	Disk      int32  `json:"disk"`     // the disk's key in the restore point
+	Disk      int32  `json:"disk"`     // the disk's key in the restore point (RestorePoint.Disks[].Key)
 	TargetVM  string `json:"targetVm"` // instance UUID of the VM to attach it to
 	Datastore string `json:"datastore,omitempty"`
+	Thin      bool   `json:"thin,omitempty"`
 }
 
 // Restores restores VMs and disks; the restore engine implements it.

@@ -169,6 +169,49 @@ maintenance: {window: {days: {sunday: ["01:00-02:00"]}}}
 	}
 	_ = sawProgress // progress is throttled; a small disk may finish between two updates
 
+	// Restore the job's point to a new VM, then attach its disk to the other VM.
+	_, body = api.call("GET", "/api/v1/restore-points?job=nightly", nil, nil)
+	var jobPts []struct {
+		ID    string
+		Disks []struct{ Key int32 }
+	}
+	_ = json.Unmarshal(body, &jobPts)
+	waitTask := func(what string, code int, body []byte) map[string]any {
+		t.Helper()
+		if code != 202 {
+			t.Fatalf("%s: %d %s", what, code, body)
+		}
+		var tk struct{ ID string }
+		_ = json.Unmarshal(body, &tk)
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			_, b := api.call("GET", "/api/v1/tasks/"+tk.ID, nil, nil)
+			var info map[string]any
+			_ = json.Unmarshal(b, &info)
+			switch info["state"] {
+			case "succeeded":
+				return info
+			case "failed", "cancelled":
+				t.Fatalf("%s task: %s", what, b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s task did not finish: %s", what, b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	code, body = api.call("POST", "/api/v1/restores", map[string]any{"point": jobPts[0].ID, "mode": "new", "name": "web-restored"}, csrf)
+	waitTask("restore", code, body)
+	got, err := l.ReadDisk("web-restored", 0, 0, 1<<20)
+	if err != nil {
+		t.Fatalf("restored VM: %v", err)
+	}
+	if want := randBytes(7, 1<<20); !bytes.Equal(got, want) {
+		t.Error("the restored VM's disk differs from the backed-up one")
+	}
+	code, body = api.call("POST", "/api/v1/restores/disk", map[string]any{"point": jobPts[0].ID, "disk": jobPts[0].Disks[0].Key, "targetVm": uuid["DC0_H0_VM1"]}, csrf)
+	waitTask("attach disk", code, body)
+
 	_, body = api.call("GET", "/api/v1/vms", nil, nil)
 	_ = json.Unmarshal(body, &vms)
 	for _, v := range vms {
