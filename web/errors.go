@@ -107,7 +107,7 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 		{[]error{repository.ErrPointLocked}, http.StatusConflict, "point_locked"},
 		{[]error{task.ErrFinished, ErrConflict, policy.ErrJobDisabled}, http.StatusConflict, "conflict"},
 		{[]error{repository.ErrBusy, repository.ErrLocked}, http.StatusConflict, "busy"},
-		{[]error{task.ErrBusy, task.ErrClosed, policy.ErrSchedulerStopped, ErrUnavailable}, http.StatusServiceUnavailable, "unavailable"},
+		{[]error{task.ErrBusy, task.ErrClosed, policy.ErrSchedulerStopped, ErrUnavailable, auth.ErrVCenterUnavailable}, http.StatusServiceUnavailable, "unavailable"},
 		{[]error{ErrNotImplemented}, http.StatusNotImplemented, "not_implemented"},
 		{[]error{context.DeadlineExceeded}, http.StatusGatewayTimeout, "timeout"},
 	}

@@ -111,7 +111,7 @@ func TestLoginAdminAndVCenter(t *testing.T) {
 			}
 		}
 	}
-	if _, err := m.Login(ctx, "10.0.0.1", "down", "x"); err == nil || errors.Is(err, ErrBadCredentials) {
+	if _, err := m.Login(ctx, "10.0.0.1", "down", "x"); !errors.Is(err, ErrVCenterUnavailable) || errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("vCenter down must be a distinct error: %v", err)
 	}
 }

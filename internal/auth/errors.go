@@ -14,6 +14,9 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrBadRole is returned for a role name that does not exist.
 	ErrBadRole = errors.New("unknown role")
+	// ErrVCenterUnavailable is returned by Login when vCenter could not check
+	// the credentials (unreachable, timed out).
+	ErrVCenterUnavailable = errors.New("vCenter cannot check credentials now")
 	// ErrNotFound is returned for an unknown token id.
 	ErrNotFound = errors.New("not found")
 )

@@ -233,7 +233,7 @@ func (m *Manager) check(ctx context.Context, user, password string) (Role, error
 		if errors.Is(err, ErrBadCredentials) {
 			return "", ErrBadCredentials
 		}
-		return "", fmt.Errorf("check vCenter credentials: %w", err)
+		return "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
 	}
 	return m.cfg.VCenterRole, nil
 }
