@@ -625,3 +625,40 @@ func TestTaskCancelOverSSE(t *testing.T) {
 		t.Fatalf("expired session: %d", r.status)
 	}
 }
+
+func TestLoginVCenter(t *testing.T) {
+	f := newFixture(t, nil)
+	am, _ := auth.NewManager(auth.Config{Clock: f.clk, Store: mustAuthStore(t, f), Hash: auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1},
+		VCenterRole: auth.RoleRestoreOnly,
+		VerifyVCenter: func(ctx context.Context, user, pw string) error {
+			switch {
+			case user == "down":
+				return errors.New("dial tcp: connection refused")
+			case pw == "vc-pass":
+				return nil
+			}
+			return auth.ErrBadCredentials
+		}})
+	f.srv.cfg.Auth = am
+	tests := []struct {
+		user, pw string
+		status   int
+		code     string
+	}{
+		{"bob@vsphere.local", "vc-pass", 200, ""},
+		{"bob@vsphere.local", "nope", 401, "bad_credentials"},
+		{"down", "x", 503, "unavailable"},
+	}
+	for _, tc := range tests {
+		r := f.do("POST", "/api/v1/auth/login", map[string]string{"username": tc.user, "password": tc.pw})
+		if r.status != tc.status {
+			t.Fatalf("%s: %d %s", tc.user, r.status, r.body)
+		}
+		if tc.code != "" && r.errBody(t).Code != tc.code {
+			t.Fatalf("%s: %s", tc.user, r.body)
+		}
+		if tc.status == 200 && !strings.Contains(string(r.body), `"role":"restore-only"`) {
+			t.Fatalf("role: %s", r.body)
+		}
+	}
+}
