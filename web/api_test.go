@@ -307,7 +307,7 @@ func TestTokens(t *testing.T) {
 	}
 	var tr tokenResponse
 	r.json(t, &tr)
-	if !strings.HasPrefix(tr.Token, "vmv_") {
+	if !strings.HasPrefix(tr.Token, "vmv_") || r.header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("token %q", tr.Token)
 	}
 	var me auth.Principal

@@ -166,6 +166,9 @@ func (s *Server) recover(c *gin.Context) {
 // encoding and error mapping.
 func (s *Server) adapt(rt route) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		// API answers are per user and may hold secrets (a new token): never cached.
+		c.Header("Cache-Control", "no-store")
+		c.Header("X-Content-Type-Options", "nosniff")
 		if rt.role != "" {
 			p, err := s.authenticate(c)
 			if err != nil {
