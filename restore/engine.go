@@ -213,9 +213,10 @@ func (e *Engine) uploadDisk(ctx context.Context, vm vsphere.VMRef, pointID strin
 	})
 	_ = g.Wait()
 	// Report the cause, not its echo: a failed upload makes the reader see
-	// a closed pipe, and a failed read makes the upload see a short body.
+	// a closed pipe or the group's cancellation, and a failed read makes the
+	// upload see a short body.
 	switch {
-	case upErr != nil && (readErr == nil || errors.Is(readErr, upErr)):
+	case upErr != nil && (readErr == nil || errors.Is(readErr, upErr) || (errors.Is(readErr, context.Canceled) && ctx.Err() == nil)):
 		return DiskResult{}, fmt.Errorf("disk %d: %w", idx, upErr)
 	case readErr != nil:
 		return DiskResult{}, fmt.Errorf("disk %d: read from the repository: %w", idx, readErr)
