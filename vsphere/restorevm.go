@@ -281,8 +281,12 @@ func (c *Client) AttachDisk(ctx context.Context, vm VMRef, spec AttachDiskSpec) 
 	name := ""
 	if spec.Datastore != "" {
 		f := find.NewFinder(c.vim, false)
-		dc, err := f.DatacenterOrDefault(ctx, "")
-		if err == nil {
+		// The datastore is looked up in the VM's datacenter.
+		dcName := ""
+		if v, err := c.VM(ctx, vm); err == nil {
+			dcName = v.Datacenter
+		}
+		if dc, err := f.DatacenterOrDefault(ctx, dcName); err == nil {
 			f.SetDatacenter(dc)
 		}
 		ds, err := f.Datastore(ctx, spec.Datastore)
