@@ -374,7 +374,11 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		}
 	}
 	for ds, n := range need {
-		info, err := e.vc.DatastoreInfo(ctx, dc, ds)
+		dsDC := dc
+		if dsDC == "" {
+			dsDC = datacenterOf(inv, ds)
+		}
+		info, err := e.vc.DatastoreInfo(ctx, dsDC, ds)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrTargetNotFound, err)
 		}
@@ -541,4 +545,17 @@ func networkName(inv *vsphere.Inventory, s string) string {
 		}
 	}
 	return s
+}
+
+// datacenterOf is the datacenter of a datastore, from its inventory path
+// ("/DC0/datastore/LocalDS_0" -> "DC0"); "" when unknown.
+func datacenterOf(inv *vsphere.Inventory, ds string) string {
+	for _, d := range inv.Datastores {
+		if d.Name == ds {
+			if parts := strings.SplitN(strings.TrimPrefix(d.Path, "/"), "/", 2); len(parts) == 2 {
+				return parts[0]
+			}
+		}
+	}
+	return ""
 }
