@@ -239,14 +239,26 @@ var zeroBlock [64 << 10]byte
 
 func (w *sparseWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	// Runs of non-zero blocks go out in one write each.
 	for len(p) > 0 {
-		c := min(len(p), len(zeroBlock))
-		if !bytes.Equal(p[:c], zeroBlock[:c]) {
-			if _, err := w.f.WriteAt(p[:c], w.off); err != nil {
+		run := 0
+		for run < len(p) {
+			c := min(len(p)-run, len(zeroBlock))
+			if bytes.Equal(p[run:run+c], zeroBlock[:c]) {
+				break
+			}
+			run += c
+		}
+		if run > 0 {
+			if _, err := w.f.WriteAt(p[:run], w.off); err != nil {
 				return 0, err
 			}
-			w.data += int64(c)
+			w.data += int64(run)
+			w.off += int64(run)
+			p = p[run:]
+			continue
 		}
+		c := min(len(p), len(zeroBlock))
 		w.off += int64(c)
 		p = p[c:]
 	}

@@ -163,3 +163,40 @@ func FuzzParseRehearsal(f *testing.F) {
 		}
 	})
 }
+
+// TestSparseWriter: whatever the write sizes, the file holds the stream and
+// only non-zero 64 KiB blocks are written.
+func TestSparseWriter(t *testing.T) {
+	blk := len(zeroBlock)
+	data := make([]byte, 10*blk+123)
+	copy(data[blk:], random(4, blk))       // block 1
+	copy(data[2*blk:], random(5, blk/2))   // half of block 2
+	copy(data[5*blk+7:], random(6, 3*blk)) // blocks 5..8, unaligned
+	copy(data[10*blk:], random(7, 123))    // the tail
+	for _, step := range []int{1 << 20, blk, 4096, 1000, 7} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &sparseWriter{f: f}
+		for off := 0; off < len(data); off += step {
+			if _, err := w.Write(data[off:min(off+step, len(data))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Truncate(int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(f.Name())
+		f.Close()
+		if !bytes.Equal(got, data) {
+			t.Fatalf("step %d: file differs", step)
+		}
+		if step >= blk && w.data != int64(6*blk+123) {
+			t.Errorf("step %d: wrote %d bytes, want %d", step, w.data, 6*blk+123)
+		}
+		if w.data >= int64(len(data)) {
+			t.Errorf("step %d: wrote everything (%d)", step, w.data)
+		}
+	}
+}
