@@ -206,6 +206,15 @@ repositories:
 	if second.code != 1 || !strings.Contains(second.stderr, "another daemon is running") {
 		t.Fatalf("second daemon: exit %d: %s", second.code, second.stderr)
 	}
+	// A second daemon with its own state directory cannot take the repository.
+	other := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(other, []byte(strings.Replace(cfgYAML, "state_dir: state", "state_dir: state2", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second = runCLIEnv(t, map[string]string{"MAIN_PASS": "repo-pass"}, "serve", "--config", other)
+	if second.code != 1 || !strings.Contains(second.stderr, "in use by another daemon or command") {
+		t.Fatalf("second daemon on the repository: exit %d: %s", second.code, second.stderr)
+	}
 
 	cancel()
 	select {
