@@ -9,7 +9,8 @@
 // web depends on small service interfaces declared here (JobStore,
 // Scheduler, Points, Repositories, Backups, Restores, EventLog, ...), so the
 // engines can be wired by cmd without web knowing how they work. RepoSet is
-// the Points and Repositories implementation over open repositories.
+// the Points and Repositories implementation over open repositories, and
+// RepoMaintainer the policy.Maintainer over the same set.
 // web must never import backup, restore, vsphere or cmd; engines reach it
 // only through those interfaces.
 package web
