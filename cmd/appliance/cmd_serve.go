@@ -209,6 +209,11 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		maxTasks = 2
 	}
 	tasks := task.New(task.Config{Clock: clk, Store: taskStore, MaxRunning: maxTasks, Logf: func(f string, a ...any) { log.Error(fmt.Sprintf(f, a...)) }})
+	if n, err := tasks.Recover(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Warn("tasks interrupted by the previous stop were marked failed", "count", n)
+	}
 	settings, err := web.NewBoltSettings(wdb)
 	if err != nil {
 		return err

@@ -162,11 +162,12 @@ func newID(now time.Time) string {
 // runs as soon as fewer than MaxRunning tasks run.
 func (r *Registry) Start(kind, subject string, fn Func) (Info, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return Info{}, ErrClosed
 	}
 	if r.queued >= r.cfg.MaxQueued {
+		r.mu.Unlock()
 		return Info{}, ErrBusy
 	}
 	now := r.cfg.Clock.Now()
@@ -179,8 +180,60 @@ func (r *Registry) Start(kind, subject string, fn Func) (Info, error) {
 	r.tasks[e.info.ID] = e
 	r.queued++
 	r.wg.Add(1)
+	info := e.info
+	r.mu.Unlock()
+	// Recorded before it runs (outside the lock: it is a disk write), so a
+	// crash leaves a trace Recover can close.
+	r.persist(info)
 	go r.run(ctx, e, fn)
-	return e.info, nil
+	return info, nil
+}
+
+func (r *Registry) persist(info Info) {
+	if r.cfg.Store == nil {
+		return
+	}
+	// The summary must be stored even when the registry is shutting down.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.root), 10*time.Second)
+	defer cancel()
+	if err := r.cfg.Store.PutTask(ctx, info); err != nil {
+		r.cfg.Logf("persist task %s: %v", info.ID, err)
+	}
+}
+
+// Interrupted is the error of a task that was queued or running when the
+// appliance stopped without finishing it (a crash, a kill).
+const Interrupted = "interrupted: the appliance stopped while the task was queued or running"
+
+// Recover marks the stored tasks that never finished (the previous
+// process died) as failed with Interrupted. Call it once at start, before
+// Start. It returns how many it closed.
+func (r *Registry) Recover(ctx context.Context) (int, error) {
+	if r.cfg.Store == nil {
+		return 0, nil
+	}
+	all, err := r.cfg.Store.Tasks(ctx, 0)
+	if err != nil {
+		return 0, fmt.Errorf("recover tasks: %w", err)
+	}
+	n := 0
+	for _, t := range all {
+		if t.State.Final() {
+			continue
+		}
+		r.mu.Lock()
+		_, live := r.tasks[t.ID]
+		r.mu.Unlock()
+		if live {
+			continue
+		}
+		t.State, t.Error, t.Ended = Failed, Interrupted, r.cfg.Clock.Now()
+		if err := r.cfg.Store.PutTask(ctx, t); err != nil {
+			return n, fmt.Errorf("recover task %s: %w", t.ID, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (r *Registry) run(ctx context.Context, e *entry, fn Func) {
@@ -245,14 +298,7 @@ func (r *Registry) finish(e *entry, res any, err error) {
 		r.finished = r.finished[1:]
 	}
 	r.mu.Unlock()
-	if r.cfg.Store != nil {
-		// The summary must be stored even when the registry is shutting down.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.root), 10*time.Second)
-		defer cancel()
-		if perr := r.cfg.Store.PutTask(ctx, info); perr != nil {
-			r.cfg.Logf("persist task %s: %v", info.ID, perr)
-		}
-	}
+	r.persist(info)
 }
 
 // broadcastLocked sends u to every subscriber; one whose buffer is full is

@@ -72,14 +72,11 @@ func TestOutcomes(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				st, err := store.Task(context.Background(), info.ID)
-				if err == nil {
-					if st.State != tc.state {
-						t.Fatalf("stored state %s", st.State)
-					}
+				if err == nil && st.State == tc.state {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("not stored: %v", err)
+					t.Fatalf("final state not stored: %+v %v", st, err)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -239,4 +236,35 @@ func TestListMergesStore(t *testing.T) {
 	if got, err := r.Get(context.Background(), old.ID); err != nil || got.Kind != "check" {
 		t.Fatalf("get stored: %v %+v", err, got)
 	}
+}
+
+// Tasks a crashed process left queued or running are closed as interrupted.
+func TestRecover(t *testing.T) {
+	store := newStore(t)
+	ctx := context.Background()
+	for _, st := range []State{Queued, Running, Succeeded} {
+		if err := store.PutTask(ctx, Info{ID: "000000000000000" + string(st[0]) + "-x", Kind: "backup", State: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(Config{Store: store})
+	defer r.Close(ctx)
+	n, err := r.Recover(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("recovered %d: %v", n, err)
+	}
+	all, _ := store.Tasks(ctx, 0)
+	for _, ti := range all {
+		if !ti.State.Final() || (ti.State == Failed && ti.Error != Interrupted) {
+			t.Fatalf("after recover: %+v", ti)
+		}
+	}
+	// A task started now is stored at once, before it finishes.
+	release := make(chan struct{})
+	info, _ := r.Start("t", "s", func(ctx context.Context, p *Reporter) (any, error) { <-release; return nil, nil })
+	if st, err := store.Task(ctx, info.ID); err != nil || st.State != Queued {
+		t.Fatalf("not stored at start: %+v %v", st, err)
+	}
+	close(release)
+	waitFinal(t, r, info.ID)
 }
