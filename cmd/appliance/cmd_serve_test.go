@@ -256,3 +256,57 @@ func TestServeBadConfig(t *testing.T) {
 		t.Fatalf("no --config: exit %d", r.code)
 	}
 }
+
+// Without a password file or $VMVAULT_ADMIN_PASSWORD the first start
+// generates the administrator's password and prints it once, on stdout;
+// it works, and the next start prints nothing.
+func TestServeGeneratesAdminPassword(t *testing.T) {
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "repo-pass")
+	cfgPath := filepath.Join(dir, "vmvault.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: state\nrepositories: [{name: main, path: %s, passphrase_env: P}]\n", repoDir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (stdout string, addr string, stop func()) {
+		t.Helper()
+		ready := make(chan string, 1)
+		serveReady = func(a string) { ready <- a }
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errb bytes.Buffer
+		env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return map[string]string{"P": "repo-pass"}[k] }}
+		done := make(chan int, 1)
+		go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
+		select {
+		case addr = <-ready:
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not start")
+		}
+		return out.String(), addr, func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("serve exit %d: %s", code, errb.String())
+			}
+			serveReady = nil
+		}
+	}
+	out, addr, stop := start()
+	_, pw, ok := strings.Cut(strings.TrimSpace(out), "): ")
+	if !ok || len(pw) < 16 {
+		stop()
+		t.Fatalf("no generated password on stdout: %q", out)
+	}
+	api := &apiClient{t: t, base: "http://" + addr, hc: &http.Client{Timeout: 20 * time.Second}}
+	if code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": pw}, nil); code != 200 {
+		stop()
+		t.Fatalf("login with the generated password: %d %s", code, body)
+	}
+	stop()
+	out, _, stop = start()
+	stop()
+	if out != "" {
+		t.Fatalf("second start printed %q", out)
+	}
+}
