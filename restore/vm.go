@@ -125,7 +125,10 @@ func (e *Engine) RestoreVM(ctx context.Context, req VMRequest) (Result, error) {
 	if req.Transport == TransportNFC {
 		vm, err = e.importVM(ctx, pl, &res, report)
 		if err != nil {
-			e.removeNamed(ctx, pl.spec.Name)
+			res.Disks = nil
+			if rerr := e.removeNamed(ctx, pl.spec.Name); rerr != nil {
+				return res, fmt.Errorf("restore VM %s: %w; removing the half-made VM failed too: %v (remove it by hand)", pl.spec.Name, err, rerr)
+			}
 			return res, fmt.Errorf("restore VM %s: %w (the half-made VM was removed)", pl.spec.Name, err)
 		}
 		res.VM = vm.VMRef
@@ -134,7 +137,9 @@ func (e *Engine) RestoreVM(ctx context.Context, req VMRequest) (Result, error) {
 		if err != nil {
 			// A failed CreateVM may still have left a VM behind (a task that
 			// failed late); remove anything with our name that did not exist.
-			e.removeNamed(ctx, pl.spec.Name)
+			if rerr := e.removeNamed(ctx, pl.spec.Name); rerr != nil {
+				return res, fmt.Errorf("create VM %s: %w; removing what it left failed too: %v (check for a VM of that name)", pl.spec.Name, err, rerr)
+			}
 			return res, fmt.Errorf("create VM %s: %w (nothing was left behind)", pl.spec.Name, err)
 		}
 		res.VM = vm.VMRef
@@ -216,18 +221,21 @@ func matchDisks(got []vsphere.Disk, spec vsphere.VMSpec) ([]vsphere.Disk, error)
 	return out, nil
 }
 
-// removeNamed destroys a VM named name if one appeared (clean-up after a
-// failed CreateVM; the name was checked free before).
-func (e *Engine) removeNamed(ctx context.Context, name string) {
+// removeNamed destroys every VM named name (clean-up after a failed
+// create or import; the name was checked free before, so any such VM is
+// ours).
+func (e *Engine) removeNamed(ctx context.Context, name string) error {
 	cctx, cancel := e.cleanupCtx(ctx)
 	defer cancel()
 	refs, err := e.vc.VMsNamed(cctx, name)
 	if err != nil {
-		return
+		return err
 	}
+	var errs []error
 	for _, r := range refs {
-		_ = e.vc.DestroyVM(cctx, r)
+		errs = append(errs, e.vc.DestroyVM(cctx, r))
 	}
+	return errors.Join(errs...)
 }
 
 // scsiModel is the SCSI controller model used when the configuration only
