@@ -26,6 +26,10 @@ type ConfigDetails struct {
 	CoresPerSocket int32
 	Annotation     string
 	ExtraConfig    map[string]string
+	// ControllerModels maps a controller key to its exact model ("pvscsi",
+	// "lsilogic", …), so a restore recreates the controller the guest's
+	// drivers expect.
+	ControllerModels map[int32]string
 }
 
 // extraConfigKeys are the advanced settings a restore needs (the rest are
@@ -73,7 +77,7 @@ func captureConfig(vm vsphere.VM, snapDisks []vsphere.Disk, det ConfigDetails, i
 			Datastore: d.Datastore, FileName: d.BaseFileName, UUID: d.UUID, Skipped: skipped[d.Key],
 		})
 		if d.ControllerType != "" {
-			ctls[d.ControllerKey] = ControllerConfig{Key: d.ControllerKey, Type: d.ControllerType, Bus: d.Bus}
+			ctls[d.ControllerKey] = ControllerConfig{Key: d.ControllerKey, Type: d.ControllerType, Bus: d.Bus, Model: det.ControllerModels[d.ControllerKey]}
 		}
 	}
 	for _, ct := range ctls {

@@ -81,5 +81,6 @@ func (c *clientSource) ConfigDetails(ctx context.Context, vm vsphere.VMRef) (Con
 	if err != nil {
 		return ConfigDetails{}, err
 	}
-	return ConfigDetails{Firmware: d.Firmware, CoresPerSocket: d.CoresPerSocket, Annotation: d.Annotation, ExtraConfig: d.ExtraConfig}, nil
+	return ConfigDetails{Firmware: d.Firmware, CoresPerSocket: d.CoresPerSocket, Annotation: d.Annotation,
+		ExtraConfig: d.ExtraConfig, ControllerModels: d.ControllerModels}, nil
 }

@@ -160,6 +160,11 @@ func TestMultiDiskAddRemove(t *testing.T) {
 		cfg.ExtraConfig["disk.EnableUUID"] != "TRUE" || cfg.ExtraConfig["guestinfo.scratch"] != "" {
 		t.Errorf("captured configuration = %+v", cfg)
 	}
+	for _, c := range cfg.Controllers {
+		if c.Model == "" {
+			t.Errorf("controller %d (%s) recorded without its model", c.Key, c.Type)
+		}
+	}
 
 	// Remove disk 1 (12 MiB) and add a new 8 MiB disk.
 	removeDisk(t, l, vm, 1)
