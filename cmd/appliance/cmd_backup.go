@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"sync"
@@ -29,26 +28,10 @@ type backupJSON struct {
 	Error        string   `json:"error,omitempty"`
 }
 
-// addBackupVCenterFlags adds the vCenter flags. Both the repository and
-// vCenter want "--password-file"; the repository keeps it and vCenter's
-// becomes --vcenter-password-file.
-func addBackupVCenterFlags(fs *flag.FlagSet) *vcenterFlags {
-	tmp := flag.NewFlagSet("vcenter", flag.ContinueOnError)
-	vf := addVCenterFlags(tmp)
-	tmp.VisitAll(func(f *flag.Flag) {
-		name := f.Name
-		if name == "password-file" {
-			name = "vcenter-password-file"
-		}
-		fs.Var(f.Value, name, f.Usage)
-	})
-	return vf
-}
-
 func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "backup")
 	rf := addRepoFlags(fs)
-	vf := addBackupVCenterFlags(fs)
+	vf := addVCenterFlags(fs)
 	var vms, containers stringList
 	fs.Var(&vms, "vm", "VM to back up: name, inventory path or id (repeatable)")
 	fs.Var(&containers, "all-in", "back up every VM in this folder, cluster or host inventory path (repeatable)")

@@ -86,7 +86,7 @@ func parseMap(flagName string, list []string) (map[string]string, error) {
 func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "restore")
 	rf := addRepoFlags(fs)
-	vf := addBackupVCenterFlags(fs)
+	vf := addVCenterFlags(fs)
 	point := fs.String("restore-point", "", "restore point id or unique prefix (required)")
 	name := fs.String("name", "", "name of the new VM (default: the original's, which must be free)")
 	dc := fs.String("datacenter", "", "target datacenter (default: the original's)")
@@ -176,7 +176,7 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 func runRestoreDisk(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "restore-disk")
 	rf := addRepoFlags(fs)
-	vf := addBackupVCenterFlags(fs)
+	vf := addVCenterFlags(fs)
 	point := fs.String("restore-point", "", "restore point id or unique prefix (required)")
 	disk := fs.Int("disk", -1, "disk index within the restore point (required)")
 	attachTo := fs.String("attach-to", "", "add the disk to this VM (name, path or id)")

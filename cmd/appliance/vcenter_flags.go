@@ -22,11 +22,19 @@ type vcenterFlags struct {
 	insecure     bool
 }
 
+// The vCenter password file is --vcenter-password-file everywhere; commands
+// without a repository also accept --password-file for it. Commands with a
+// repository keep --password-file for the repository passphrase, so they must
+// add the repository flags first.
 func addVCenterFlags(fs *flag.FlagSet) *vcenterFlags {
 	f := &vcenterFlags{}
 	fs.StringVar(&f.url, "vcenter", "", "vCenter URL, e.g. https://vc.example.com (default: $VMVAULT_VCENTER_URL)")
 	fs.StringVar(&f.username, "username", "", "vCenter user (default: $VMVAULT_VCENTER_USERNAME)")
-	fs.StringVar(&f.passwordFile, "password-file", "", "read the vCenter password from this file (default: $VMVAULT_VCENTER_PASSWORD)")
+	const pwUsage = "read the vCenter password from this file (default: $VMVAULT_VCENTER_PASSWORD)"
+	fs.StringVar(&f.passwordFile, "vcenter-password-file", "", pwUsage)
+	if fs.Lookup("password-file") == nil {
+		fs.StringVar(&f.passwordFile, "password-file", "", pwUsage+"; same as --vcenter-password-file")
+	}
 	fs.StringVar(&f.thumbprint, "thumbprint", "", "pin the vCenter certificate by its SHA-256 or SHA-1 thumbprint")
 	fs.StringVar(&f.caFile, "ca-file", "", "trust the CA certificates in this PEM file")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the vCenter certificate (also $VMVAULT_VCENTER_INSECURE=1)")
@@ -66,7 +74,7 @@ func (f *vcenterFlags) config(env *cliEnv) (vsphere.Config, error) {
 	case cfg.Username == "":
 		return cfg, fmt.Errorf("%w: --username (or VMVAULT_VCENTER_USERNAME) is required", errUsage)
 	case cfg.Password == "":
-		return cfg, fmt.Errorf("%w: a vCenter password is required: --password-file or VMVAULT_VCENTER_PASSWORD", errUsage)
+		return cfg, fmt.Errorf("%w: a vCenter password is required: --vcenter-password-file or VMVAULT_VCENTER_PASSWORD", errUsage)
 	case cfg.Insecure && (cfg.Thumbprint != "" || cfg.CAFile != ""):
 		return cfg, fmt.Errorf("%w: --insecure contradicts --thumbprint/--ca-file", errUsage)
 	}
