@@ -30,6 +30,8 @@ type ConfigDetails struct {
 	// "lsilogic", …), so a restore recreates the controller the guest's
 	// drivers expect.
 	ControllerModels map[int32]string
+	// HostDevices are devices a restore cannot recreate (USB, serial…).
+	HostDevices []vmconfig.HostDeviceConfig
 }
 
 // extraConfigKeys are the advanced settings a restore needs (the rest are
@@ -63,7 +65,8 @@ func captureConfig(vm vsphere.VM, snapDisks []vsphere.Disk, det ConfigDetails, i
 		PowerState: vm.PowerState, GuestID: vm.GuestID, GuestFamily: vm.GuestFamily,
 		Firmware: det.Firmware, NumCPU: vm.NumCPU, CoresPerSocket: det.CoresPerSocket, MemoryMB: vm.MemoryMB,
 		Annotation: det.Annotation, Datastores: vm.Datastores, ExtraConfig: SelectExtraConfig(det.ExtraConfig),
-		Disks: []DiskConfig{},
+		HostDevices: det.HostDevices,
+		Disks:       []DiskConfig{},
 	}
 	ctls := map[int32]ControllerConfig{}
 	for _, d := range snapDisks {

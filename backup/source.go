@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/vmvault/vmvault/vmconfig"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -81,6 +82,10 @@ func (c *clientSource) ConfigDetails(ctx context.Context, vm vsphere.VMRef) (Con
 	if err != nil {
 		return ConfigDetails{}, err
 	}
-	return ConfigDetails{Firmware: d.Firmware, CoresPerSocket: d.CoresPerSocket, Annotation: d.Annotation,
-		ExtraConfig: d.ExtraConfig, ControllerModels: d.ControllerModels}, nil
+	det := ConfigDetails{Firmware: d.Firmware, CoresPerSocket: d.CoresPerSocket, Annotation: d.Annotation,
+		ExtraConfig: d.ExtraConfig, ControllerModels: d.ControllerModels}
+	for _, hd := range d.HostDevices {
+		det.HostDevices = append(det.HostDevices, vmconfig.HostDeviceConfig{Kind: hd.Kind, Label: hd.Label})
+	}
+	return det, nil
 }

@@ -288,6 +288,9 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		GuestID: cfg.GuestID, NumCPU: cfg.NumCPU, MemoryMB: int64(cfg.MemoryMB), Firmware: cfg.Firmware,
 		CoresPerSocket: cfg.CoresPerSocket, ExtraConfig: cfg.ExtraConfig, Annotation: cfg.Annotation,
 	}
+	for _, hd := range cfg.HostDevices {
+		warn("%s %q is tied to the source host and is not restored", hd.Kind, hd.Label)
+	}
 	if spec.CoresPerSocket > 0 && spec.NumCPU%spec.CoresPerSocket != 0 {
 		warn("%d CPUs are not a multiple of %d cores per socket; using one core per socket", spec.NumCPU, spec.CoresPerSocket)
 		spec.CoresPerSocket = 0

@@ -43,6 +43,10 @@ type VMConfig struct {
 	NICs        []NICConfig        `json:"nics,omitempty"`
 	// ExtraConfig holds the selected advanced settings worth restoring.
 	ExtraConfig map[string]string `json:"extra_config,omitempty"`
+	// HostDevices lists devices tied to the source host (USB, serial and
+	// parallel ports, PCI passthrough, floppy): not restored, but named in
+	// the restore's warnings. Absent in points made before it existed.
+	HostDevices []HostDeviceConfig `json:"host_devices,omitempty"`
 }
 
 // ControllerConfig is a disk controller, derived from the disks attached to it.
@@ -114,4 +118,10 @@ func Decode(b []byte) (VMConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// HostDeviceConfig is a device a restore does not recreate.
+type HostDeviceConfig struct {
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
 }

@@ -348,6 +348,36 @@ type VMDetails struct {
 	// ControllerModels maps a disk controller's key to its model
 	// ("pvscsi", "lsilogic", "sata", "nvme", "ide", …).
 	ControllerModels map[int32]string `json:"controllerModels,omitempty"`
+	// HostDevices are devices tied to the source host (USB, serial and
+	// parallel ports, PCI passthrough, floppy) that a restore elsewhere
+	// cannot recreate: backup records them so restore can say so.
+	HostDevices []HostDevice `json:"hostDevices,omitempty"`
+}
+
+// HostDevice is one device a restore does not recreate.
+type HostDevice struct {
+	Kind  string `json:"kind"` // usb-controller, usb, serial, parallel, pci-passthrough, floppy
+	Label string `json:"label"`
+}
+
+// hostDeviceKind classifies devices that depend on the source host; "" for
+// everything a restore can rebuild or regenerates.
+func hostDeviceKind(dev types.BaseVirtualDevice) string {
+	switch dev.(type) {
+	case *types.VirtualUSBController, *types.VirtualUSBXHCIController:
+		return "usb-controller"
+	case *types.VirtualUSB:
+		return "usb"
+	case *types.VirtualSerialPort:
+		return "serial"
+	case *types.VirtualParallelPort:
+		return "parallel"
+	case *types.VirtualPCIPassthrough:
+		return "pci-passthrough"
+	case *types.VirtualFloppy:
+		return "floppy"
+	}
+	return ""
 }
 
 // Details reads a VM's firmware, cores per socket, notes, advanced
@@ -375,6 +405,10 @@ func (c *Client) Details(ctx context.Context, vm VMRef) (VMDetails, error) {
 	}
 	list := object.VirtualDeviceList(m.Config.Hardware.Device)
 	for _, dev := range list {
+		if kind := hostDeviceKind(dev); kind != "" {
+			d.HostDevices = append(d.HostDevices, HostDevice{Kind: kind, Label: deviceLabel(dev)})
+			continue
+		}
 		if _, ok := dev.(types.BaseVirtualController); ok {
 			d.ControllerModels[dev.GetVirtualDevice().Key] = list.Type(dev)
 		}
@@ -407,4 +441,14 @@ func (c *Client) ResetCBT(ctx context.Context, vm VMRef) error {
 		}
 	}
 	return nil
+}
+
+// deviceLabel is the device's label as the vSphere client shows it.
+func deviceLabel(dev types.BaseVirtualDevice) string {
+	if info := dev.GetVirtualDevice().DeviceInfo; info != nil {
+		if d := info.GetDescription(); d != nil && d.Label != "" {
+			return d.Label
+		}
+	}
+	return fmt.Sprintf("device %d", dev.GetVirtualDevice().Key)
 }

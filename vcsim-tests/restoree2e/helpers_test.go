@@ -75,7 +75,7 @@ func newRepo(t testing.TB) *repository.Repository {
 // backUp makes a restore point of vm with the backup engine.
 func backUp(t testing.TB, c *vsphere.Client, r *repository.Repository, vm string) string {
 	t.Helper()
-	e := backup.NewEngine(detailed{backup.FromClient(c, vsphere.ReaderOptions{}), c}, backup.RepoStore(r),
+	e := backup.NewEngine(backup.FromClient(c, vsphere.ReaderOptions{}), backup.RepoStore(r),
 		backup.EngineOptions{Workers: 2, RemoveBackoff: 5 * time.Millisecond, RemoveTimeout: 30 * time.Second})
 	res, err := e.BackupVM(context.Background(), backup.Request{VM: vm, Quiesce: backup.QuiescePrefer})
 	if err != nil || res.RestorePoint == "" {
@@ -242,20 +242,6 @@ func (fp *failingProxy) config(l *lab.Lab) vsphere.Config {
 	cfg := labConfig(l)
 	cfg.URL, cfg.Thumbprint, cfg.Insecure = fp.srv.URL, "", true
 	return cfg
-}
-
-// detailed adds firmware, cores per socket, notes and advanced settings to
-// the backup source (vsphere.Client.Details), so the configuration the
-// restore rebuilds from is complete.
-type detailed struct {
-	backup.VSphere
-	c *vsphere.Client
-}
-
-func (d detailed) ConfigDetails(ctx context.Context, vm vsphere.VMRef) (backup.ConfigDetails, error) {
-	det, err := d.c.Details(ctx, vm)
-	return backup.ConfigDetails{Firmware: det.Firmware, CoresPerSocket: det.CoresPerSocket, Annotation: det.Annotation,
-		ExtraConfig: det.ExtraConfig}, err
 }
 
 // sourceSpec is a VM with three disks on two controllers (SCSI units 0 and

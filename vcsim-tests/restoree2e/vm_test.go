@@ -305,17 +305,34 @@ func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
 	if err := ovm.EditDevice(ctx, vd); err != nil {
 		t.Fatal(err)
 	}
+	// Devices tied to the source host: recorded, not restored, named.
+	serial := &types.VirtualSerialPort{VirtualDevice: types.VirtualDevice{
+		Key:     -100,
+		Backing: &types.VirtualSerialPortFileBackingInfo{VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{FileName: "[LocalDS_0] src-skip/serial.log"}},
+	}}
+	if err := ovm.AddDevice(ctx, serial, &types.VirtualUSBController{VirtualController: types.VirtualController{VirtualDevice: types.VirtualDevice{Key: -101}}}); err != nil {
+		t.Fatal(err)
+	}
 	pt := backUp(t, c, r, src.Name)
 	res, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: pt, Name: "skip-restored"})
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	warned := false
+	warned := map[string]bool{}
 	for _, w := range res.Warnings {
-		warned = warned || strings.Contains(w, "not backed up")
+		for _, k := range []string{"not backed up", "serial", "usb-controller"} {
+			warned[k] = warned[k] || strings.Contains(w, k)
+		}
 	}
-	if !warned || len(res.Disks) != 2 {
+	if !warned["not backed up"] || !warned["serial"] || !warned["usb-controller"] || len(res.Disks) != 2 {
 		t.Fatalf("result %+v", res)
+	}
+	rdevs, err := object.NewVirtualMachine(l.Admin().Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: res.VM.MoRef}).Device(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rdevs.SelectByType((*types.VirtualSerialPort)(nil))); n != 0 {
+		t.Errorf("restored VM has %d serial ports; the source's was tied to its host", n)
 	}
 	got, err := c.VM(ctx, res.VM)
 	if err != nil {
@@ -355,26 +372,47 @@ func TestControllerModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range cfg.Controllers {
-		if cfg.Controllers[i].Type == "scsi" {
-			cfg.Controllers[i].Model = "lsilogic-sas"
+	recorded := ""
+	for _, ct := range cfg.Controllers {
+		if ct.Type == "scsi" {
+			recorded = ct.Model
 		}
 	}
-	blob, _ = vmconfig.Encode(cfg)
-	s, err := r.NewSession(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if recorded != "pvscsi" {
+		t.Fatalf("backup recorded SCSI model %q, want the source's pvscsi", recorded)
 	}
-	withModel, err := s.Commit(ctx, repository.NewPoint{VM: p.VM, Time: time.Now(), Config: blob, Disks: p.Disks})
-	if err != nil {
-		t.Fatal(err)
+	// Two derived points: one with another model, one as a point made
+	// before models were recorded.
+	derive := func(model string) string {
+		t.Helper()
+		c2 := cfg
+		c2.Controllers = append([]vmconfig.ControllerConfig(nil), cfg.Controllers...)
+		for i := range c2.Controllers {
+			if c2.Controllers[i].Type == "scsi" {
+				c2.Controllers[i].Model = model
+			}
+		}
+		blob, err := vmconfig.Encode(c2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := r.NewSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		np, err := s.Commit(ctx, repository.NewPoint{VM: p.VM, Time: time.Now(), Config: blob, Disks: p.Disks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return np.ID
 	}
+	withModel, withoutModel := derive("lsilogic-sas"), derive("")
 	for _, tc := range []struct {
 		point, name, model string
 		warn               bool
 	}{
-		{withModel.ID, "model-recorded", "lsilogic-sas", false},
-		{pt, "model-unknown", "pvscsi", true},
+		{withModel, "model-recorded", "lsilogic-sas", false},
+		{withoutModel, "model-unknown", "pvscsi", true},
 	} {
 		res, err := newEngine(r, c).RestoreVM(ctx, restore.VMRequest{RestorePoint: tc.point, Name: tc.name})
 		if err != nil {
