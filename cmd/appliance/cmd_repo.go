@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,6 +32,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	noEnc := fs.Bool("no-encryption", false, "create an unencrypted repository (encryption is on by default)")
 	algo := fs.String("chunker", "cdc", "chunking: cdc (content-defined) or fixed")
 	avg := fs.Int("chunk-size", 0, "average (cdc) or fixed chunk size in bytes (default 1 MiB)")
+	pol := fs.String("chunker-polynomial", "", "CDC polynomial in hex (default: random); give another repository's to cut the same chunks, like restic's --copy-chunker-params")
 	packSize := fs.Int("pack-size", 0, "target pack size in bytes (default chosen by the repository)")
 	level := fs.String("compression", "", "zstd level: fastest, default or better (default chosen by the repository)")
 	kdfMem := fs.Uint("kdf-memory", 0, "Argon2id memory in KiB (default chosen by the repository)")
@@ -55,6 +58,13 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	p.Algorithm = *algo
+	if *pol != "" {
+		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
+		if err != nil {
+			return fmt.Errorf("%w: --chunker-polynomial %q is not a hex number", errUsage, *pol)
+		}
+		p.Polynomial = v
+	}
 	if *avg > 0 {
 		p = scaleParams(p, *avg)
 	}
