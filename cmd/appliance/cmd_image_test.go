@@ -256,6 +256,8 @@ func TestCLIBadInput(t *testing.T) {
 		{"unknown flag", nil, []string{"repo", "list", "--repo", repo, "--bogus"}, "bogus"},
 		{"unknown command", nil, []string{"repo", "frobnicate"}, "unknown command"},
 		{"init existing", nil, []string{"repo", "init", "--repo", repo}, repo},
+		{"polynomial not hex", nil, []string{"repo", "init", "--repo", filepath.Join(dir, "r2"), "--chunker-polynomial", "zz"}, "not a hex number"},
+		{"polynomial reducible", nil, []string{"repo", "init", "--repo", filepath.Join(dir, "r3"), "--chunker-polynomial", "12345"}, "polynomial"},
 	}
 	before := mustCLI(t, "repo", "stats", "--repo", repo, "--json")
 	for _, tc := range cases {
