@@ -97,13 +97,11 @@ func (f *faultWriter) Write(p []byte) (int, error) {
 		f.left -= int64(len(p))
 		return f.ResponseWriter.Write(p)
 	}
-	n, err := f.ResponseWriter.Write(p[:f.left])
+	// Write what fits, then abort mid-body: fire does not return.
+	_, _ = f.ResponseWriter.Write(p[:f.left])
 	f.left = 0
 	f.fire()
-	if err != nil {
-		return n, err
-	}
-	return n, http.ErrAbortHandler
+	return 0, http.ErrAbortHandler
 }
 
 func (f *faultWriter) fire() {

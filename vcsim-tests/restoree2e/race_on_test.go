@@ -1,5 +1,0 @@
-//go:build race
-
-package restoree2e
-
-const raceEnabled = true
