@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vmvault/vmvault/internal/testutil"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,60 +19,6 @@ import (
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
-
-// benchSize is the VM disk of BenchmarkVMBackup (VMVAULT_BENCH_GIB, default 1).
-func benchSize() int64 {
-	if g, err := strconv.Atoi(os.Getenv("VMVAULT_BENCH_GIB")); err == nil && g > 0 {
-		return int64(g) << 30
-	}
-	return 1 << 30
-}
-
-// makeFSImage builds an ext4 image (mkfs.ext4 -d) of size bytes holding
-// about fill bytes of files: half random (incompressible), half text-like.
-func makeFSImage(b *testing.B, dir string, size, fill int64) string {
-	b.Helper()
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		b.Fatalf("install e2fsprogs (mkfs.ext4): make test does: %v", err)
-	}
-	root := filepath.Join(dir, "root")
-	rng := rand.New(rand.NewPCG(42, 42))
-	words := []string{"vmvault", "backup", "restore", "snapshot", "extent", "chunk", "pack", "index", "the", "a", "of", "disk\n"}
-	var total int64
-	for i := 0; total < fill; i++ {
-		sub := filepath.Join(root, fmt.Sprintf("d%02d", i%37))
-		if err := os.MkdirAll(sub, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		n := 4096 + rng.IntN(4<<20)
-		buf := make([]byte, n)
-		if i%2 == 0 {
-			for k := range buf {
-				buf[k] = byte(rng.Uint32())
-			}
-		} else {
-			var sb strings.Builder
-			for sb.Len() < n {
-				sb.WriteString(words[rng.IntN(len(words))])
-				sb.WriteByte(' ')
-			}
-			copy(buf, sb.String())
-		}
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		total += int64(n)
-	}
-	img := filepath.Join(dir, "disk.img")
-	if out, err := exec.Command(mkfs, "-q", "-F", "-d", root, img, strconv.FormatInt(size>>20, 10)+"M").CombinedOutput(); err != nil {
-		b.Fatalf("mkfs.ext4: %v\n%s", err, out)
-	}
-	if err := os.RemoveAll(root); err != nil {
-		b.Fatal(err)
-	}
-	return img
-}
 
 var profN int
 
@@ -126,13 +73,13 @@ func selfCPU() time.Duration {
 //
 //	VMVAULT_BENCH_GIB=4 go test -run '^$' -bench BenchmarkVMBackup -benchtime 1x ./vcsim-tests/backupe2e
 func BenchmarkVMBackup(b *testing.B) {
-	size := benchSize()
+	size := testutil.BenchSize()
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "appliance")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vmvault/vmvault/cmd/appliance").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	img := makeFSImage(b, dir, size, size*3/8)
+	img := testutil.MakeExt4(b, dir, size, size*3/8)
 	env := []string{"VMVAULT_PASSWORD=bench-password"}
 	initRepo := func(name string) string {
 		r := filepath.Join(dir, name)

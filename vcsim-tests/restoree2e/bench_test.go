@@ -3,12 +3,9 @@ package restoree2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"github.com/vmvault/vmvault/internal/testutil"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,60 +14,6 @@ import (
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
 )
-
-// benchSize is the disk of BenchmarkRestore (VMVAULT_BENCH_GIB, default 1).
-func benchSize() int64 {
-	if g, err := strconv.Atoi(os.Getenv("VMVAULT_BENCH_GIB")); err == nil && g > 0 {
-		return int64(g) << 30
-	}
-	return 1 << 30
-}
-
-// makeFSImage builds an ext4 image (mkfs.ext4 -d) of size bytes holding
-// about fill bytes of files: half random, half text-like.
-func makeFSImage(b *testing.B, dir string, size, fill int64) string {
-	b.Helper()
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		b.Fatalf("install e2fsprogs (mkfs.ext4): make test does: %v", err)
-	}
-	root := filepath.Join(dir, "root")
-	rng := rand.New(rand.NewPCG(42, 42))
-	words := []string{"vmvault", "backup", "restore", "snapshot", "extent", "chunk", "pack", "index", "the", "a", "of", "disk\n"}
-	var total int64
-	for i := 0; total < fill; i++ {
-		sub := filepath.Join(root, fmt.Sprintf("d%02d", i%37))
-		if err := os.MkdirAll(sub, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		n := 4096 + rng.IntN(4<<20)
-		buf := make([]byte, n)
-		if i%2 == 0 {
-			for k := range buf {
-				buf[k] = byte(rng.Uint32())
-			}
-		} else {
-			var sb strings.Builder
-			for sb.Len() < n {
-				sb.WriteString(words[rng.IntN(len(words))])
-				sb.WriteByte(' ')
-			}
-			copy(buf, sb.String())
-		}
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		total += int64(n)
-	}
-	img := filepath.Join(dir, "disk.img")
-	if out, err := exec.Command(mkfs, "-q", "-F", "-d", root, img, strconv.FormatInt(size>>20, 10)+"M").CombinedOutput(); err != nil {
-		b.Fatalf("mkfs.ext4: %v\n%s", err, out)
-	}
-	if err := os.RemoveAll(root); err != nil {
-		b.Fatal(err)
-	}
-	return img
-}
 
 // BenchmarkRestore backs up a lab VM whose disk holds an ext4 file system
 // (VMVAULT_BENCH_GIB GiB, default 1, 40% filled with files), then measures:
@@ -88,9 +31,9 @@ func makeFSImage(b *testing.B, dir string, size, fill int64) string {
 //
 // go test -run '^$' -bench Restore -benchtime 3x ./vcsim-tests/restoree2e/
 func BenchmarkRestore(b *testing.B) {
-	size := benchSize()
+	size := testutil.BenchSize()
 	dir := b.TempDir()
-	img := makeFSImage(b, dir, size, size*4/10)
+	img := testutil.MakeExt4(b, dir, size, size*4/10)
 	l := startLab(b, lab.Options{DiskCapacity: size, VMsPerPool: 1})
 	c := connect(b, l)
 	r := repository.TestRepository(b)
