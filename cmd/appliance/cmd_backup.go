@@ -75,16 +75,11 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		cfg.ApplianceID = "vmvault"
 	}
 
-	r, err := rf.open(ctx, env)
+	r, c, closeAll, err := openRepoAndVCenter(ctx, env, rf, cfg)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	c, err := vsphere.Connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 
 	// VMs named and VMs in containers, each once.
 	targets := append([]string(nil), vms...)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/restore"
-	"github.com/vmvault/vmvault/vsphere"
 )
 
 func init() {
@@ -152,16 +151,11 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := rf.open(ctx, env)
+	r, c, closeAll, err := openRepoAndVCenter(ctx, env, rf, cfg)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	c, err := vsphere.Connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	res, err := restore.New(r, c, restore.Options{}).RestoreVM(ctx, restore.VMRequest{
 		RestorePoint: *point, Name: *name, Datacenter: *dc, Folder: *folder, Host: *host, Cluster: *cluster, ResourcePool: *pool,
 		Datastore: *datastore, DiskDatastores: diskDatastores, NetworkMap: nm, Thin: *thin, PowerOn: *powerOn,
@@ -234,16 +228,11 @@ func runRestoreDisk(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := rf.open(ctx, env)
+	r, c, closeAll, err := openRepoAndVCenter(ctx, env, rf, cfg)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	c, err := vsphere.Connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	res, err := restore.New(r, c, restore.Options{}).AttachDisk(ctx, restore.AttachRequest{RestorePoint: *point, Disk: *disk,
 		VM: *attachTo, Datastore: *datastore, ControllerType: ctlType, Bus: int32(bus), Thin: *thin, Progress: progressPrinter(env, *progress)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -92,4 +93,22 @@ func (f *vcenterFlags) connect(ctx context.Context, env *cliEnv) (*vsphere.Clien
 		return nil, err
 	}
 	return c, nil
+}
+
+// openRepoAndVCenter opens the repository, then logs in to vCenter; the
+// returned function closes both.
+func openRepoAndVCenter(ctx context.Context, env *cliEnv, rf *repoFlags, cfg vsphere.Config) (*repository.Repository, *vsphere.Client, func(), error) {
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := vsphere.Connect(ctx, cfg)
+	if err != nil {
+		r.Close()
+		return nil, nil, nil, err
+	}
+	return r, c, func() {
+		c.Close(context.WithoutCancel(ctx))
+		r.Close()
+	}, nil
 }
