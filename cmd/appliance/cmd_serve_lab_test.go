@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,7 +36,6 @@ func TestServeWithLab(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
 	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgPath := filepath.Join(dir, "vmvault.yaml")
 	cfgYAML := fmt.Sprintf(`
 listen: 127.0.0.1:0
 tls: {disable: true}
@@ -47,27 +45,8 @@ repositories:
   - {name: main, path: %s, passphrase_env: MAIN_PASS}
 maintenance: {window: {days: {sunday: ["01:00-02:00"]}}}
 `, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
-	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	serveReady = func(addr string) { ready <- addr }
-	t.Cleanup(func() { serveReady = nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	vars := map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-2"}
-	env := &cliEnv{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return vars[k] }}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case code := <-done:
-		t.Fatalf("serve exited %d: %s", code, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-2"})
+	addr, stderr, done, cancel := sd.addr, sd.stderr, sd.done, sd.cancel
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	api := &apiClient{t: t, base: "http://" + addr, hc: hc}

@@ -97,7 +97,6 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := os.WriteFile(adminPw, []byte("admin-secret-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(dir, "vmvault.yaml")
 	cfgYAML := fmt.Sprintf(`
 listen: 127.0.0.1:0
 state_dir: state
@@ -107,28 +106,8 @@ admin: {password_file: %s}
 repositories:
   - {name: main, path: %s, passphrase_env: MAIN_PASS}
 `, adminPw, repoDir)
-	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	serveReady = func(addr string) { ready <- addr }
-	t.Cleanup(func() { serveReady = nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	env := &cliEnv{stdout: &stdout, stderr: &stderr, getenv: func(k string) string {
-		return map[string]string{"MAIN_PASS": "repo-pass"}[k]
-	}}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case code := <-done:
-		t.Fatalf("serve exited %d: %s", code, stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass"})
+	addr, stdout, stderr, done, cancel, cfgPath := sd.addr, sd.stdout, sd.stderr, sd.done, sd.cancel, sd.cfgPath
 	if _, err := os.Stat(filepath.Join(dir, "state", "tls", "cert.pem")); err != nil {
 		t.Fatalf("no generated certificate: %v", err)
 	}
@@ -309,4 +288,40 @@ func TestServeGeneratesAdminPassword(t *testing.T) {
 	if out != "" {
 		t.Fatalf("second start printed %q", out)
 	}
+}
+
+// testDaemon is an `appliance serve` run in process by a test.
+type testDaemon struct {
+	addr           string
+	cfgPath        string
+	stdout, stderr *bytes.Buffer
+	done           chan int
+	cancel         context.CancelFunc
+}
+
+// startDaemon writes cfgYAML to dir/vmvault.yaml, runs `appliance serve` on
+// it with the given environment, and waits until it listens. The daemon is
+// stopped at the end of the test if the test did not stop it.
+func startDaemon(t *testing.T, dir, cfgYAML string, vars map[string]string) *testDaemon {
+	t.Helper()
+	d := &testDaemon{cfgPath: filepath.Join(dir, "vmvault.yaml"), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan int, 1)}
+	if err := os.WriteFile(d.cfgPath, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	serveReady = func(addr string) { ready <- addr }
+	t.Cleanup(func() { serveReady = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	t.Cleanup(cancel)
+	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }}
+	go func() { d.done <- run(ctx, env, []string{"serve", "--config", d.cfgPath}) }()
+	select {
+	case d.addr = <-ready:
+	case code := <-d.done:
+		t.Fatalf("serve exited %d: %s", code, d.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return d
 }
