@@ -99,12 +99,14 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	reg := task.New(task.Config{Store: tst})
-	t.Cleanup(func() { reg.Close(context.Background()) })
 	settings, err := NewBoltSettings(wdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := repository.TestRepository(t)
+	// Cleanups run last-registered first: tasks (a check still running when
+	// a test ends) must finish before the repository closes, as in the daemon.
+	t.Cleanup(func() { reg.Close(context.Background()) })
 	f := &fixture{t: t, db: db, clk: clk, repo: repo, inv: policy.NewMemInventory(testVM), tokens: map[auth.Role]string{}, tasks: reg}
 	f.points = append(f.points,
 		commitPoint(t, repo, testVM, "nightly", time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC)),
