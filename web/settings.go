@@ -14,7 +14,7 @@ var (
 )
 
 // BoltSettings keeps Settings as JSON in a bucket "settings" of a bbolt
-// database the caller owns (the daemon's web.db).
+// database the caller owns (the daemon's state.db).
 type BoltSettings struct{ db *bolt.DB }
 
 // NewBoltSettings creates the bucket if needed.

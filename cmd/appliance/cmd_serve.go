@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/backup"
@@ -109,11 +108,8 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		return err
 	}
 	d.onClose("state db", db.Close)
-	wdb, err := bolt.Open(filepath.Join(cfg.StateDir, "web.db"), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return fmt.Errorf("open %s: %w (is another daemon running on this state directory?)", filepath.Join(cfg.StateDir, "web.db"), err)
-	}
-	d.onClose("web db", wdb.Close)
+	// Sessions, tokens, tasks and settings share the state database.
+	wdb := db.Bolt()
 
 	repos := map[string]*repository.Repository{}
 	for _, rc := range cfg.Repositories {

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
@@ -102,13 +101,13 @@ repositories:
 	if snaps, err := l.Snapshots("DC0_H0_VM0"); err != nil || len(snaps) != 0 {
 		t.Fatalf("snapshots left: %v %v", snaps, err)
 	}
-	wdb, err := bolt.Open(filepath.Join(dir, "state", "web.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	sdb, err := state.Open(filepath.Join(dir, "state", "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := task.NewBoltStore(wdb)
+	ts, _ := task.NewBoltStore(sdb.Bolt())
 	info, err := ts.Task(context.Background(), tk.ID)
-	wdb.Close()
+	sdb.Close()
 	if err != nil || info.State != task.Cancelled {
 		t.Fatalf("stored task: %+v %v", info, err)
 	}

@@ -24,7 +24,7 @@ import (
 type serveConfig struct {
 	Listen       string          `json:"listen"`    // host:port; default 127.0.0.1:8443
 	TLS          tlsConfig       `json:"tls"`       // default: self-signed, generated on first start
-	StateDir     string          `json:"state_dir"` // required: state.db, web.db, tls/
+	StateDir     string          `json:"state_dir"` // required: state.db, tls/
 	TimeZone     string          `json:"time_zone"` // IANA name; default UTC
 	LogLevel     string          `json:"log_level"` // debug, info, warn, error; default info
 	Admin        adminConfig     `json:"admin"`

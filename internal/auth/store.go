@@ -17,7 +17,7 @@ var (
 )
 
 // BoltStore implements Store in buckets of a bbolt database the caller owns
-// (the daemon's web.db):
+// (the daemon's state.db):
 //
 //	auth        "admin-hash" -> PHC Argon2id string
 //	tokens      token id -> JSON of Token plus its hash

@@ -73,6 +73,12 @@ func Open(path string) (*DB, error) {
 	return &DB{db: bdb}, nil
 }
 
+// Bolt returns the underlying bbolt database so that the appliance's other
+// stores (sessions and tokens, tasks, settings) keep their buckets in this one
+// file: one lock, one backup, one place an operator has to know about. Those
+// stores own their bucket names; none may use one listed in this package.
+func (d *DB) Bolt() *bolt.DB { return d.db }
+
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
 

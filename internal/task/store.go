@@ -11,7 +11,7 @@ import (
 var bTasks = []byte("tasks")
 
 // BoltStore keeps task summaries in a bucket "tasks" of a bbolt database the
-// caller owns (the daemon's web.db): task id -> JSON of Info. Ids start with
+// caller owns (the daemon's state.db): task id -> JSON of Info. Ids start with
 // the creation time in hex, so key order is creation order.
 type BoltStore struct {
 	db *bolt.DB
