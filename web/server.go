@@ -39,6 +39,8 @@ type Config struct {
 	Backups         Backups
 	Restores        Restores
 	Settings        SettingsStore
+	// Mailer sends test mails; nil: SMTP is not configured (409 smtp_not_configured).
+	Mailer Mailer
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.

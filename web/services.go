@@ -168,6 +168,12 @@ type Settings struct {
 	EventRetentionDays int    `json:"eventRetentionDays"` // events older than this are pruned
 }
 
+// Mailer sends the test mail of POST /settings/smtp/test; notify implements
+// it and the daemon wires it. A nil Mailer means SMTP is not configured.
+type Mailer interface {
+	SendTest(ctx context.Context, to string) error
+}
+
 // SettingsStore keeps Settings; BoltSettings implements it.
 type SettingsStore interface {
 	Settings(ctx context.Context) (Settings, bool, error) // false: never saved
