@@ -1,7 +1,8 @@
 // Package auth owns the appliance's authentication and authorisation state:
-// the local administrator's Argon2id password hash, API tokens (stored as
-// SHA-256 of a random 32-byte secret, shown once), browser sessions (in
-// memory, with a CSRF token each), the three roles and the per-IP and
+// local users (Argon2id password hashes, one of the three roles each; the
+// single administrator of earlier versions is migrated to user "admin"),
+// API tokens (stored as SHA-256 of a random 32-byte secret, shown once),
+// browser sessions (in memory, with a CSRF token each), the three roles and the per-IP and
 // per-username login rate limits (token buckets on an injected clock).
 //
 // It knows nothing of HTTP: web maps its errors to status codes. auth

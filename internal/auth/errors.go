@@ -17,6 +17,14 @@ var (
 	// ErrVCenterUnavailable is returned by Login when vCenter could not check
 	// the credentials (unreachable, timed out).
 	ErrVCenterUnavailable = errors.New("vCenter cannot check credentials now")
-	// ErrNotFound is returned for an unknown token id.
+	// ErrNotFound is returned for an unknown token id or user name.
 	ErrNotFound = errors.New("not found")
+	// ErrUserExists is returned by CreateUser for a name already taken
+	// (names are compared without case).
+	ErrUserExists = errors.New("user exists")
+	// ErrLastAdministrator is returned when deleting or demoting the last
+	// local administrator: nobody could manage the appliance afterwards.
+	ErrLastAdministrator = errors.New("the last administrator cannot be removed or demoted")
+	// ErrBadUser is returned for a user name or password that does not meet the rules.
+	ErrBadUser = errors.New("invalid user")
 )

@@ -27,11 +27,33 @@ type Token struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
-// Store persists the administrator's hash and API tokens. Implementations
-// are safe for concurrent use.
+// User sources.
+const (
+	SourceLocal   = "local"   // a password hash in the state database
+	SourceVCenter = "vcenter" // checked against vCenter at each login
+)
+
+// User is a local user as stored: never the password, only its Argon2id hash.
+type User struct {
+	Username string    `json:"username"`
+	Role     Role      `json:"role"`
+	Source   string    `json:"source"`
+	Created  time.Time `json:"created"`
+	Hash     string    `json:"-"`
+}
+
+// Store persists local users and API tokens. Implementations are safe for
+// concurrent use.
 type Store interface {
-	AdminHash(ctx context.Context) (string, error) // "" when none is set
-	SetAdminHash(ctx context.Context, hash string) error
+	Users(ctx context.Context) ([]User, error)
+	// User returns a user by name (without case) or an error wrapping ErrNotFound.
+	User(ctx context.Context, name string) (User, error)
+	PutUser(ctx context.Context, u User) error         // insert or replace
+	DeleteUser(ctx context.Context, name string) error // ErrNotFound when unknown
+	// MigrateAdmin turns the single administrator hash of earlier versions
+	// into the user name (administrator) unless that user exists, and
+	// forgets the old hash; it reports whether it created the user.
+	MigrateAdmin(ctx context.Context, name string, created time.Time) (bool, error)
 	PutToken(ctx context.Context, t Token) error
 	// TokenByHash returns the token with that hex SHA-256, or ErrNotFound.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
@@ -42,6 +64,7 @@ type Store interface {
 // Principal is who made a request.
 type Principal struct {
 	User    string `json:"user"`
+	Source  string `json:"source,omitempty"` // "local" or "vcenter" (sessions)
 	Role    Role   `json:"role"`
 	Method  string `json:"method"` // "session" or "token"
 	Session string `json:"-"`      // session id (cookie sessions)
@@ -54,6 +77,7 @@ type Session struct {
 	ID      string
 	CSRF    string
 	User    string
+	Source  string // SourceLocal or SourceVCenter
 	Role    Role
 	Expires time.Time
 }
@@ -97,6 +121,10 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+
+	// usersMu serialises user changes so that "is this the last
+	// administrator?" and the change it guards happen as one step.
+	usersMu sync.Mutex
 }
 
 // NewManager returns a manager.
@@ -131,6 +159,11 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Hash == (HashParams{}) {
 		cfg.Hash = DefaultHashParams
 	}
+	// The single administrator of earlier versions becomes a user; a short
+	// local transaction, so no caller context is needed.
+	if _, err := cfg.Store.MigrateAdmin(context.Background(), cfg.AdminUser, cfg.Clock.Now()); err != nil {
+		return nil, err
+	}
 	return &Manager{
 		cfg:      cfg,
 		ipLim:    NewLimiter(cfg.Clock, cfg.IPBurst, cfg.IPEvery, 0),
@@ -148,38 +181,233 @@ func randomString(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// EnsureAdmin sets the administrator's password at first start: to
-// password when given, else to a generated one it returns (for printing
-// once). When a hash is already stored it changes nothing and returns "".
+// EnsureAdmin creates the administrator user at first start (no local
+// user at all): with password when given, else with a generated one it
+// returns (for printing once). Otherwise it changes nothing and returns "".
 func (m *Manager) EnsureAdmin(ctx context.Context, password string) (generated string, err error) {
-	h, err := m.cfg.Store.AdminHash(ctx)
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	us, err := m.cfg.Store.Users(ctx)
 	if err != nil {
-		return "", fmt.Errorf("read admin password: %w", err)
+		return "", fmt.Errorf("read users: %w", err)
 	}
-	if h != "" {
+	if len(us) > 0 {
 		return "", nil
 	}
 	if password == "" {
 		password = randomString(18)
 		generated = password
 	}
-	if err := m.SetAdminPassword(ctx, password); err != nil {
+	if err := m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{}); err != nil {
 		return "", err
 	}
 	return generated, nil
 }
 
-// SetAdminPassword replaces the administrator's password.
+// SetAdminPassword sets the password of the configured administrator user,
+// creating it (administrator role) when it does not exist.
 func (m *Manager) SetAdminPassword(ctx context.Context, password string) error {
-	if len(password) < 8 {
-		return errors.New("administrator password must have at least 8 characters")
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	u, err := m.cfg.Store.User(ctx, m.cfg.AdminUser)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{})
+	case err != nil:
+		return fmt.Errorf("read administrator: %w", err)
+	}
+	return m.putUserLocked(ctx, u.Username, password, u.Role, u.Created)
+}
+
+// MinPasswordLen is the shortest password a local user may have.
+const MinPasswordLen = 8
+
+// CheckUsername reports whether name is acceptable for a local user: 1 to 64
+// characters, letters, digits and . _ - @, starting with a letter or digit.
+// vCenter names (DOMAIN\user) are deliberately not local names.
+func CheckUsername(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("%w: a user name has 1 to 64 characters", ErrBadUser)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || i > 0 && strings.ContainsRune("._-@", r)
+		if !ok {
+			return fmt.Errorf("%w: a user name has letters, digits and . _ - @ (not first)", ErrBadUser)
+		}
+	}
+	return nil
+}
+
+// CheckPasswordRules reports whether a new password is acceptable.
+func CheckPasswordRules(pw string) error {
+	if len(pw) < MinPasswordLen || len(pw) > 1024 {
+		return fmt.Errorf("%w: a password has %d to 1024 characters", ErrBadUser, MinPasswordLen)
+	}
+	return nil
+}
+
+func (m *Manager) putUserLocked(ctx context.Context, name, password string, role Role, created time.Time) error {
+	if err := CheckPasswordRules(password); err != nil {
+		return err
 	}
 	h, err := HashPassword(password, m.cfg.Hash)
 	if err != nil {
 		return err
 	}
-	if err := m.cfg.Store.SetAdminHash(ctx, h); err != nil {
-		return fmt.Errorf("store admin password: %w", err)
+	if created.IsZero() {
+		created = m.cfg.Clock.Now()
+	}
+	if err := m.cfg.Store.PutUser(ctx, User{Username: name, Role: role, Source: SourceLocal, Created: created, Hash: h}); err != nil {
+		return fmt.Errorf("store user %s: %w", name, err)
+	}
+	return nil
+}
+
+// Users lists the local users (without hashes), by name.
+func (m *Manager) Users(ctx context.Context) ([]User, error) {
+	us, err := m.cfg.Store.Users(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	for i := range us {
+		us[i].Hash = ""
+	}
+	return us, nil
+}
+
+// CreateUser adds a local user.
+func (m *Manager) CreateUser(ctx context.Context, name, password string, role Role) (User, error) {
+	if err := CheckUsername(name); err != nil {
+		return User{}, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return User{}, err
+	}
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	if _, err := m.cfg.Store.User(ctx, name); err == nil {
+		return User{}, fmt.Errorf("user %q: %w", name, ErrUserExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return User{}, err
+	}
+	if err := m.putUserLocked(ctx, name, password, role, time.Time{}); err != nil {
+		return User{}, err
+	}
+	u, err := m.cfg.Store.User(ctx, name)
+	u.Hash = ""
+	return u, err
+}
+
+// UserChange is what UpdateUser changes; nil fields stay.
+type UserChange struct {
+	Role     *Role
+	Password *string
+}
+
+// UpdateUser changes a local user's role and/or password. Demoting the last
+// administrator is refused (ErrLastAdministrator). The user's live sessions
+// take the new role at once; a new password ends the user's other sessions
+// (keepSession, the caller's own, survives).
+func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, keepSession string) (User, error) {
+	if ch.Role != nil {
+		if _, err := ParseRole(string(*ch.Role)); err != nil {
+			return User{}, err
+		}
+	}
+	if ch.Password != nil {
+		if err := CheckPasswordRules(*ch.Password); err != nil {
+			return User{}, err
+		}
+	}
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	u, err := m.cfg.Store.User(ctx, name)
+	if err != nil {
+		return User{}, err
+	}
+	if ch.Role != nil && u.Role == RoleAdministrator && *ch.Role != RoleAdministrator {
+		if err := m.otherAdminLocked(ctx, u.Username); err != nil {
+			return User{}, err
+		}
+	}
+	if ch.Role != nil {
+		u.Role = *ch.Role
+	}
+	if ch.Password != nil {
+		h, err := HashPassword(*ch.Password, m.cfg.Hash)
+		if err != nil {
+			return User{}, err
+		}
+		u.Hash = h
+	}
+	if err := m.cfg.Store.PutUser(ctx, u); err != nil {
+		return User{}, fmt.Errorf("store user %s: %w", name, err)
+	}
+	m.mu.Lock()
+	for id, s := range m.sessions {
+		if s.Source != SourceLocal || !strings.EqualFold(s.User, u.Username) {
+			continue
+		}
+		if ch.Password != nil && id != keepSession {
+			delete(m.sessions, id)
+			continue
+		}
+		s.Role = u.Role
+	}
+	m.mu.Unlock()
+	u.Hash = ""
+	return u, nil
+}
+
+// otherAdminLocked returns ErrLastAdministrator unless a local
+// administrator other than name exists.
+func (m *Manager) otherAdminLocked(ctx context.Context, name string) error {
+	us, err := m.cfg.Store.Users(ctx)
+	if err != nil {
+		return fmt.Errorf("list users: %w", err)
+	}
+	for _, o := range us {
+		if o.Role == RoleAdministrator && !strings.EqualFold(o.Username, name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("user %s: %w", name, ErrLastAdministrator)
+}
+
+// DeleteUser removes a local user, ends its sessions and revokes the API
+// tokens it created. Deleting the last administrator is refused.
+func (m *Manager) DeleteUser(ctx context.Context, name string) error {
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	u, err := m.cfg.Store.User(ctx, name)
+	if err != nil {
+		return err
+	}
+	if u.Role == RoleAdministrator {
+		if err := m.otherAdminLocked(ctx, u.Username); err != nil {
+			return err
+		}
+	}
+	if err := m.cfg.Store.DeleteUser(ctx, u.Username); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for id, s := range m.sessions {
+		if s.Source == SourceLocal && strings.EqualFold(s.User, u.Username) {
+			delete(m.sessions, id)
+		}
+	}
+	m.mu.Unlock()
+	toks, err := m.cfg.Store.Tokens(ctx)
+	if err != nil {
+		return fmt.Errorf("user %s deleted; list its tokens: %w", u.Username, err)
+	}
+	for _, t := range toks {
+		if strings.EqualFold(t.Owner, u.Username) {
+			if err := m.cfg.Store.DeleteToken(ctx, t.ID); err != nil && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("user %s deleted; revoke token %s: %w", u.Username, t.ID, err)
+			}
+		}
 	}
 	return nil
 }
@@ -197,11 +425,11 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 	if user == "" || password == "" {
 		return Session{}, ErrBadCredentials
 	}
-	role, err := m.check(ctx, user, password)
+	name, source, role, err := m.check(ctx, user, password)
 	if err != nil {
 		return Session{}, err
 	}
-	s := &Session{ID: randomString(32), CSRF: randomString(32), User: user, Role: role, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
+	s := &Session{ID: randomString(32), CSRF: randomString(32), User: name, Source: source, Role: role, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pruneLocked()
@@ -209,33 +437,34 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 	return *s, nil
 }
 
-func (m *Manager) check(ctx context.Context, user, password string) (Role, error) {
-	if user == m.cfg.AdminUser {
-		h, err := m.cfg.Store.AdminHash(ctx)
+// check returns the user's canonical name, source and role. A local user's
+// name never falls through to vCenter: a wrong local password is a wrong
+// password, not a vCenter login attempt.
+func (m *Manager) check(ctx context.Context, user, password string) (string, string, Role, error) {
+	u, err := m.cfg.Store.User(ctx, user)
+	switch {
+	case err == nil:
+		ok, err := CheckPassword(u.Hash, password)
 		if err != nil {
-			return "", fmt.Errorf("read admin password: %w", err)
+			return "", "", "", fmt.Errorf("password hash of %s: %w", u.Username, err)
 		}
-		if h != "" {
-			ok, err := CheckPassword(h, password)
-			if err != nil {
-				return "", fmt.Errorf("admin password hash: %w", err)
-			}
-			if ok {
-				return RoleAdministrator, nil
-			}
-			return "", ErrBadCredentials
+		if ok {
+			return u.Username, SourceLocal, u.Role, nil
 		}
+		return "", "", "", ErrBadCredentials
+	case !errors.Is(err, ErrNotFound):
+		return "", "", "", fmt.Errorf("read user: %w", err)
 	}
 	if m.cfg.VerifyVCenter == nil {
-		return "", ErrBadCredentials
+		return "", "", "", ErrBadCredentials
 	}
 	if err := m.cfg.VerifyVCenter(ctx, user, password); err != nil {
 		if errors.Is(err, ErrBadCredentials) {
-			return "", ErrBadCredentials
+			return "", "", "", ErrBadCredentials
 		}
-		return "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
+		return "", "", "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
 	}
-	return m.cfg.VCenterRole, nil
+	return user, SourceVCenter, m.cfg.VCenterRole, nil
 }
 
 func (m *Manager) pruneLocked() {
@@ -267,7 +496,7 @@ func (m *Manager) Session(id string) (Principal, error) {
 		delete(m.sessions, id)
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{User: s.User, Role: s.Role, Method: "session", Session: s.ID, CSRF: s.CSRF}, nil
+	return Principal{User: s.User, Source: s.Source, Role: s.Role, Method: "session", Session: s.ID, CSRF: s.CSRF}, nil
 }
 
 // Logout ends a session (unknown ids are ignored).
@@ -332,7 +561,13 @@ func (m *Manager) AuthenticateToken(ctx context.Context, secret string) (Princip
 	if !t.Expires.IsZero() && !m.cfg.Clock.Now().Before(t.Expires) {
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{User: t.Owner, Role: t.Role, Method: "token", TokenID: t.ID}, nil
+	role := t.Role
+	// A token never outranks its local owner's current role (a demoted
+	// user's tokens are demoted with it).
+	if u, err := m.cfg.Store.User(ctx, t.Owner); err == nil && !u.Role.Allows(role) {
+		role = u.Role
+	}
+	return Principal{User: t.Owner, Role: role, Method: "token", TokenID: t.ID}, nil
 }
 
 // Tokens lists the stored tokens (without secrets).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -12,14 +14,17 @@ var (
 	bAuth       = []byte("auth")
 	bTokens     = []byte("tokens")
 	bTokenHash  = []byte("token-hash")
+	bUsers      = []byte("users")
 	kAdminHash  = []byte("admin-hash")
-	authBuckets = [][]byte{bAuth, bTokens, bTokenHash}
+	authBuckets = [][]byte{bAuth, bTokens, bTokenHash, bUsers}
 )
 
 // BoltStore implements Store in buckets of a bbolt database the caller owns
 // (the daemon's state.db):
 //
-//	auth        "admin-hash" -> PHC Argon2id string
+//	auth        "admin-hash" -> PHC Argon2id string (the single administrator
+//	            of earlier versions; moved into users by MigrateAdmin)
+//	users       lower-case user name -> JSON of User plus its hash
 //	tokens      token id -> JSON of Token plus its hash
 //	token-hash  hex SHA-256 of the secret -> token id
 type BoltStore struct{ db *bolt.DB }
@@ -45,7 +50,7 @@ type tokenRecord struct {
 	Hash string `json:"hash"`
 }
 
-// AdminHash implements Store.
+// AdminHash returns the single administrator hash of earlier versions ("" once migrated).
 func (s *BoltStore) AdminHash(ctx context.Context) (string, error) {
 	var h string
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -55,7 +60,8 @@ func (s *BoltStore) AdminHash(ctx context.Context) (string, error) {
 	return h, err
 }
 
-// SetAdminHash implements Store.
+// SetAdminHash writes the single administrator hash as earlier versions
+// did (tests of the migration use it).
 func (s *BoltStore) SetAdminHash(ctx context.Context, hash string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -140,4 +146,104 @@ func (s *BoltStore) DeleteToken(ctx context.Context, id string) error {
 		}
 		return tx.Bucket(bTokens).Delete([]byte(id))
 	})
+}
+
+type userRecord struct {
+	User
+	Hash string `json:"hash"`
+}
+
+func userKey(name string) []byte { return []byte(strings.ToLower(name)) }
+
+func decodeUser(v []byte) (User, error) {
+	var r userRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return User{}, fmt.Errorf("decode user: %w", err)
+	}
+	r.User.Hash = r.Hash
+	return r.User, nil
+}
+
+// Users implements Store.
+func (s *BoltStore) Users(ctx context.Context) ([]User, error) {
+	var out []User
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bUsers).ForEach(func(k, v []byte) error {
+			u, err := decodeUser(v)
+			if err != nil {
+				return fmt.Errorf("user %s: %w", k, err)
+			}
+			out = append(out, u)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// User implements Store.
+func (s *BoltStore) User(ctx context.Context, name string) (User, error) {
+	var u User
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bUsers).Get(userKey(name))
+		if v == nil {
+			return fmt.Errorf("user %q: %w", name, ErrNotFound)
+		}
+		var err error
+		u, err = decodeUser(v)
+		return err
+	})
+	return u, err
+}
+
+// PutUser implements Store.
+func (s *BoltStore) PutUser(ctx context.Context, u User) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(userRecord{User: u, Hash: u.Hash})
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bUsers).Put(userKey(u.Username), b) })
+}
+
+// DeleteUser implements Store.
+func (s *BoltStore) DeleteUser(ctx context.Context, name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bUsers)
+		if b.Get(userKey(name)) == nil {
+			return fmt.Errorf("user %q: %w", name, ErrNotFound)
+		}
+		return b.Delete(userKey(name))
+	})
+}
+
+// MigrateAdmin implements Store: in one transaction, the single
+// administrator hash of earlier versions becomes the user name with the
+// administrator role, and the old key is removed so a later deletion of
+// that user is not undone at the next start.
+func (s *BoltStore) MigrateAdmin(ctx context.Context, name string, created time.Time) (bool, error) {
+	migrated := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		h := tx.Bucket(bAuth).Get(kAdminHash)
+		if h == nil {
+			return nil
+		}
+		users := tx.Bucket(bUsers)
+		if users.Get(userKey(name)) == nil {
+			b, err := json.Marshal(userRecord{User: User{Username: name, Role: RoleAdministrator, Source: SourceLocal, Created: created}, Hash: string(h)})
+			if err != nil {
+				return err
+			}
+			if err := users.Put(userKey(name), b); err != nil {
+				return err
+			}
+			migrated = true
+		}
+		return tx.Bucket(bAuth).Delete(kAdminHash)
+	})
+	if err != nil {
+		return false, fmt.Errorf("migrate administrator: %w", err)
+	}
+	return migrated, nil
 }
