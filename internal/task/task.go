@@ -110,6 +110,7 @@ type Registry struct {
 	finished []string // ids of finished tasks still in memory, oldest first
 	queued   int
 	closed   bool
+	allSubs  map[chan Update]struct{} // registry-wide subscribers (SubscribeAll)
 }
 
 type entry struct {
@@ -149,7 +150,7 @@ func New(cfg Config) *Registry {
 		cfg.Logf = func(string, ...any) {}
 	}
 	root, stop := context.WithCancel(context.Background())
-	return &Registry{cfg: cfg, sem: make(chan struct{}, cfg.MaxRunning), root: root, stop: stop, tasks: map[string]*entry{}}
+	return &Registry{cfg: cfg, sem: make(chan struct{}, cfg.MaxRunning), root: root, stop: stop, tasks: map[string]*entry{}, allSubs: map[chan Update]struct{}{}}
 }
 
 func newID(now time.Time) string {
@@ -181,6 +182,7 @@ func (r *Registry) Start(kind, subject string, fn Func) (Info, error) {
 	r.queued++
 	r.wg.Add(1)
 	info := e.info
+	r.broadcastAllLocked(Update{Type: "state", Task: info})
 	r.mu.Unlock()
 	// Recorded before it runs (outside the lock: it is a disk write), so a
 	// crash leaves a trace Recover can close.
@@ -312,6 +314,56 @@ func (r *Registry) broadcastLocked(e *entry, u Update) {
 			delete(e.subs, ch)
 		}
 	}
+	if u.Type != "log" {
+		r.broadcastAllLocked(u)
+	}
+}
+
+func (r *Registry) broadcastAllLocked(u Update) {
+	for ch := range r.allSubs {
+		select {
+		case ch <- u:
+		default:
+			close(ch)
+			delete(r.allSubs, ch)
+		}
+	}
+}
+
+// SubscribeAll returns a channel of every task's "state" updates (queued,
+// running, final) and throttled "progress" updates (at most one per
+// ProgressEvery per task, plus phase changes and completion), without log
+// lines. The channel holds buffer updates (<= 0: SubBuffer); a subscriber
+// that falls that far behind is dropped: its channel is closed. The
+// channel is also closed by unsubscribe and by Close. Subscribers reports
+// how many are live, so callers can prove none leaks.
+func (r *Registry) SubscribeAll(buffer int) (updates <-chan Update, unsubscribe func()) {
+	if buffer <= 0 {
+		buffer = r.cfg.SubBuffer
+	}
+	ch := make(chan Update, buffer)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	r.allSubs[ch] = struct{}{}
+	return ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, ok := r.allSubs[ch]; ok {
+			delete(r.allSubs, ch)
+			close(ch)
+		}
+	}
+}
+
+// Subscribers returns the number of live SubscribeAll subscriptions.
+func (r *Registry) Subscribers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.allSubs)
 }
 
 // Get returns a task's snapshot, from memory or from the store.
@@ -446,10 +498,17 @@ func (r *Registry) Subscribe(ctx context.Context, id string) (snap Info, logs []
 	return e.info, e.logsLocked(), ch, unsub, nil
 }
 
-// Close cancels every task, waits for them to end (or ctx) and refuses new ones.
+// Close cancels every task, waits for them to end (or ctx), refuses new
+// ones and closes every SubscribeAll channel.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
+	// Registry-wide streams end now: the final states of the tasks being
+	// cancelled are in the store for the next process to show.
+	for ch := range r.allSubs {
+		close(ch)
+		delete(r.allSubs, ch)
+	}
 	r.mu.Unlock()
 	r.stop()
 	done := make(chan struct{})

@@ -268,3 +268,92 @@ func TestRecover(t *testing.T) {
 	close(release)
 	waitFinal(t, r, info.ID)
 }
+
+// SubscribeAll sees every task's state changes and progress but no log
+// lines; a subscriber that does not read is dropped once its buffer is
+// full without slowing the task; unsubscribe and Close leave none behind.
+func TestSubscribeAll(t *testing.T) {
+	r := New(Config{ProgressEvery: time.Nanosecond})
+	fast, unsubFast := r.SubscribeAll(1000)
+	slow, unsubSlow := r.SubscribeAll(3)
+	defer unsubSlow()
+	gone, unsubGone := r.SubscribeAll(10)
+	if n := r.Subscribers(); n != 3 {
+		t.Fatalf("subscribers %d", n)
+	}
+	unsubGone()
+	unsubGone() // twice is harmless
+	if _, ok := <-gone; ok {
+		t.Fatal("unsubscribed channel still open")
+	}
+	var ids []string
+	for i := range 2 {
+		info, err := r.Start("t", fmt.Sprint(i), func(ctx context.Context, p *Reporter) (any, error) {
+			for j := range 10 {
+				p.Progress("copy", int64(j+1), 10)
+				p.Logf("line %d", j)
+			}
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	for _, id := range ids {
+		waitFinal(t, r, id)
+	}
+	seen := map[string][]State{}
+	progress := 0
+	deadline := time.After(5 * time.Second)
+	for done := 0; done < 2; {
+		select {
+		case u := <-fast:
+			switch u.Type {
+			case "state":
+				seen[u.Task.ID] = append(seen[u.Task.ID], u.Task.State)
+				if u.Task.State.Final() {
+					done++
+				}
+			case "progress":
+				progress++
+			default:
+				t.Fatalf("unexpected update type %q", u.Type)
+			}
+		case <-deadline:
+			t.Fatalf("missing updates: %v", seen)
+		}
+	}
+	for _, id := range ids {
+		if got := seen[id]; len(got) != 3 || got[0] != Queued || got[1] != Running || got[2] != Succeeded {
+			t.Fatalf("task %s states %v", id, got)
+		}
+	}
+	if progress == 0 {
+		t.Fatal("no progress updates")
+	}
+	n := 0
+	for range slow { // closed when it fell behind
+		n++
+	}
+	if n > 3 {
+		t.Fatalf("slow subscriber got %d updates, buffer 3", n)
+	}
+	if got := r.Subscribers(); got != 1 {
+		t.Fatalf("subscribers after the slow one was dropped: %d", got)
+	}
+	_ = unsubFast
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range fast {
+	}
+	if got := r.Subscribers(); got != 0 {
+		t.Fatalf("subscribers after Close: %d", got)
+	}
+	if ch, _ := r.SubscribeAll(1); ch != nil {
+		if _, ok := <-ch; ok {
+			t.Fatal("SubscribeAll after Close must be closed")
+		}
+	}
+}
