@@ -16,6 +16,7 @@ import (
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/web/console"
 )
 
 // Config wires a Server. Auth, Tasks, Jobs, Points and Repositories are
@@ -115,7 +116,12 @@ func New(cfg Config) (*Server, error) {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.Use(s.recover)
+	cons := console.New()
 	e.NoRoute(func(c *gin.Context) {
+		if isConsolePath(c.Request) {
+			cons.ServeHTTP(c.Writer, c.Request)
+			return
+		}
 		s.writeError(c, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route"})
 	})
 	e.NoMethod(func(c *gin.Context) {
@@ -127,6 +133,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.engine = e
 	return s, nil
+}
+
+// isConsolePath reports whether r is for the web console: a GET or HEAD
+// outside the API and the metrics (unknown paths there stay JSON 404s).
+func isConsolePath(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return p != "/api" && !strings.HasPrefix(p, "/api/") && p != "/metrics" && p != "/healthz"
 }
 
 // Handler returns the HTTP handler.

@@ -1,0 +1,58 @@
+// Formatting of sizes, ratios, times and durations for people.
+
+const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+
+export function bytes(n) {
+  if (n === null || n === undefined || Number.isNaN(Number(n))) return "–";
+  let v = Number(n);
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
+  return `${i === 0 ? v : v.toFixed(v >= 100 ? 0 : 1)} ${units[i]}`;
+}
+
+export function ratio(x) {
+  if (x === null || x === undefined || !Number.isFinite(Number(x)) || Number(x) <= 0) return "–";
+  return `${Number(x).toFixed(2)}×`;
+}
+
+let zone;
+export function setTimeZone(tz) {
+  try {
+    new Intl.DateTimeFormat("en-GB", { timeZone: tz });
+    zone = tz;
+  } catch { zone = undefined; }
+}
+
+export function time(t) {
+  if (!t) return "–";
+  const d = t instanceof Date ? t : new Date(t);
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() <= 1) return "–";
+  return new Intl.DateTimeFormat("en-GB", {
+    timeZone: zone, year: "numeric", month: "short", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit",
+  }).format(d);
+}
+
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds)) || seconds < 0) return "–";
+  let s = Math.round(Number(seconds));
+  if (s < 60) return `${s}s`;
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const hh = Math.floor(s / 3600); s -= hh * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  if (d) return `${d}d ${hh}h`;
+  if (hh) return `${hh}h ${m}m`;
+  return `${m}m ${s}s`;
+}
+
+export function rate(bytesPerSecond) {
+  if (!bytesPerSecond || !Number.isFinite(Number(bytesPerSecond))) return "–";
+  return `${bytes(bytesPerSecond)}/s`;
+}
+
+// pick returns the first defined field among names (the API mixes camelCase and snake_case).
+export function pick(obj, ...names) {
+  if (!obj) return undefined;
+  for (const n of names) if (obj[n] !== undefined && obj[n] !== null) return obj[n];
+  return undefined;
+}
