@@ -156,9 +156,15 @@ func (s *Scheduler) backupFinished(d backupDone) {
 		o.Status, o.Error = OutcomeCancelled, "cancelled at window close: "+d.err.Error()
 		ev.Severity, ev.Kind, ev.Message = SeverityWarning, EventVMCancelled, "backup cancelled because its window closed"
 	case s.runCtx.Err() != nil:
-		// Not a failure of the VM: retry at once when the scheduler is back.
-		o.Status, o.Error = OutcomeInterrupted, "the appliance stopped during the backup"
+		// Not a failure of the VM: retry at once when the scheduler is back,
+		// and give the attempt back, so a restart (an upgrade) never uses up
+		// Job.MaxAttempts. An attempt a crash cut short does count: the
+		// backup may be what crashed the appliance.
+		o.Status, o.Error = OutcomeInterrupted, interruptedDuring
 		st.NextRetry = time.Time{}
+		if !ar.rec.Manual && sameWindow && st.Attempts > 0 {
+			st.Attempts--
+		}
 		ev.Severity, ev.Kind, ev.Message = SeverityWarning, EventVMInterrupted, "backup interrupted by an appliance stop; it will be retried while its window is open"
 	default:
 		st.LastError = d.err.Error()

@@ -28,9 +28,27 @@
 //   - The scheduler is one goroutine that owns all state and persists each
 //     decision before acting on it; backups, maintenance and inventory
 //     queries run in goroutines it owns and report back over a channel.
-//     A backup the appliance was running when it stopped is "interrupted"
-//     and retried while its window is open; a backup that completed is never
-//     repeated in the same window, also across restarts.
+//     A backup that completed is never repeated in the same window, also
+//     across restarts.
+//   - The resume rule. A run the previous process left open (a crash, a
+//     kill -9, a restart) is interrupted: on start the scheduler ends it at
+//     the last checkpoint (the last time it looked), marks every VM it had
+//     not finished "interrupted" (vm.interrupted events for the backups that
+//     were cut short, and a job.finished event naming the run), and then:
+//     if it was a scheduled run of an enabled job whose window occurrence is
+//     still open, a resume run for that same occurrence (JobRun.ResumeOf,
+//     and ResumedBy on the old one) backs up only the VMs not yet backed up
+//     in it, as far as Job.MaxAttempts allows; VMs already done are never
+//     redone, a failed VM keeps its retry backoff. Otherwise (window closed,
+//     job disabled or deleted, or a "run now") the run stays closed as
+//     interrupted and the next window picks its VMs up. If nothing is left to
+//     resume, the run is not interrupted: it continues until its window
+//     closes. The old run's end and the resume run's start are stored in one
+//     transaction. An attempt a clean stop cancelled is given back (an
+//     upgrade never uses up MaxAttempts); one a crash cut short counts, since
+//     that backup may be what crashed the appliance. The snapshot a killed
+//     backup left on its VM is removed by the next backup of that VM (the
+//     backup engine sweeps vmvault's stale snapshots first).
 //   - Missed windows are detected from a persisted checkpoint (the last time
 //     the scheduler looked): an occurrence that opened and closed entirely
 //     after it was missed.

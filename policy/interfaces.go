@@ -154,16 +154,21 @@ type VMOutcome struct {
 }
 
 // JobRun is one run of a job: one window occurrence, one "run now", or a
-// missed window (Missed, no VMs).
+// missed window (Missed, no VMs). A run the appliance stopped under is
+// Interrupted; if its window was still open at the next start, a resume run
+// (ResumeOf) for the same occurrence backs up the VMs it left undone.
 type JobRun struct {
-	ID       string      `json:"id"`
-	Job      string      `json:"job"`
-	WindowID string      `json:"windowId,omitempty"`
-	Manual   bool        `json:"manual,omitempty"`
-	Missed   bool        `json:"missed,omitempty"`
-	Start    time.Time   `json:"start"`
-	End      time.Time   `json:"end,omitzero"` // zero while the run is open
-	VMs      []VMOutcome `json:"vms,omitempty"`
+	ID          string      `json:"id"`
+	Job         string      `json:"job"`
+	WindowID    string      `json:"windowId,omitempty"`
+	Manual      bool        `json:"manual,omitempty"`
+	Missed      bool        `json:"missed,omitempty"`
+	Interrupted bool        `json:"interrupted,omitempty"` // ended by an appliance stop or crash
+	ResumeOf    string      `json:"resumeOf,omitempty"`    // the interrupted run this one resumes
+	ResumedBy   string      `json:"resumedBy,omitempty"`   // the run that resumed this interrupted one
+	Start       time.Time   `json:"start"`
+	End         time.Time   `json:"end,omitzero"` // zero while the run is open
+	VMs         []VMOutcome `json:"vms,omitempty"`
 }
 
 // Outcome returns the VM's outcome entry, or nil.
@@ -195,6 +200,7 @@ type Store interface {
 	PutVMState(ctx context.Context, s VMState) error
 	PutVMStates(ctx context.Context, s []VMState) error // one transaction for a whole selection
 	PutRun(ctx context.Context, r JobRun) error
+	PutRuns(ctx context.Context, r []JobRun) error // one transaction: an interrupted run closed with its resume run
 	OpenRuns(ctx context.Context) ([]JobRun, error)
 	Checkpoint(ctx context.Context) (time.Time, error)
 	SetCheckpoint(ctx context.Context, t time.Time) error

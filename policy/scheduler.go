@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,37 +407,12 @@ func (s *Scheduler) load(ctx context.Context) error {
 		st := states[i]
 		s.states[stateKey{st.Job, st.VM}] = &st
 	}
+	// A VM state still marked running means the appliance died mid-backup
+	// (a clean stop records the end): its outcome in the open run says so.
+	openByID := map[string]*JobRun{}
 	for i := range open {
-		r := open[i]
-		j, ok := s.jobs[r.Job]
-		occ, inWindow := j.Window.At(now)
-		if ok && j.Enabled && !r.Manual && inWindow && occ.ID() == r.WindowID {
-			ar := &activeRun{rec: r, job: j, vms: map[string]VM{}}
-			for i := range ar.rec.VMs {
-				o := &ar.rec.VMs[i]
-				ar.vms[o.VM] = VM{InstanceUUID: o.VM, Name: o.Name, MoRef: o.MoRef}
-				if o.Status == OutcomeRunning { // nothing runs before load: a stop cut it short
-					o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, "the appliance stopped during the backup"
-				}
-			}
-			s.runs[r.ID] = ar
-			s.current[r.Job] = ar
-			s.putRun(ar)
-			continue
-		}
-		// The run's window (or the manual run) ended while we were down.
-		end := checkpoint
-		if end.Before(r.Start) {
-			end = r.Start
-		}
-		ar := &activeRun{rec: r, job: j}
-		s.markUnfinished(ar, "the appliance was down when the run ended")
-		ar.rec.End = end
-		s.putRun(ar)
-		s.emit(Event{Severity: SeverityWarning, Kind: EventJobFinished, Subject: j.Name, Job: r.Job,
-			Message: fmt.Sprintf("run %s ended while the appliance was down: %s", r.ID, summarize(ar.rec))})
+		openByID[open[i].ID] = &open[i]
 	}
-	// A state still marked running means the appliance stopped mid-backup.
 	keys := make([]stateKey, 0, len(s.states))
 	for k := range s.states {
 		keys = append(keys, k)
@@ -444,37 +420,143 @@ func (s *Scheduler) load(ctx context.Context) error {
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].job < keys[j].job || keys[i].job == keys[j].job && keys[i].vm < keys[j].vm
 	})
+	var changed []VMState
+	var cut []*VMState
 	for _, k := range keys {
 		st := s.states[k]
 		if !st.Running {
 			continue
 		}
-		st.Running, st.NextRetry = false, time.Time{}
-		if ar := s.runs[st.RunningRunID]; ar != nil {
-			if o := ar.rec.Outcome(st.VM); o != nil {
-				o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, "the appliance stopped during the backup"
-				s.putRun(ar)
+		if r := openByID[st.RunningRunID]; r != nil {
+			if o := r.Outcome(st.VM); o != nil {
+				o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, interruptedDuring
 			}
 		}
-		st.RunningRunID = ""
-		s.putState(st)
+		st.Running, st.RunningRunID, st.NextRetry = false, "", time.Time{}
+		changed = append(changed, *st)
+		cut = append(cut, st)
+	}
+	s.putStates(changed)
+	for _, st := range cut {
 		s.emit(Event{Severity: SeverityWarning, Kind: EventVMInterrupted, Subject: st.Name, Job: st.Job, VM: st.VM,
-			Message: "backup interrupted by an appliance stop; it will be retried while its window is open"})
+			Message: "backup interrupted: the appliance stopped during it (its snapshot is removed by the next backup of the VM)"})
+	}
+	for i := range open {
+		s.recoverRun(open[i], checkpoint, now)
 	}
 	return nil
 }
 
-// markUnfinished gives every VM of a run that is not final its final status.
-func (s *Scheduler) markUnfinished(ar *activeRun, why string) {
-	for i := range ar.rec.VMs {
-		o := &ar.rec.VMs[i]
-		switch o.Status {
-		case OutcomePending:
-			o.Status, o.Error = OutcomeNotRun, why
-		case OutcomeRunning:
-			o.Status, o.Error = OutcomeInterrupted, why
+// Messages of the outcomes an appliance stop leaves.
+const (
+	interruptedDuring = "the appliance stopped during the backup"
+	interruptedBefore = "the appliance stopped before this VM's backup started"
+)
+
+// recoverRun decides the fate of a run the previous process left open: the
+// resume rule. The run is interrupted: it ends at the last checkpoint and
+// every VM it had not finished is marked interrupted. If it was a scheduled
+// run and its window occurrence is still open, a resume run for the same
+// occurrence backs up the VMs not yet backed up in it, as far as the retry
+// limit allows; VMs already done are never redone. A manual run, a disabled
+// or deleted job or a closed window leave it at that: the next window
+// picks the VMs up. If there is nothing left to resume (every VM done or out
+// of attempts) the run simply continues until its window closes.
+func (s *Scheduler) recoverRun(r JobRun, checkpoint, now time.Time) {
+	j, ok := s.jobs[r.Job]
+	occ, inWindow := j.Window.At(now)
+	resumable := ok && j.Enabled && !r.Manual && inWindow && occ.ID() == r.WindowID
+	for i := range r.VMs {
+		if o := &r.VMs[i]; o.Status == OutcomeRunning { // a state write the crash lost: still cut short
+			o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, interruptedDuring
 		}
 	}
+	var remaining []VM
+	if resumable {
+		for _, o := range r.VMs {
+			st := s.states[stateKey{r.Job, o.VM}]
+			if st != nil && st.WindowID == r.WindowID &&
+				(st.Done || j.MaxAttempts > 0 && st.Attempts >= j.MaxAttempts) {
+				continue
+			}
+			remaining = append(remaining, VM{InstanceUUID: o.VM, Name: o.Name, MoRef: o.MoRef})
+		}
+		if len(remaining) == 0 {
+			ar := &activeRun{rec: r, job: j, vms: map[string]VM{}}
+			for _, o := range r.VMs {
+				ar.vms[o.VM] = VM{InstanceUUID: o.VM, Name: o.Name, MoRef: o.MoRef}
+			}
+			s.runs[r.ID] = ar
+			s.current[r.Job] = ar
+			s.putRun(ar)
+			return
+		}
+	}
+	end := checkpoint
+	if end.Before(r.Start) {
+		end = r.Start
+	}
+	var undone []string
+	for i := range r.VMs {
+		o := &r.VMs[i]
+		switch o.Status {
+		case OutcomePending:
+			o.Status, o.Error = OutcomeInterrupted, interruptedBefore
+		case OutcomeRunning:
+			o.Status, o.Error = OutcomeInterrupted, interruptedDuring
+		}
+		if o.Status != OutcomeSucceeded {
+			undone = append(undone, o.Name)
+		}
+	}
+	r.Interrupted, r.End = true, end
+	name := j.Name
+	if name == "" {
+		name = r.Job
+	}
+	if !resumable {
+		s.putRun(&activeRun{rec: r})
+		why := "its window closed while the appliance was down; the next window backs them up"
+		switch {
+		case !ok:
+			why = "the job no longer exists"
+		case !j.Enabled:
+			why = "the job is disabled"
+		case r.Manual:
+			why = "a run now is not resumed; run the job again"
+		}
+		s.emit(Event{Severity: SeverityWarning, Kind: EventJobFinished, Subject: name, Job: r.Job,
+			Message: fmt.Sprintf("run %s was interrupted by an appliance stop and is not resumed (%s): %s; not backed up: %s",
+				r.ID, why, summarize(r), strings.Join(undone, ", "))})
+		return
+	}
+	id := runID(j.ID, now, "resume")
+	for t := now; id == r.ID; { // resumed again at the very instant it was resumed (a fake clock)
+		t = t.Add(time.Nanosecond)
+		id = runID(j.ID, t, "resume")
+	}
+	ar := &activeRun{rec: JobRun{ID: id, Job: j.ID, WindowID: occ.ID(), ResumeOf: r.ID, Start: now}, job: j, vms: map[string]VM{}}
+	for _, vm := range remaining {
+		ar.vms[vm.InstanceUUID] = vm
+		ar.rec.VMs = append(ar.rec.VMs, VMOutcome{VM: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, Status: OutcomePending})
+	}
+	r.ResumedBy = ar.rec.ID
+	// One transaction: a crash here leaves either the interrupted run open
+	// (and this decision is taken again) or both records final.
+	if err := s.cfg.Store.PutRuns(s.pctx, []JobRun{r, ar.rec}); err != nil {
+		s.logf("scheduler: save run %s and its resume run %s: %v", r.ID, ar.rec.ID, err)
+	}
+	s.runs[ar.rec.ID] = ar
+	s.current[j.ID] = ar
+	s.emit(Event{Severity: SeverityWarning, Kind: EventJobFinished, Subject: name, Job: r.Job,
+		Message: fmt.Sprintf("run %s was interrupted by an appliance stop: %s; resumed by run %s", r.ID, summarize(r), ar.rec.ID)})
+	names := make([]string, len(remaining))
+	for i, vm := range remaining {
+		names[i] = vm.Name
+	}
+	s.emit(Event{Severity: SeverityInfo, Kind: EventJobStarted, Subject: name, Job: j.ID,
+		Message: fmt.Sprintf("resuming interrupted run %s: %d VMs not yet backed up in this window (%s), until %s; the %d others are done (or out of attempts) in this window and are not redone",
+			r.ID, len(remaining), strings.Join(names, ", "), occ.Close.In(j.Window.loc()).Format("Mon 15:04 MST"), len(r.VMs)-len(remaining))})
 }
 
 func (s *Scheduler) reload(ctx context.Context) error {

@@ -550,13 +550,14 @@ func TestSchedulerRestartMidWindowRunsNothingTwice(t *testing.T) {
 	if len(open) != 1 {
 		t.Fatalf("open runs %+v", open)
 	}
+	first := open[0]
 	h.stop()
 	if h.events.count(policy.EventVMInterrupted, "v2") != 1 {
 		t.Fatal("v2 not reported interrupted")
 	}
 	h.clk.Set(at(0, 23, 0))
 	h.restart()
-	// v2 is retried, v1 (done in this window) is not; v3 follows.
+	// A resume run backs up v2 and v3; v1 (done in this window) is not redone.
 	h.finish(h.startedOne("v2"), nil)
 	c3 := h.startedOne("v3")
 
@@ -564,28 +565,230 @@ func TestSchedulerRestartMidWindowRunsNothingTwice(t *testing.T) {
 	h.cancel()
 	<-h.done
 	h.cancel = nil
-	st := policy.VMState{Job: "a", VM: "v3", Name: "vm-v3", Selected: true, Running: true, Attempts: 1, WindowID: open[0].WindowID, RunningRunID: open[0].ID}
+	open, _ = h.db.OpenRuns(h.ctx)
+	if len(open) != 1 || open[0].ResumeOf != first.ID {
+		t.Fatalf("open runs after the first restart %+v", open)
+	}
+	second := open[0]
+	st := policy.VMState{Job: "a", VM: "v3", Name: "vm-v3", Selected: true, Running: true, Attempts: 1, WindowID: first.WindowID, RunningRunID: second.ID}
 	if err := h.db.PutVMState(h.ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	_ = c3
-	h.restart()
+	h.restart() // at the same instant: the second resume run still gets its own id
 	h.events.waitCount(t, policy.EventVMInterrupted, "v3", 2)
 	h.finish(h.startedOne("v3"), nil)
 	h.set(at(1, 6, 0))
 	h.expectRunning()
 	runs, _ := h.db.Runs(h.ctx, "a", 0)
-	if len(runs) != 1 || runs[0].ID != open[0].ID {
-		t.Fatalf("the run must continue across restarts: %+v", runs)
+	if len(runs) != 3 {
+		t.Fatalf("want the window run and two resume runs: %+v", runs)
 	}
-	for _, o := range runs[0].VMs {
-		if o.Status != policy.OutcomeSucceeded {
-			t.Errorf("%s: %s", o.VM, o.Status)
+	byID := map[string]policy.JobRun{}
+	for _, r := range runs {
+		byID[r.ID] = r
+		if r.End.IsZero() || r.WindowID != first.WindowID {
+			t.Errorf("run %s: end %v window %s", r.ID, r.End, r.WindowID)
 		}
 	}
-	if n := h.events.count(policy.EventVMBackedUp, "v1"); n != 1 {
-		t.Fatalf("v1 backed up %d times in one window", n)
+	r1, r2 := byID[first.ID], byID[second.ID]
+	r3 := byID[r2.ResumedBy]
+	want := []struct {
+		run         policy.JobRun
+		interrupted bool
+		resumeOf    string
+		outcomes    string
+	}{
+		{r1, true, "", "v1=succeeded v2=interrupted v3=interrupted"},
+		{r2, true, r1.ID, "v2=succeeded v3=interrupted"},
+		{r3, false, r2.ID, "v3=succeeded"},
 	}
+	for i, w := range want {
+		var got []string
+		for _, o := range w.run.VMs {
+			got = append(got, o.VM+"="+string(o.Status))
+		}
+		if w.run.Interrupted != w.interrupted || w.run.ResumeOf != w.resumeOf || strings.Join(got, " ") != w.outcomes {
+			t.Errorf("run %d %s: interrupted %v resumeOf %q outcomes %q, want %v %q %q", i+1, w.run.ID, w.run.Interrupted, w.run.ResumeOf, got, w.interrupted, w.resumeOf, w.outcomes)
+		}
+	}
+	if r1.ResumedBy != r2.ID || r3.ResumedBy != "" {
+		t.Errorf("resume chain %q -> %q -> %q", r1.ResumedBy, r2.ResumedBy, r3.ResumedBy)
+	}
+	for _, vm := range []string{"v1", "v2", "v3"} {
+		if n := h.events.count(policy.EventVMBackedUp, vm); n != 1 {
+			t.Errorf("%s backed up %d times in one window", vm, n)
+		}
+	}
+}
+
+// TestSchedulerResumeRule proves the resume rule (see recoverRun) with a fake
+// clock: which runs an appliance stop leaves resumed, continued or closed,
+// and which VMs a resume run backs up.
+func TestSchedulerResumeRule(t *testing.T) {
+	tests := []struct {
+		name string
+		// restartAt is when the appliance comes back (it stops at Monday 22:30).
+		restartAt   time.Time
+		maxAttempts int
+		manual      bool
+		disable     bool
+		crash       bool // the states still say running, as a kill leaves them
+		// wantResumed lists the VMs the resume run backs up ("" = no resume run).
+		wantResumed string
+		wantOld     string // outcomes of the interrupted run
+		wantOpen    bool   // the old run is still open (continued, not interrupted)
+	}{
+		{name: "window open", restartAt: at(0, 23, 0), wantResumed: "v2 v3 v4",
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "window closed", restartAt: at(1, 7, 0),
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "next window already open", restartAt: at(1, 22, 30),
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "retry limit reached for the failed VM", restartAt: at(0, 23, 0), maxAttempts: 1, wantResumed: "v2 v4",
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		// A crash (not a clean stop) leaves the states running: those attempts
+		// count, so with one attempt per window nothing is left to resume and
+		// the run continues until its window closes.
+		{name: "crash with the retry limit reached", restartAt: at(0, 23, 0), maxAttempts: 1, crash: true, wantOpen: true,
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "crash, window open", restartAt: at(0, 23, 0), crash: true, wantResumed: "v2 v3 v4",
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "job disabled while down", restartAt: at(0, 23, 0), disable: true,
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+		{name: "run now is not resumed", restartAt: at(0, 23, 0), manual: true,
+			wantOld: "v1=succeeded v2=interrupted v3=failed v4=interrupted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2", "v3", "v4"}})
+			j.Concurrency, j.MaxAttempts = 2, tc.maxAttempts
+			start := at(0, 22, 0)
+			if tc.manual {
+				start = at(0, 12, 0) // outside the window
+			}
+			h := newHarness(t, start, vms("v1", "v2", "v3", "v4"), j)
+			h.start()
+			if tc.manual {
+				if _, err := h.sched.RunNow(h.ctx, "a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := h.started(2) // v1 and v2 (by id: none protected yet), in either order
+			if c[0].VM != "v1" {
+				c[0], c[1] = c[1], c[0]
+			}
+			if c[0].VM != "v1" || c[1].VM != "v2" {
+				t.Fatalf("started %s and %s, want v1 and v2", c[0].VM, c[1].VM)
+			}
+			h.finish(c[0], nil)
+			h.finish(h.startedOne("v3"), errors.New("snapshot failed")) // retried after the backoff
+			h.startedOne("v4")                                          // in the slot v3 freed; v3 waits for its retry
+			h.set(start.Add(30 * time.Minute))
+			h.expectRunning("a/v2", "a/v4")
+			h.stop()
+			open, _ := h.db.OpenRuns(h.ctx)
+			if len(open) != 1 {
+				t.Fatalf("open runs before the restart: %+v", open)
+			}
+			old := open[0]
+			if tc.crash {
+				for _, vm := range []string{"v2", "v4"} {
+					st := policy.VMState{Job: "a", VM: vm, Name: "vm-" + vm, Selected: true, Running: true, Attempts: 1,
+						WindowID: old.WindowID, RunningRunID: old.ID, LastAttempt: start}
+					if err := h.db.PutVMState(h.ctx, st); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.disable {
+				j.Enabled = false
+				if err := h.db.PutJob(h.ctx, j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.clk.Set(tc.restartAt)
+			h.restart()
+			rec, err := h.db.Run(h.ctx, old.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(rec); got != tc.wantOld {
+				t.Errorf("interrupted run outcomes %q, want %q", got, tc.wantOld)
+			}
+			if rec.End.IsZero() == !tc.wantOpen || rec.Interrupted == tc.wantOpen {
+				t.Errorf("old run end %v interrupted %v, want open=%v", rec.End, rec.Interrupted, tc.wantOpen)
+			}
+			if !tc.wantOpen && !rec.End.Equal(start.Add(30*time.Minute)) {
+				t.Errorf("interrupted run ends %v, want the last checkpoint %v", rec.End, start.Add(30*time.Minute))
+			}
+			open, _ = h.db.OpenRuns(h.ctx)
+			if tc.wantOpen {
+				if len(open) != 1 || open[0].ID != old.ID {
+					t.Fatalf("open runs %+v, want the old one continued", open)
+				}
+				h.set(at(1, 6, 0))
+				h.expectRunning()
+				rec, _ = h.db.Run(h.ctx, old.ID)
+				if rec.End.IsZero() || rec.Interrupted || outcomes(rec) != tc.wantOld {
+					t.Fatalf("continued run after its window: %+v", rec)
+				}
+				return
+			}
+			if tc.wantResumed == "" {
+				if rec.ResumedBy != "" {
+					t.Errorf("resumed by %s", rec.ResumedBy)
+				}
+				for _, r := range open {
+					if r.ResumeOf != "" {
+						t.Errorf("unexpected resume run %+v", r)
+					}
+				}
+				if n := len(h.events.all(policy.EventJobFinished)); n != 1 || !strings.Contains(h.events.all(policy.EventJobFinished)[0].Message, "not resumed") {
+					t.Errorf("finished events %+v", h.events.all(policy.EventJobFinished))
+				}
+				return
+			}
+			if len(open) != 1 || open[0].ResumeOf != old.ID || rec.ResumedBy != open[0].ID {
+				t.Fatalf("resume run: %+v (old resumed by %q)", open, rec.ResumedBy)
+			}
+			var ids []string
+			for _, o := range open[0].VMs {
+				ids = append(ids, o.VM)
+			}
+			if strings.Join(ids, " ") != tc.wantResumed {
+				t.Fatalf("resume run backs up %v, want %s", ids, tc.wantResumed)
+			}
+			// Each remaining VM is backed up once (v3's backoff has passed).
+			var got []string
+			for range ids {
+				c := h.started(1)[0]
+				got = append(got, c.VM)
+				h.finish(c, nil)
+			}
+			slices.Sort(got)
+			if strings.Join(got, " ") != tc.wantResumed {
+				t.Errorf("backed up %v after the restart, want %s", got, tc.wantResumed)
+			}
+			h.set(at(1, 6, 0))
+			h.expectRunning()
+			if n := h.events.count(policy.EventVMBackedUp, "v1"); n != 1 {
+				t.Errorf("v1 backed up %d times in one window", n)
+			}
+			res, _ := h.db.Run(h.ctx, open[0].ID)
+			if res.End.IsZero() || res.Interrupted {
+				t.Errorf("resume run after the window: %+v", res)
+			}
+		})
+	}
+}
+
+func outcomes(r policy.JobRun) string {
+	var out []string
+	for _, o := range r.VMs {
+		out = append(out, o.VM+"="+string(o.Status))
+	}
+	return strings.Join(out, " ")
 }
 
 func TestSchedulerReportsMissedWindows(t *testing.T) {
@@ -745,8 +948,9 @@ func TestSchedulerClosesRunsWhoseWindowEndedWhileDown(t *testing.T) {
 	if len(runs) != 1 || !runs[0].End.Equal(at(0, 23, 0)) {
 		t.Fatalf("run %+v, want ended at the last checkpoint", runs)
 	}
-	if v1, v2 := runs[0].Outcome("v1"), runs[0].Outcome("v2"); v1.Status != policy.OutcomeInterrupted || v2.Status != policy.OutcomeNotRun {
-		t.Fatalf("outcomes v1=%s v2=%s", v1.Status, v2.Status)
+	if v1, v2 := runs[0].Outcome("v1"), runs[0].Outcome("v2"); v1.Status != policy.OutcomeInterrupted || v2.Status != policy.OutcomeInterrupted ||
+		!runs[0].Interrupted || runs[0].ResumedBy != "" {
+		t.Fatalf("run %+v: v1=%s v2=%s, want both interrupted and no resume", runs[0], v1.Status, v2.Status)
 	}
 	if open, _ := h.db.OpenRuns(h.ctx); len(open) != 0 {
 		t.Fatalf("open runs left: %+v", open)
@@ -792,8 +996,16 @@ func TestSchedulerResumesRunWithStaleRunningOutcome(t *testing.T) {
 	h.restart()
 	h.finish(h.startedOne("v1"), nil)
 	run, _ := h.db.Run(h.ctx, open[0].ID)
-	if run.VMs[0].Status != policy.OutcomeSucceeded || run.VMs[0].Attempts != 2 {
-		t.Fatalf("outcome %+v", run.VMs[0])
+	if run.VMs[0].Status != policy.OutcomeInterrupted || run.ResumedBy == "" {
+		t.Fatalf("interrupted run %+v", run)
+	}
+	resumed, _ := h.db.Run(h.ctx, run.ResumedBy)
+	if resumed.VMs[0].Status != policy.OutcomeSucceeded || resumed.VMs[0].Attempts != 1 {
+		t.Fatalf("resume run outcome %+v", resumed.VMs[0])
+	}
+	states, _ := h.db.VMStates(h.ctx)
+	if len(states) != 1 || states[0].Attempts != 1 || !states[0].Done {
+		t.Fatalf("state %+v: an attempt a clean stop interrupted is given back", states)
 	}
 }
 

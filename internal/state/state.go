@@ -222,21 +222,38 @@ func (d *DB) Jobs(ctx context.Context) ([]policy.Job, error) {
 
 // PutRun stores a run (insert or replace) and maintains the open-run and per-job indexes.
 func (d *DB) PutRun(ctx context.Context, r policy.JobRun) error {
-	if r.ID == "" || r.Job == "" {
-		return fmt.Errorf("put run: empty id or job")
+	return d.PutRuns(ctx, []policy.JobRun{r})
+}
+
+// PutRuns stores several runs in one transaction: the scheduler closes an
+// interrupted run and opens the run resuming it together, so a crash never
+// leaves both open (or neither).
+func (d *DB) PutRuns(ctx context.Context, rs []policy.JobRun) error {
+	for _, r := range rs {
+		if r.ID == "" || r.Job == "" {
+			return fmt.Errorf("put run: empty id or job")
+		}
 	}
 	return d.update(ctx, func(tx *bolt.Tx) error {
-		id := []byte(r.ID)
-		if err := putRecord(tx.Bucket(bRuns), id, r); err != nil {
-			return fmt.Errorf("put run %s: %w", r.ID, err)
+		for _, r := range rs {
+			id := []byte(r.ID)
+			if err := putRecord(tx.Bucket(bRuns), id, r); err != nil {
+				return fmt.Errorf("put run %s: %w", r.ID, err)
+			}
+			if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), nil); err != nil {
+				return err
+			}
+			var err error
+			if r.End.IsZero() {
+				err = tx.Bucket(bRunsOpen).Put(id, nil)
+			} else {
+				err = tx.Bucket(bRunsOpen).Delete(id)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), nil); err != nil {
-			return err
-		}
-		if r.End.IsZero() {
-			return tx.Bucket(bRunsOpen).Put(id, nil)
-		}
-		return tx.Bucket(bRunsOpen).Delete(id)
+		return nil
 	})
 }
 

@@ -146,6 +146,43 @@ func TestRunsOpenAndHistory(t *testing.T) {
 	}
 }
 
+// PutRuns closes an interrupted run and opens its resume run together; a bad
+// record in the batch stores none of them.
+func TestPutRunsOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	d, path := openTemp(t)
+	old := policy.JobRun{ID: "j/old", Job: "j", Start: t0, VMs: []policy.VMOutcome{{VM: "u1", Status: policy.OutcomeRunning}}}
+	if err := d.PutRun(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	old.End, old.Interrupted, old.ResumedBy = t0.Add(time.Minute), true, "j/resume"
+	old.VMs[0].Status = policy.OutcomeInterrupted
+	resume := policy.JobRun{ID: "j/resume", Job: "j", Start: t0.Add(time.Hour), ResumeOf: old.ID,
+		VMs: []policy.VMOutcome{{VM: "u1", Status: policy.OutcomePending}}}
+	bad := []policy.JobRun{{ID: "j/x", Job: "j", Start: t0}, {ID: "", Job: "j"}}
+	if err := d.PutRuns(ctx, bad); err == nil {
+		t.Fatal("a run without an id was stored")
+	}
+	if _, err := d.Run(ctx, "j/x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a batch with a bad run stored part of it: %v", err)
+	}
+	if err := d.PutRuns(ctx, []policy.JobRun{old, resume}); err != nil {
+		t.Fatal(err)
+	}
+	d = reopen(t, d, path)
+	open, err := d.OpenRuns(ctx)
+	if err != nil || len(open) != 1 || open[0].ID != "j/resume" || open[0].ResumeOf != "j/old" {
+		t.Fatalf("open runs %+v %v", open, err)
+	}
+	got, err := d.Run(ctx, "j/old")
+	if err != nil || !got.Interrupted || got.ResumedBy != "j/resume" || got.VMs[0].Status != policy.OutcomeInterrupted {
+		t.Fatalf("interrupted run %+v %v", got, err)
+	}
+	if hist, _ := d.Runs(ctx, "j", 0); len(hist) != 2 || hist[0].ID != "j/resume" {
+		t.Fatalf("history %+v", hist)
+	}
+}
+
 func TestEventsQueryAndPrune(t *testing.T) {
 	ctx := context.Background()
 	d, path := openTemp(t)
