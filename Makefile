@@ -54,8 +54,11 @@ bench: bench-deps build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./vmdk/... ./diskimage/... ./backup/...
 	scripts/bench.sh $(BIN)
 
-demo: build
-	@echo "appliance demo: not yet — the daemon arrives with the daemon issue; see README.md"
+# A lab vCenter with sample VMs (real ext4/FAT disks, so test-deps), a
+# repository, a job with a first backup, and the console on 127.0.0.1:8080.
+# Flags: make demo DEMO_ARGS="--listen 127.0.0.1:9090 --state /tmp/vmvault-demo".
+demo: build test-deps
+	$(BIN) demo $(DEMO_ARGS)
 
 # Run every fuzz target for a short while; seeds live in testdata/fuzz.
 fuzz:

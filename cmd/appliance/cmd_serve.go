@@ -305,6 +305,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	if serveReady != nil {
 		serveReady(addr)
 	}
+	if cfg.onReady != nil {
+		cfg.onReady(addr)
+	}
 	select {
 	case err := <-errc:
 		stopSched()

@@ -34,6 +34,10 @@ type serveConfig struct {
 	Sessions     sessionsConfig  `json:"sessions"`
 	API          apiServerConfig `json:"api"`
 	Maintenance  maintenanceCfg  `json:"maintenance"`
+
+	// onReady, set in code (appliance demo), is called with the listening
+	// address once the daemon accepts connections; it must not block.
+	onReady func(addr string)
 }
 
 // maintenanceCfg enables the scheduler's repository maintenance (retention,

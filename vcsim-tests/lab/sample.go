@@ -93,7 +93,7 @@ func (l *Lab) AddSampleVMs(ctx context.Context, dir string, specs []SampleVM) ([
 	}
 	for tool, pkg := range need {
 		if _, err := lookTool(tool); err != nil {
-			return nil, fmt.Errorf("lab: install %s (%s): make test does: %w", pkg, tool, ErrMissingTool)
+			return nil, fmt.Errorf("install %s: make test does (%s not found): %w", pkg, tool, ErrMissingTool)
 		}
 	}
 	folder, pool, ds, err := l.placement(ctx)
