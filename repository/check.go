@@ -150,6 +150,10 @@ func (c *checker) blobProblem(id ID, kind, pack, msg, point string, disk int) {
 // manifests; with ReadData, every blob is read and verified. Bad blobs are
 // reported with exactly the restore points (and disks) that reference them.
 func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func(Progress)) (*CheckReport, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	c := &checker{r: r, rep: &CheckReport{}, bad: map[ID]int{}, touched: map[int]map[string]bool{}, cleanSegs: map[ID]bool{}}
 	report := func(phase string, done, total int64) {
 		if progress != nil {
@@ -402,7 +406,7 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			continue
 		}
 		if !p.ConfigID.IsZero() {
-			c.checkRef(p.ConfigID, 0, p.ID, -1)
+			c.checkRef(Extent{ID: p.ConfigID}, false, p.ID, -1)
 		}
 		for di, d := range p.Disks {
 			if err := c.checkMap(ctx, p.ID, di, d.Map); err != nil {
@@ -436,7 +440,11 @@ func (c *checker) blobError(err error, id ID, point string, disk int, what strin
 	c.attach(i, point, disk)
 }
 
-func (c *checker) checkRef(id ID, length int64, point string, disk int) {
+// checkRef checks a reference to a blob: indexed, and, for a disk map
+// extent (data), a data blob holding [Skip, Skip+Length): exactly its
+// bytes for a whole-blob extent (format v1.0), within them for a slice.
+func (c *checker) checkRef(e Extent, data bool, point string, disk int) {
+	id := e.ID
 	if _, ok := c.bad[id]; ok {
 		c.blobProblem(id, "", "", "", point, disk)
 		return
@@ -446,8 +454,17 @@ func (c *checker) checkRef(id ID, length int64, point string, disk int) {
 		c.blobProblem(id, ProblemMissingBlob, "", fmt.Sprintf("blob %s is not in the repository", id), point, disk)
 		return
 	}
-	if length > 0 && int64(loc.RawLen) != length {
-		c.blobProblem(id, ProblemCorruptBlob, loc.Pack.String(), fmt.Sprintf("blob %s is %d bytes, disk map says %d", id, loc.RawLen, length), point, disk)
+	if !data {
+		return
+	}
+	raw := int64(loc.RawLen)
+	switch {
+	case loc.Type != BlobData:
+		c.blobProblem(id, ProblemCorruptBlob, loc.Pack.String(), fmt.Sprintf("disk map extent at %d references blob %s of type %s, not data", e.Offset, id, loc.Type), point, disk)
+	case !e.Slice && raw != e.Length:
+		c.blobProblem(id, ProblemCorruptBlob, loc.Pack.String(), fmt.Sprintf("blob %s is %d bytes, disk map says %d", id, loc.RawLen, e.Length), point, disk)
+	case e.Slice && (e.Skip < 0 || e.Skip+e.Length > raw):
+		c.blobProblem(id, ProblemCorruptBlob, loc.Pack.String(), fmt.Sprintf("blob %s is %d bytes, disk map slices [%d,+%d)", id, loc.RawLen, e.Skip, e.Length), point, disk)
 	}
 }
 
@@ -481,7 +498,7 @@ func (c *checker) checkMap(ctx context.Context, point string, disk int, root ID)
 		before := c.hits
 		for _, e := range s.Extents {
 			if !e.Zero {
-				c.checkRef(e.ID, e.Length, point, disk)
+				c.checkRef(e, true, point, disk)
 			}
 		}
 		if c.hits == before {

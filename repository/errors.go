@@ -27,6 +27,8 @@ var (
 	ErrSessionClosed = errors.New("session is closed")
 	// ErrNotEmpty: Init on a directory that already has content.
 	ErrNotEmpty = errors.New("directory is not empty")
+	// ErrClosed: the repository was closed (or is closing) before the call started.
+	ErrClosed = errors.New("repository is closed")
 	// ErrBusy: the operation needs no open sessions (Recatalog).
 	ErrBusy = errors.New("repository has open backup sessions")
 )

@@ -11,7 +11,7 @@ import (
 // refuses a repository whose major version is newer than FormatMajor.
 const (
 	FormatMajor = 1
-	FormatMinor = 0
+	FormatMinor = 1
 )
 
 // Limits that decoders enforce so hostile input cannot make us allocate much.
@@ -37,6 +37,7 @@ var (
 	magicPackHeader  = magic("vmvault pack header v1")
 	magicPackTrailer = magic("vmvault pack trailer v1")
 	magicSegment     = magic("vmvault disk map segment v1")
+	magicSegment11   = magic("vmvault disk map segment v1.1") // segments holding slices
 	magicRoot        = magic("vmvault disk map root v1")
 	magicManifest    = magic("vmvault manifest v1")
 	magicRecord      = magic("vmvault point record v1")
@@ -101,11 +102,13 @@ const (
 	recordPayloadVer   = 1
 	recordFlagLocked   = 1 << 0
 	segmentEntrySize   = 41
+	segment11EntrySize = 49 // v1.1: the v1.0 entry followed by skip u64
 	segmentHeaderSize  = 24
 	rootEntrySize      = 48
 	rootHeaderSize     = 32
 	extentKindData     = 0
 	extentKindZero     = 1
+	extentKindSlice    = 2 // v1.1 segments only: bytes [skip, skip+length) of a data blob
 	catalogSchema      = 1
 	blobValueSize      = 36
 	packValueSize      = 16
@@ -241,21 +244,39 @@ type segment struct {
 	Extents []Extent // absolute offsets
 }
 
+// encodeSegment writes a v1.0 segment when no extent is a slice (so maps
+// without slices keep their v1.0 bytes and ids), a v1.1 segment otherwise.
 func encodeSegment(start int64, ext []Extent) []byte {
-	b := make([]byte, segmentHeaderSize+segmentEntrySize*len(ext))
-	copy(b, magicSegment[:])
+	v11 := false
+	for _, e := range ext {
+		if e.Slice {
+			v11 = true
+			break
+		}
+	}
+	esz, m := segmentEntrySize, magicSegment
+	if v11 {
+		esz, m = segment11EntrySize, magicSegment11
+	}
+	b := make([]byte, segmentHeaderSize+esz*len(ext))
+	copy(b, m[:])
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(ext)))
 	binary.LittleEndian.PutUint64(b[16:], uint64(start))
 	p := b[segmentHeaderSize:]
 	for _, e := range ext {
 		binary.LittleEndian.PutUint64(p, uint64(e.Length))
-		if e.Zero {
+		switch {
+		case e.Zero:
 			p[8] = extentKindZero
-		} else {
+		case e.Slice:
+			p[8] = extentKindSlice
+			copy(p[9:41], e.ID[:])
+			binary.LittleEndian.PutUint64(p[41:], uint64(e.Skip))
+		default:
 			p[8] = extentKindData
 			copy(p[9:41], e.ID[:])
 		}
-		p = p[segmentEntrySize:]
+		p = p[esz:]
 	}
 	return b
 }
@@ -266,14 +287,21 @@ func decodeSegment(b []byte) (segment, error) {
 	if len(b) < segmentHeaderSize {
 		return s, formatErr(what, "%d bytes is too short", len(b))
 	}
-	if [8]byte(b[:8]) != magicSegment {
+	var esz uint64
+	switch [8]byte(b[:8]) {
+	case magicSegment:
+		esz = segmentEntrySize
+	case magicSegment11:
+		esz = segment11EntrySize
+	default:
 		return s, formatErr(what, "bad magic")
 	}
+	v11 := esz == segment11EntrySize
 	n := binary.LittleEndian.Uint32(b[8:])
 	if binary.LittleEndian.Uint32(b[12:]) != 0 {
 		return s, formatErr(what, "reserved field is not zero")
 	}
-	if uint64(len(b)) != segmentHeaderSize+uint64(n)*segmentEntrySize {
+	if uint64(len(b)) != segmentHeaderSize+uint64(n)*esz {
 		return s, formatErr(what, "%d entries do not match %d bytes", n, len(b))
 	}
 	if n == 0 {
@@ -287,10 +315,15 @@ func decodeSegment(b []byte) (segment, error) {
 	s.Extents = make([]Extent, n)
 	off := s.Start
 	p := b[segmentHeaderSize:]
+	slices := 0
 	for i := range s.Extents {
 		l := binary.LittleEndian.Uint64(p)
 		if l == 0 || l > 1<<62 || uint64(off)+l > 1<<62 {
 			return s, formatErr(what, "extent %d: bad length %d", i, l)
+		}
+		var skip uint64
+		if v11 {
+			skip = binary.LittleEndian.Uint64(p[41:])
 		}
 		e := Extent{Offset: off, Length: int64(l)}
 		switch p[8] {
@@ -299,7 +332,7 @@ func decodeSegment(b []byte) (segment, error) {
 			if ID(p[9:41]) != (ID{}) {
 				return s, formatErr(what, "extent %d: hole with a blob id", i)
 			}
-		case extentKindData:
+		case extentKindData, extentKindSlice:
 			copy(e.ID[:], p[9:41])
 			if e.ID.IsZero() {
 				return s, formatErr(what, "extent %d: data extent without a blob id", i)
@@ -307,12 +340,29 @@ func decodeSegment(b []byte) (segment, error) {
 			if l > MaxBlobSize {
 				return s, formatErr(what, "extent %d: data extent of %d bytes exceeds the blob limit", i, l)
 			}
+			if p[8] == extentKindSlice {
+				if !v11 {
+					return s, formatErr(what, "extent %d: slice in a v1.0 segment", i)
+				}
+				if skip > MaxBlobSize-l {
+					return s, formatErr(what, "extent %d: slice [%d,+%d) exceeds the blob limit", i, skip, l)
+				}
+				e.Slice, e.Skip = true, int64(skip)
+				slices++
+			}
 		default:
 			return s, formatErr(what, "extent %d: unknown kind %d", i, p[8])
 		}
+		if !e.Slice && skip != 0 {
+			return s, formatErr(what, "extent %d: skip %d on a kind %d extent", i, skip, p[8])
+		}
 		s.Extents[i] = e
 		off += int64(l)
-		p = p[segmentEntrySize:]
+		p = p[esz:]
+	}
+	if v11 && slices == 0 {
+		// One encoding per map: a segment without slices is written as v1.0.
+		return s, formatErr(what, "v1.1 segment without a slice")
 	}
 	return s, nil
 }

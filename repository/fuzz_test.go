@@ -48,6 +48,7 @@ func FuzzPackFile(f *testing.F) {
 func FuzzSegment(f *testing.F) {
 	f.Add(encodeSegment(segmentSpan, goldenExtents()))
 	f.Add(encodeSegment(0, []Extent{{Offset: 0, Length: 1, Zero: true}}))
+	f.Add(encodeSegment(0, []Extent{{Offset: 0, Length: 4096, ID: ID{1}, Skip: 512, Slice: true}, {Offset: 4096, Length: 1, Zero: true}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSegment(b)
 		if err == nil && !bytes.Equal(encodeSegment(s.Start, s.Extents), b) {

@@ -105,6 +105,7 @@ func TestGoldenMagics(t *testing.T) {
 		all = append(all, m[:]...)
 	}
 	golden(t, "magics.hex", all)
+	golden(t, "magics_v11.hex", magicSegment11[:])
 }
 
 func TestGoldenPackHeader(t *testing.T) {
@@ -327,4 +328,44 @@ func TestGoldenRepositoryV1(t *testing.T) {
 	}
 	verifyPoint(t, r, pts[0].ID, goldenImage())
 	requireClean(t, r)
+}
+
+// TestGoldenSegmentV11 pins the v1.1 segment (one with a slice). A v1.0
+// reader refuses it: its magic is not the v1.0 segment magic.
+func TestGoldenSegmentV11(t *testing.T) {
+	ext := goldenExtents()
+	ext = append(ext, Extent{Offset: segmentSpan + 4<<20, Length: 4096, ID: ext[0].ID, Skip: 8192, Slice: true})
+	seg := encodeSegment(segmentSpan, ext)
+	golden(t, "segment_v11.hex", seg)
+	if [8]byte(seg[:8]) == magicSegment || len(seg) != segmentHeaderSize+3*segment11EntrySize {
+		t.Fatal("a v1.1 segment must not look like a v1.0 one")
+	}
+	s, err := decodeSegment(seg)
+	if err != nil || len(s.Extents) != 3 {
+		t.Fatalf("v1.1 segment round trip: %+v %v", s, err)
+	}
+	for i := range ext {
+		if s.Extents[i] != ext[i] {
+			t.Fatalf("extent %d: got %+v, want %+v", i, s.Extents[i], ext[i])
+		}
+	}
+	// The v1.0 golden segment still decodes as before.
+	if _, err := decodeSegment(readGolden(t, "segment.hex")); err != nil {
+		t.Fatal(err)
+	}
+	// Canonical encoding: a v1.1 segment without slices, and a slice in a
+	// v1.0 segment, are refused.
+	noSlice := append([]byte(nil), seg...)
+	noSlice[segmentHeaderSize+2*segment11EntrySize+8] = extentKindData
+	for i := 41; i < 49; i++ {
+		noSlice[segmentHeaderSize+2*segment11EntrySize+i] = 0
+	}
+	if _, err := decodeSegment(noSlice); err == nil {
+		t.Fatal("a v1.1 segment without a slice was accepted")
+	}
+	v10 := readGolden(t, "segment.hex")
+	v10[segmentHeaderSize+8] = extentKindSlice
+	if _, err := decodeSegment(v10); err == nil {
+		t.Fatal("a slice in a v1.0 segment was accepted")
+	}
 }

@@ -179,6 +179,10 @@ func putPointTx(tx *bolt.Tx, p Point) error {
 
 // List returns every committed restore point, oldest first.
 func (r *Repository) List(ctx context.Context) ([]Point, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	var out []Point
 	err := r.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPoints).ForEach(func(k, v []byte) error {
@@ -240,6 +244,10 @@ func (r *Repository) LoadConfigBlob(ctx context.Context, p Point) ([]byte, error
 
 // Delete removes a restore point (its data is freed by the next Reclaim).
 func (r *Repository) Delete(ctx context.Context, id string) error {
+	if err := r.enter(); err != nil {
+		return err
+	}
+	defer r.leave()
 	p, err := r.Point(ctx, id)
 	if err != nil {
 		return err
@@ -267,6 +275,10 @@ func (r *Repository) Lock(ctx context.Context, id string) error { return r.setLo
 func (r *Repository) Unlock(ctx context.Context, id string) error { return r.setLocked(ctx, id, false) }
 
 func (r *Repository) setLocked(ctx context.Context, id string, locked bool) error {
+	if err := r.enter(); err != nil {
+		return err
+	}
+	defer r.leave()
 	p, err := r.Point(ctx, id)
 	if err != nil {
 		return err

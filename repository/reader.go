@@ -77,6 +77,10 @@ func (r *Repository) walkMap(ctx context.Context, root ID, fn func(Extent) error
 
 // DiskExtents returns the whole extent list of a disk (holes included).
 func (r *Repository) DiskExtents(ctx context.Context, pointID string, disk int) (int64, []Extent, error) {
+	if err := r.enter(); err != nil {
+		return 0, nil, err
+	}
+	defer r.leave()
 	d, err := r.pointDisk(ctx, pointID, disk)
 	if err != nil {
 		return 0, nil, err
@@ -99,6 +103,10 @@ type DiskReader struct {
 
 // OpenDisk opens disk number disk (index into Point.Disks) of a restore point.
 func (r *Repository) OpenDisk(ctx context.Context, pointID string, disk int) (*DiskReader, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	d, err := r.pointDisk(ctx, pointID, disk)
 	if err != nil {
 		return nil, err
@@ -156,6 +164,10 @@ func (d *DiskReader) segmentAt(ctx context.Context, off int64) (*segment, error)
 
 // Extents calls fn for every extent in disk order, loading segments lazily.
 func (d *DiskReader) Extents(ctx context.Context, fn func(Extent) error) error {
+	if err := d.r.enter(); err != nil {
+		return err
+	}
+	defer d.r.leave()
 	for _, ref := range d.root.Segs {
 		s, err := d.r.loadSegment(ctx, ref)
 		if err != nil {
@@ -172,6 +184,10 @@ func (d *DiskReader) Extents(ctx context.Context, fn func(Extent) error) error {
 
 // ReadAt reads the disk: zeros for holes, verified blob data otherwise.
 func (d *DiskReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := d.r.enter(); err != nil {
+		return 0, err
+	}
+	defer d.r.leave()
 	ctx := context.Background()
 	if off < 0 {
 		return 0, fmt.Errorf("read at negative offset %d", off)
@@ -201,10 +217,11 @@ func (d *DiskReader) ReadAt(p []byte, off int64) (int, error) {
 				if err != nil {
 					return n, err
 				}
-				if int64(len(data)) != e.Length {
-					return n, &CorruptBlobError{Blob: e.ID, Err: fmt.Errorf("blob is %d bytes, map says %d", len(data), e.Length)}
+				part, err := extentBytes(e, data)
+				if err != nil {
+					return n, &CorruptBlobError{Blob: e.ID, Err: err}
 				}
-				copy(p[:c], data[in:])
+				copy(p[:c], part[in:])
 			}
 			p, off, n = p[c:], off+int64(c), n+c
 		}
@@ -227,17 +244,36 @@ func (d *DiskReader) blob(ctx context.Context, id ID) ([]byte, error) {
 	return b, nil
 }
 
-// streamJob is either a hole or a run of data extents whose blobs are
-// adjacent in one pack, fetched with one read.
+// extentBytes returns the bytes of a data extent inside its blob's
+// plaintext: the whole blob, or [Skip, Skip+Length) for a slice.
+func extentBytes(e Extent, data []byte) ([]byte, error) {
+	if !e.Slice {
+		if int64(len(data)) != e.Length {
+			return nil, fmt.Errorf("blob is %d bytes, map says %d", len(data), e.Length)
+		}
+		return data, nil
+	}
+	if e.Skip < 0 || e.Skip+e.Length > int64(len(data)) {
+		return nil, fmt.Errorf("blob is %d bytes, slice needs [%d,+%d)", len(data), e.Skip, e.Length)
+	}
+	return data[e.Skip : e.Skip+e.Length], nil
+}
+
+// streamJob is either a hole or a run of data extents served by a few
+// blobs, each fetched and decoded once (consecutive slices of one blob,
+// and the X[a:b] N X[c:d] pattern an incremental leaves around a change,
+// decode X once). The blobs lie in at most streamRegionMax pack regions,
+// each read with one pread.
 type streamJob struct {
-	hole   int64 // > 0: a hole of this many bytes at off
-	diskAt int64
-	pack   packID
-	off    int64 // pack offset of the first blob
-	length int64 // stored bytes to read
-	raw    int64 // plaintext bytes
-	ext    []Extent
-	locs   []blobLoc
+	hole    int64 // > 0: a hole of this many bytes at diskAt
+	diskAt  int64
+	stored  int64 // stored bytes to read
+	decoded int64 // plaintext bytes of the blobs
+	raw     int64 // disk bytes of the extents
+	ext     []Extent
+	use     []int // ext[i] is served by blobs[use[i]]
+	blobs   []jobBlob
+	regions []jobRegion
 
 	// ordered streaming only
 	done chan struct{}
@@ -245,14 +281,66 @@ type streamJob struct {
 	err  error
 }
 
+type jobBlob struct {
+	id     ID
+	loc    blobLoc
+	region int
+}
+
+type jobRegion struct {
+	pack        packID
+	off, length int64
+}
+
 const (
-	streamReadMax = 8 << 20 // stored bytes per pack read
-	streamRawMax  = 8 << 20 // plaintext bytes per job
-	streamJobMax  = 64      // extents per job
+	streamReadMax   = 8 << 20 // stored bytes per job
+	streamRawMax    = 8 << 20 // decoded plaintext bytes per job
+	streamJobMax    = 256     // extents per job
+	streamRegionMax = 8       // pack regions per job
 )
 
-// planJobs walks the map in disk order, emitting holes and pack-adjacent
-// runs of blobs. One segment is in memory at a time.
+// add puts extent e (blob location l) into the job; false when the job is full.
+func (j *streamJob) add(e Extent, l blobLoc) bool {
+	for k := len(j.blobs) - 1; k >= 0; k-- {
+		if j.blobs[k].id == e.ID {
+			if len(j.ext) >= streamJobMax {
+				return false
+			}
+			j.ext, j.use, j.raw = append(j.ext, e), append(j.use, k), j.raw+e.Length
+			return true
+		}
+	}
+	if len(j.ext) >= streamJobMax || j.stored+int64(l.StoredLen) > streamReadMax || j.decoded+int64(l.RawLen) > streamRawMax {
+		return len(j.ext) == 0 && j.addBlob(e, l, -1)
+	}
+	ri := -1
+	for k := len(j.regions) - 1; k >= 0; k-- {
+		if r := j.regions[k]; r.pack == l.Pack && r.off+r.length == int64(l.Offset) {
+			ri = k
+			break
+		}
+	}
+	if ri < 0 && len(j.regions) >= streamRegionMax {
+		return false
+	}
+	return j.addBlob(e, l, ri)
+}
+
+func (j *streamJob) addBlob(e Extent, l blobLoc, ri int) bool {
+	if ri < 0 {
+		j.regions = append(j.regions, jobRegion{pack: l.Pack, off: int64(l.Offset)})
+		ri = len(j.regions) - 1
+	}
+	j.regions[ri].length += int64(l.StoredLen)
+	j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: ri})
+	j.stored += int64(l.StoredLen)
+	j.decoded += int64(l.RawLen)
+	j.ext, j.use, j.raw = append(j.ext, e), append(j.use, len(j.blobs)-1), j.raw+e.Length
+	return true
+}
+
+// planJobs walks the map in disk order, emitting holes and jobs of data
+// extents. One segment is in memory at a time.
 func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) error {
 	r := d.r
 	var cur *streamJob
@@ -303,56 +391,73 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 				}
 				continue
 			}
-			l := locs[i]
-			adjacent := cur != nil && cur.pack == l.Pack && cur.off+cur.length == int64(l.Offset) &&
-				cur.length+int64(l.StoredLen) <= streamReadMax && cur.raw+e.Length <= streamRawMax && len(cur.ext) < streamJobMax
-			if !adjacent {
-				if err := flush(); err != nil {
-					return err
-				}
-				cur = &streamJob{pack: l.Pack, off: int64(l.Offset), diskAt: e.Offset}
+			if cur != nil && cur.add(e, locs[i]) {
+				continue
 			}
-			cur.ext = append(cur.ext, e)
-			cur.locs = append(cur.locs, l)
-			cur.length += int64(l.StoredLen)
-			cur.raw += e.Length
+			if err := flush(); err != nil {
+				return err
+			}
+			cur = &streamJob{diskAt: e.Offset}
+			cur.add(e, locs[i])
 		}
 	}
 	return flush()
 }
 
-// fetch reads a job's pack region once and decodes (verifies) every blob,
-// calling use for each plaintext in order. plain is a reusable buffer.
-func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, plain func(i int) []byte, use func(i int, b []byte) error) error {
+// fetch reads a job's pack regions once each, decodes (verifies) every
+// blob once, and calls use for each extent's bytes in order. bufs holds
+// reusable plaintext buffers (nil: allocate, because use keeps the bytes).
+func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs *[][]byte, use func(i int, b []byte) error) error {
 	r := d.r
-	if cap(*buf) < int(j.length) {
-		*buf = make([]byte, j.length)
-	}
-	b := (*buf)[:j.length]
-	if err := r.readPackAt(j.pack, b, j.off); err != nil {
-		// Possibly moved by a concurrent reclaim: fall back to per-blob loads.
-		for i, e := range j.ext {
-			data, err := r.loadBlob(ctx, e.ID, plain(i))
-			if err != nil {
-				return err
-			}
-			if err := use(i, data); err != nil {
-				return err
-			}
+	plain := make([][]byte, len(j.blobs))
+	dst := func(k int) []byte {
+		if bufs == nil {
+			return nil
 		}
-		return nil
+		for len(*bufs) <= k {
+			*bufs = append(*bufs, nil)
+		}
+		return (*bufs)[k][:0]
+	}
+	keep := func(k int, b []byte) {
+		plain[k] = b
+		if bufs != nil {
+			(*bufs)[k] = b
+		}
+	}
+	for ri, rg := range j.regions {
+		if cap(*buf) < int(rg.length) {
+			*buf = make([]byte, rg.length)
+		}
+		b := (*buf)[:rg.length]
+		rerr := r.readPackAt(rg.pack, b, rg.off)
+		for k, bl := range j.blobs {
+			if bl.region != ri {
+				continue
+			}
+			if rerr != nil {
+				// Possibly moved by a concurrent reclaim: load by id.
+				data, err := r.loadBlob(ctx, bl.id, dst(k))
+				if err != nil {
+					return err
+				}
+				keep(k, data)
+				continue
+			}
+			start := int64(bl.loc.Offset) - rg.off
+			data, err := r.codec.decode(dst(k), bl.loc.entry(bl.id), b[start:start+int64(bl.loc.StoredLen)])
+			if err != nil {
+				return &CorruptBlobError{Blob: bl.id, Pack: rg.pack.String(), Err: err}
+			}
+			keep(k, data)
+		}
 	}
 	for i, e := range j.ext {
-		l := j.locs[i]
-		start := int64(l.Offset) - j.off
-		data, err := r.codec.decode(plain(i), l.entry(e.ID), b[start:start+int64(l.StoredLen)])
+		part, err := extentBytes(e, plain[j.use[i]])
 		if err != nil {
-			return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: err}
+			return &CorruptBlobError{Blob: e.ID, Pack: j.blobs[j.use[i]].loc.Pack.String(), Err: err}
 		}
-		if int64(len(data)) != e.Length {
-			return &CorruptBlobError{Blob: e.ID, Pack: j.pack.String(), Err: fmt.Errorf("blob is %d bytes, map says %d", len(data), e.Length)}
-		}
-		if err := use(i, data); err != nil {
+		if err := use(i, part); err != nil {
 			return err
 		}
 	}
@@ -365,6 +470,10 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, plain
 // (truncated) file stays sparse. progress (may be nil) receives the number
 // of disk bytes done.
 func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(done int64)) error {
+	if err := d.r.enter(); err != nil {
+		return err
+	}
+	defer d.r.leave()
 	workers := defaultWorkers() + 1
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan *streamJob, workers*2)
@@ -395,10 +504,10 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 	})
 	for range workers {
 		g.Go(func() error {
-			var buf, scratch []byte
+			var buf []byte
+			var bufs [][]byte
 			for j := range jobs {
-				err := d.fetch(ctx, j, &buf, func(int) []byte { return scratch }, func(i int, b []byte) error {
-					scratch = b
+				err := d.fetch(ctx, j, &buf, &bufs, func(i int, b []byte) error {
 					if _, err := w.WriteAt(b, j.ext[i].Offset); err != nil {
 						return fmt.Errorf("write at %d: %w", j.ext[i].Offset, err)
 					}
@@ -426,6 +535,10 @@ var zeroBuf = make([]byte, 1<<20)
 // StreamTo writes the whole disk to w in disk order, holes as zeros, with a
 // bounded window of jobs prefetched and verified in parallel.
 func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(done int64)) (int64, error) {
+	if err := d.r.enter(); err != nil {
+		return 0, err
+	}
+	defer d.r.leave()
 	workers := defaultWorkers()
 	g, ctx := errgroup.WithContext(ctx)
 	work := make(chan *streamJob, workers)
@@ -455,7 +568,7 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 			var buf []byte
 			for j := range work {
 				j.out = make([][]byte, len(j.ext))
-				j.err = d.fetch(ctx, j, &buf, func(int) []byte { return nil }, func(i int, b []byte) error {
+				j.err = d.fetch(ctx, j, &buf, nil, func(i int, b []byte) error {
 					j.out[i] = b
 					return nil
 				})

@@ -91,6 +91,10 @@ type packPlan struct {
 // Reclaim refuses to delete anything when a restore point cannot be read,
 // because then the live set is unknown.
 func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*ReclaimReport, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
 	rep := &ReclaimReport{}

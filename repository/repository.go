@@ -26,7 +26,9 @@ type OpenOptions struct {
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
-// must not run concurrently with other calls.
+// may run while readers (Check, Reclaim, Stats, disk readers, LoadBlob) are
+// in flight: it waits for them, and every call that starts after Close
+// began fails with ErrClosed.
 type Repository struct {
 	dir      string
 	cfg      Config
@@ -48,6 +50,7 @@ type Repository struct {
 	closed    bool
 
 	inflight sync.WaitGroup // puts in progress (Close waits for them)
+	readers  sync.WaitGroup // read-side calls in progress (enter/leave; Close waits for them)
 
 	poolMu sync.Mutex
 	free   []*packWriter
@@ -65,6 +68,7 @@ type pendingBlob struct {
 	pw     *packWriter
 	err    error
 	rawLen uint32
+	typ    BlobType
 }
 
 const lockFileName = "repo.lock"
@@ -220,6 +224,7 @@ func (r *Repository) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.inflight.Wait()
+	r.readers.Wait() // nothing may decode with the codec Close is about to free
 	r.maintMu.Lock() // let a running Reclaim/Recatalog finish
 	defer r.maintMu.Unlock()
 	r.mu.Lock()
@@ -252,6 +257,21 @@ func (r *Repository) Close() error {
 	return errors.Join(errs...)
 }
 
+// enter registers a read-side call that Close must wait for; after Close
+// has begun it returns ErrClosed. Adds happen under r.mu while !closed, so
+// none races with Close's Wait.
+func (r *Repository) enter() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.readers.Add(1)
+	return nil
+}
+
+func (r *Repository) leave() { r.readers.Done() }
+
 // Config returns the repository configuration.
 func (r *Repository) Config() Config { return r.cfg }
 
@@ -269,6 +289,10 @@ func (r *Repository) lookup(id ID) (loc blobLoc, ok bool, err error) {
 
 // LoadBlob returns a blob's verified plaintext.
 func (r *Repository) LoadBlob(ctx context.Context, id ID) ([]byte, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -11,11 +11,20 @@ import (
 )
 
 // Extent is one run of a disk map: Length bytes at Offset, either a data
-// blob (ID) or a hole (Zero, no blob).
+// blob (ID), a slice of a data blob (bytes [Skip, Skip+Length) of blob ID,
+// format v1.1) or a hole (Zero, no blob).
 type Extent struct {
 	Offset, Length int64
 	ID             ID
 	Zero           bool
+	// Skip is the offset of the extent's first byte inside the blob's
+	// plaintext (0 unless Slice).
+	Skip int64
+	// Slice is set by the decoders for an extent that does not cover its
+	// whole blob. PutDisk ignores the caller's value and derives it from
+	// the blob's length (Skip > 0 or Length < the blob's length), so that
+	// equal maps always encode to the same bytes.
+	Slice bool
 }
 
 // Progress reports a long operation's phase and position.
@@ -46,7 +55,7 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, errors.New("repository is closed")
+		return nil, ErrClosed
 	}
 	s := &Session{r: r, gen: r.gen, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}, roots: map[ID]bool{}}
 	r.sessions[s] = struct{}{}
@@ -99,7 +108,7 @@ func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 			return false, 0, nil
 		}
 	}
-	pb := &pendingBlob{ready: make(chan struct{}), rawLen: uint32(len(data))}
+	pb := &pendingBlob{ready: make(chan struct{}), rawLen: uint32(len(data)), typ: t}
 	r.pending[id] = pb
 	s.used = append(s.used, id)
 	r.mu.Unlock()
@@ -136,14 +145,21 @@ const (
 	refOK refState = iota
 	refCondemned
 	refMissing
-	refBadLength
 )
 
-// reference marks ids (with their expected plaintext lengths, 0 = any) as
-// used by this session, under r.mu, so that a concurrent reclaim keeps them.
-func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
+// refInfo is what reference learnt about an id: its state, type and
+// plaintext length.
+type refInfo struct {
+	state refState
+	typ   BlobType
+	raw   int64
+}
+
+// reference marks ids as used by this session, under r.mu, so that a
+// concurrent reclaim keeps them, and returns each one's type and length.
+func (s *Session) reference(ids []ID) ([]refInfo, error) {
 	r := s.r
-	out := make([]refState, len(ids))
+	out := make([]refInfo, len(ids))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.done {
@@ -152,10 +168,7 @@ func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
 	err := r.db.View(func(tx *bolt.Tx) error {
 		for i, id := range ids {
 			if pb, ok := r.pending[id]; ok {
-				if lens[i] != 0 && int64(pb.rawLen) != lens[i] {
-					out[i] = refBadLength
-					continue
-				}
+				out[i] = refInfo{typ: pb.typ, raw: int64(pb.rawLen)}
 				s.used = append(s.used, id)
 				s.waits[pb] = struct{}{}
 				continue
@@ -163,12 +176,11 @@ func (s *Session) reference(ids []ID, lens []int64) ([]refState, error) {
 			loc, ok := lookupTx(tx, id)
 			switch {
 			case !ok || loc.State == blobStateCorrupt:
-				out[i] = refMissing
-			case lens[i] != 0 && int64(loc.RawLen) != lens[i]:
-				out[i] = refBadLength
+				out[i].state = refMissing
 			default:
+				out[i] = refInfo{typ: loc.Type, raw: int64(loc.RawLen)}
 				if _, c := r.condemned[id]; c {
-					out[i] = refCondemned
+					out[i].state = refCondemned
 				} else {
 					s.used = append(s.used, id)
 				}
@@ -203,25 +215,36 @@ func (s *Session) rescue(ctx context.Context, id ID) error {
 	return err
 }
 
-// referenceAll marks ids as used, rescuing condemned ones.
-func (s *Session) referenceAll(ctx context.Context, what string, ids []ID, lens []int64) error {
-	st, err := s.reference(ids, lens)
+// referenceAll marks ids as used, rescuing condemned ones, and returns each
+// one's type and length.
+func (s *Session) referenceAll(ctx context.Context, what string, ids []ID) ([]refInfo, error) {
+	info, err := s.reference(ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for i, v := range st {
-		switch v {
+	for i, v := range info {
+		switch v.state {
 		case refMissing:
-			return fmt.Errorf("%s references blob %s which is not in the repository: %w", what, ids[i], ErrNotFound)
-		case refBadLength:
-			return fmt.Errorf("%s: extent of %d bytes does not match the length of blob %s", what, lens[i], ids[i])
+			return nil, fmt.Errorf("%s references blob %s which is not in the repository: %w", what, ids[i], ErrNotFound)
 		case refCondemned:
 			if err := s.rescue(ctx, ids[i]); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return nil, fmt.Errorf("%s: %w", what, err)
 			}
 		}
 	}
-	return nil
+	return info, nil
+}
+
+// checkDataRef validates a data extent against its blob: a data blob long
+// enough for [Skip, Skip+Length). It reports whether the extent is a slice.
+func checkDataRef(e Extent, info refInfo) (slice bool, err error) {
+	if info.typ != BlobData {
+		return false, fmt.Errorf("extent at %d references blob %s of type %s, not data", e.Offset, e.ID, info.typ)
+	}
+	if e.Skip < 0 || e.Skip+e.Length > info.raw {
+		return false, fmt.Errorf("extent at %d: bytes [%d,+%d) of blob %s exceed its %d bytes", e.Offset, e.Skip, e.Length, e.ID, info.raw)
+	}
+	return e.Skip != 0 || e.Length != info.raw, nil
 }
 
 // PutDisk stores a disk map and returns its root id. Extents must be
@@ -238,11 +261,11 @@ func (s *Session) PutDisk(ctx context.Context, size int64, extents []Extent) (ID
 		if e.Offset != off || e.Length <= 0 {
 			return root, fmt.Errorf("put disk: extent %d [%d,+%d) is not contiguous at %d", i, e.Offset, e.Length, off)
 		}
-		if !e.Zero && (e.ID.IsZero() || e.Length > MaxBlobSize) {
+		if !e.Zero && (e.ID.IsZero() || e.Length > MaxBlobSize || e.Skip < 0 || e.Skip > MaxBlobSize-e.Length) {
 			return root, fmt.Errorf("put disk: extent %d: data extent needs a blob id and at most %d bytes", i, MaxBlobSize)
 		}
 		if e.Zero {
-			e.ID = ID{}
+			e.ID, e.Skip = ID{}, 0
 			if n := len(ext); n > 0 && ext[n-1].Zero {
 				ext[n-1].Length += e.Length
 				off += e.Length
@@ -255,22 +278,31 @@ func (s *Session) PutDisk(ctx context.Context, size int64, extents []Extent) (ID
 	if off != size {
 		return root, fmt.Errorf("put disk: extents cover %d bytes, size is %d", off, size)
 	}
-	// Every data blob must exist; mark them used in batches.
+	// Every data blob must exist and be long enough; mark them used in
+	// batches. Whether an extent is a slice follows from the blob's length.
 	const batch = 4096
 	ids := make([]ID, 0, batch)
-	lens := make([]int64, 0, batch)
+	idx := make([]int, 0, batch)
 	for i := 0; i < len(ext); i++ {
 		if !ext[i].Zero {
-			ids, lens = append(ids, ext[i].ID), append(lens, ext[i].Length)
+			ids, idx = append(ids, ext[i].ID), append(idx, i)
 		}
 		if len(ids) == batch || (i == len(ext)-1 && len(ids) > 0) {
 			if err := ctx.Err(); err != nil {
 				return root, err
 			}
-			if err := s.referenceAll(ctx, "put disk", ids, lens); err != nil {
+			info, err := s.referenceAll(ctx, "put disk", ids)
+			if err != nil {
 				return root, err
 			}
-			ids, lens = ids[:0], lens[:0]
+			for k, j := range idx {
+				sl, err := checkDataRef(ext[j], info[k])
+				if err != nil {
+					return root, fmt.Errorf("put disk: %w", err)
+				}
+				ext[j].Slice = sl
+			}
+			ids, idx = ids[:0], idx[:0]
 		}
 	}
 	// Segments: extents grouped by the span their start offset falls in.
@@ -318,7 +350,7 @@ func (s *Session) adoptMap(ctx context.Context, root ID) error {
 		return err
 	}
 	for _, ref := range dr.Segs {
-		if err := s.referenceAll(ctx, "commit: reused disk map", []ID{ref.ID}, []int64{0}); err != nil {
+		if _, err := s.referenceAll(ctx, "commit: reused disk map", []ID{ref.ID}); err != nil {
 			return err
 		}
 		seg, err := s.r.loadSegment(ctx, ref)
@@ -326,15 +358,25 @@ func (s *Session) adoptMap(ctx context.Context, root ID) error {
 			return err
 		}
 		var ids []ID
-		var lens []int64
+		var exts []Extent
 		for _, e := range seg.Extents {
 			if !e.Zero {
-				ids, lens = append(ids, e.ID), append(lens, e.Length)
+				ids, exts = append(ids, e.ID), append(exts, e)
 			}
 		}
 		if len(ids) > 0 {
-			if err := s.referenceAll(ctx, "commit: reused disk map", ids, lens); err != nil {
+			info, err := s.referenceAll(ctx, "commit: reused disk map", ids)
+			if err != nil {
 				return err
+			}
+			for k, e := range exts {
+				sl, err := checkDataRef(e, info[k])
+				if err == nil && sl != e.Slice {
+					err = fmt.Errorf("extent at %d of blob %s is encoded as slice=%v", e.Offset, e.ID, e.Slice)
+				}
+				if err != nil {
+					return fmt.Errorf("commit: reused disk map: %w", err)
+				}
 			}
 		}
 	}
@@ -407,7 +449,7 @@ func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
 		m.Disks[i] = d
 		roots[i] = d.Map
 	}
-	if err := s.referenceAll(ctx, "commit", roots, make([]int64, len(roots))); err != nil {
+	if _, err := s.referenceAll(ctx, "commit", roots); err != nil {
 		return Point{}, err
 	}
 	for _, root := range roots {

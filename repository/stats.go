@@ -33,6 +33,10 @@ type Stats struct {
 
 // Stats computes space figures by walking every restore point.
 func (r *Repository) Stats(ctx context.Context) (*Stats, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
 	pts, err := r.List(ctx)
 	if err != nil {
 		return nil, err
@@ -124,6 +128,10 @@ func (r *Repository) Stats(ctx context.Context) (*Stats, error) {
 // Recatalog rebuilds index.db from the packs and commit records alone. No
 // session may be open; readers must not run concurrently.
 func (r *Repository) Recatalog(ctx context.Context, progress func(Progress)) error {
+	if err := r.enter(); err != nil {
+		return err
+	}
+	defer r.leave()
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
 	r.mu.Lock()
