@@ -99,6 +99,9 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 	}
 	rules := []rule{
 		{[]error{auth.ErrBadCredentials}, http.StatusUnauthorized, "bad_credentials"},
+		{[]error{auth.ErrLastAdministrator}, http.StatusConflict, "last_administrator"},
+		{[]error{auth.ErrUserExists}, http.StatusConflict, "conflict"},
+		{[]error{auth.ErrBadUser}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrUnauthenticated}, http.StatusUnauthorized, "unauthenticated"},
 		{[]error{auth.ErrForbidden}, http.StatusForbidden, "forbidden"},
 		{[]error{auth.ErrBadRole}, http.StatusUnprocessableEntity, "validation"},

@@ -191,32 +191,7 @@ func (s *Server) retentionPreview(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pts, err := s.cfg.Points.Points(ctx, PointFilter{Repository: j.Repository, Job: j.ID})
-	if err != nil {
-		return nil, err
-	}
-	unique := map[string]int64{}
-	if len(pts) > 0 {
-		if ri, err := s.cfg.Repositories.Repository(ctx, j.Repository); err == nil && ri.Stats != nil {
-			for _, ps := range ri.Stats.PerPoint {
-				unique[ps.ID] = ps.UniqueBytes
-			}
-		}
-	}
-	pp := make([]policy.Point, len(pts))
-	for i, p := range pts {
-		st := policy.PointComplete
-		if p.Partial {
-			st = policy.PointPartial
-		}
-		pp[i] = policy.Point{ID: p.ID, Repository: p.Repository, VM: vmKey(p.VM), Job: p.Job, Time: p.Time, Status: st, Locked: p.Locked, Bytes: unique[p.ID]}
-	}
-	plan := j.Retention.DryRun(pp, s.location(ctx))
-	out := RetentionPreview{Keep: plan.Keep, Remove: plan.Remove, BytesFreed: plan.BytesFreed, Decisions: make([]PreviewDecision, len(plan.Decisions))}
-	for i, d := range plan.Decisions {
-		out.Decisions[i] = PreviewDecision{Point: d.Point.ID, VM: d.Point.VM, Time: d.Point.Time, Keep: d.Keep, Locked: d.Point.Locked, Bytes: d.Point.Bytes, Reasons: d.Reasons}
-	}
-	return out, nil
+	return s.preview(ctx, PointFilter{Repository: j.Repository, Job: j.ID}, j.Retention)
 }
 
 func vmKey(v VMRef) string {
@@ -321,14 +296,6 @@ func (s *Server) listRepositories(c *gin.Context) (any, error) {
 		rs = []RepositoryInfo{}
 	}
 	return rs, nil
-}
-
-func (s *Server) getRepository(c *gin.Context) (any, error) {
-	id, err := pathID(c)
-	if err != nil {
-		return nil, err
-	}
-	return s.cfg.Repositories.Repository(c.Request.Context(), id)
 }
 
 // repoExists checks a repository name without computing its statistics.
@@ -506,9 +473,15 @@ type VMStatus struct {
 }
 
 func (s *Server) listVMs(c *gin.Context) (any, error) {
-	ctx := c.Request.Context()
+	return s.vmStatuses(c.Request.Context(), true)
+}
+
+// vmStatuses joins the inventory (when withInventory) with the restore
+// points. When the inventory cannot be read it returns an error wrapping
+// ErrUnavailable.
+func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus, error) {
 	var inv []policy.VM
-	if s.cfg.Inventory != nil {
+	if s.cfg.Inventory != nil && withInventory {
 		var err error
 		if inv, err = s.cfg.Inventory.VMs(ctx); err != nil {
 			return nil, fmt.Errorf("list inventory: %v: %w", err, ErrUnavailable)

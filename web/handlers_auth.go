@@ -56,8 +56,6 @@ func (s *Server) logout(c *gin.Context) (any, error) {
 	return withStatus(http.StatusNoContent, nil), nil
 }
 
-func (s *Server) me(c *gin.Context) (any, error) { return principal(c), nil }
-
 type tokenRequest struct {
 	Name       string    `json:"name"`
 	Role       auth.Role `json:"role"`

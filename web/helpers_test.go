@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +62,8 @@ func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job strin
 	p, err := s.Commit(ctx, repository.NewPoint{
 		VM:   repository.VMIdentity{Name: vm.Name, MoRef: vm.MoRef, InstanceUUID: vm.InstanceUUID},
 		Time: at, Consistency: "crash", Tags: map[string]string{JobTag: job},
-		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
+		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root,
+			Stats: repository.DiskStats{BytesRead: int64(len(data)), NewBytes: int64(len(data)), StoredBytes: int64(len(data)) / 4}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +246,34 @@ func mustAuthStore(t *testing.T, f *fixture) auth.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// recordingMailer is web's side of the Mailer contract: it records the
+// addresses and fails with err when set (notify's real SMTP client is
+// tested in notify against a real SMTP server).
+type recordingMailer struct {
+	mu  sync.Mutex
+	to  []string
+	err error
+}
+
+func (m *recordingMailer) SendTest(ctx context.Context, to string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	m.to = append(m.to, to)
+	return nil
+}
+
+// staticVCenter answers connection tests without a vCenter (the vsphere
+// implementation is tested against the lab in cmd/appliance).
+type staticVCenter struct{}
+
+func (staticVCenter) TestVCenter(ctx context.Context, req VCenterTest) (VCenterTestResult, error) {
+	if req.Password == "wrong" {
+		return VCenterTestResult{OK: false, Message: "login refused"}, nil
+	}
+	return VCenterTestResult{OK: true, Version: "VMware vCenter Server 8.0.0 build-1", Message: "connected"}, nil
 }

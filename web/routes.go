@@ -22,6 +22,11 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/auth/tokens", adm, s.createToken},
 		{"DELETE", "/api/v1/auth/tokens/:id", adm, s.deleteToken},
 
+		{"GET", "/api/v1/users", adm, s.listUsers},
+		{"POST", "/api/v1/users", adm, s.createUser},
+		{"PUT", "/api/v1/users/:name", adm, s.updateUser},
+		{"DELETE", "/api/v1/users/:name", adm, s.deleteUser},
+
 		{"GET", "/api/v1/jobs", ro, s.listJobs},
 		{"POST", "/api/v1/jobs", adm, s.createJob},
 		{"GET", "/api/v1/jobs/:id", ro, s.getJob},
@@ -29,6 +34,8 @@ func (s *Server) table() []route {
 		{"DELETE", "/api/v1/jobs/:id", adm, s.deleteJob},
 		{"GET", "/api/v1/jobs/:id/retention-preview", ro, s.retentionPreview},
 		{"POST", "/api/v1/jobs/:id/run", op, s.runJob},
+		{"GET", "/api/v1/jobs/:id/runs", ro, s.jobRuns},
+		{"POST", "/api/v1/retention-preview", ro, s.retentionPreviewUnsaved},
 
 		{"GET", "/api/v1/restore-points", ro, s.listPoints},
 		{"GET", "/api/v1/restore-points/:id", ro, s.getPoint},
@@ -38,6 +45,7 @@ func (s *Server) table() []route {
 
 		{"GET", "/api/v1/repositories", ro, s.listRepositories},
 		{"GET", "/api/v1/repositories/:id", ro, s.getRepository},
+		{"GET", "/api/v1/repositories/:id/usage", ro, s.repositoryUsage},
 		{"POST", "/api/v1/repositories/:id/check", op, s.checkRepository},
 		{"POST", "/api/v1/repositories/:id/reclaim", op, s.reclaimRepository},
 
@@ -47,9 +55,15 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/tasks/:id/cancel", op, s.cancelTask},
 
 		{"GET", "/api/v1/events", ro, s.listEvents},
+		{"GET", "/api/v1/stream", ro, s.stream},
+		{"GET", "/api/v1/dashboard", ro, s.dashboard},
 		{"GET", "/api/v1/vms", ro, s.listVMs},
+		{"GET", "/api/v1/inventory", ro, s.inventoryTree},
+		{"GET", "/api/v1/restore-targets", ro, s.restoreTargets},
 		{"GET", "/api/v1/settings", ro, s.getSettings},
 		{"PUT", "/api/v1/settings", adm, s.putSettings},
+		{"POST", "/api/v1/settings/vcenter/test", adm, s.testVCenter},
+		{"POST", "/api/v1/settings/smtp/test", adm, s.testSMTP},
 
 		{"POST", "/api/v1/backups", op, s.startBackup},
 		{"POST", "/api/v1/restores", ro, s.startRestore},

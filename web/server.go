@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -42,20 +43,32 @@ type Config struct {
 	Settings        SettingsStore
 	// Mailer sends test mails; nil: SMTP is not configured (409 smtp_not_configured).
 	Mailer Mailer
+	// Topology serves GET /inventory and /restore-targets; nil: no vCenter (503).
+	Topology Topology
+	// Runs serves GET /jobs/{id}/runs; default: Jobs when it implements RunLog.
+	Runs RunLog
+	// VCenter tests vCenter connections; nil: 501.
+	VCenter VCenterTester
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.
 	Metrics *prometheus.Registry
 	// TrustProxy makes the login rate limit use X-Forwarded-For's first hop.
 	TrustProxy bool
+	// StreamKeepAlive is how often an idle SSE stream gets a comment; default 15s.
+	StreamKeepAlive time.Duration
 }
 
 // Server is the HTTP API.
 type Server struct {
-	cfg     Config
-	engine  *gin.Engine
-	routes  []route
-	metrics *metrics
+	cfg       Config
+	engine    *gin.Engine
+	routes    []route
+	metrics   *metrics
+	hub       *eventHub
+	keepAlive time.Duration
+	done      chan struct{} // closed by Close: streams end
+	closeOnce sync.Once
 }
 
 // handler is the one handler signature. A handler returns the response body
@@ -110,12 +123,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg}
+	if cfg.Runs == nil {
+		cfg.Runs, _ = cfg.Jobs.(RunLog)
+	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = sseKeepAlive
+	}
+	s := &Server{cfg: cfg, hub: newEventHub(), keepAlive: cfg.StreamKeepAlive, done: make(chan struct{})}
 	s.metrics = newMetrics(s, cfg.Metrics)
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.Use(s.recover)
+	e.Use(securityHeaders, s.recover)
 	cons := console.New()
 	e.NoRoute(func(c *gin.Context) {
 		if isConsolePath(c.Request) {
@@ -157,9 +176,27 @@ func (s *Server) Routes() []Route {
 	return out
 }
 
-// ObserveEvent feeds the metrics from the scheduler's events (wire it to
-// policy.Config.OnEvent). It never blocks.
-func (s *Server) ObserveEvent(e policy.Event) { s.metrics.observe(e) }
+// ObserveEvent feeds the metrics and the /stream clients from the
+// scheduler's events (wire it to policy.Config.OnEvent). It never blocks.
+func (s *Server) ObserveEvent(e policy.Event) {
+	s.metrics.observe(e)
+	s.hub.publish(e)
+}
+
+// ConsoleCSP is the Content-Security-Policy of every response: the console
+// uses no inline script or style and talks only to its own origin.
+const ConsoleCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"
+
+// securityHeaders sets the browser hardening headers on every response,
+// API, console files and errors alike.
+func securityHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Content-Security-Policy", ConsoleCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	c.Next()
+}
 
 // ObserveBackup adds one successful VM backup's figures to the metrics.
 func (s *Server) ObserveBackup(read, newBytes, stored int64, d time.Duration) {
@@ -186,7 +223,6 @@ func (s *Server) adapt(rt route) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		// API answers are per user and may hold secrets (a new token): never cached.
 		c.Header("Cache-Control", "no-store")
-		c.Header("X-Content-Type-Options", "nosniff")
 		if rt.role != "" {
 			p, err := s.authenticate(c)
 			if err != nil {

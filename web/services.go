@@ -179,3 +179,102 @@ type SettingsStore interface {
 	Settings(ctx context.Context) (Settings, bool, error) // false: never saved
 	PutSettings(ctx context.Context, s Settings) error
 }
+
+// InventoryNode is one object of the vSphere tree (GET /inventory): a flat
+// list the console turns into a tree through Parent.
+type InventoryNode struct {
+	ID           string `json:"id"`     // managed object id, e.g. "datacenter-2", "vm-42"
+	Type         string `json:"type"`   // datacenter, folder, cluster, host, resource-pool, vm
+	Name         string `json:"name"`   // as vCenter shows it
+	Parent       string `json:"parent"` // id of the nearest listed ancestor; "" at the top
+	Path         string `json:"path"`   // inventory path, "/DC0/vm/web01"
+	InstanceUUID string `json:"instance_uuid,omitempty"`
+	PowerState   string `json:"power_state,omitempty"` // VMs: poweredOn, poweredOff, suspended
+	Template     bool   `json:"template,omitempty"`
+}
+
+// Inventory node types.
+const (
+	NodeDatacenter   = "datacenter"
+	NodeFolder       = "folder"
+	NodeCluster      = "cluster"
+	NodeHost         = "host"
+	NodeResourcePool = "resource-pool"
+	NodeVM           = "vm"
+)
+
+// RestoreTargets are the places a restore can go (GET /restore-targets).
+type RestoreTargets struct {
+	Datacenters []TargetDatacenter `json:"datacenters"`
+}
+
+// TargetDatacenter is one datacenter's restore targets.
+type TargetDatacenter struct {
+	Name       string            `json:"name"`
+	Path       string            `json:"path"`
+	Folders    []string          `json:"folders"` // VM folder inventory paths
+	Compute    []TargetCompute   `json:"compute"`
+	Datastores []TargetDatastore `json:"datastores"`
+	Networks   []TargetNetwork   `json:"networks"`
+}
+
+// TargetCompute is a cluster or a host a restored VM can run on.
+type TargetCompute struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // "cluster" or "host"
+	Path string `json:"path"`
+}
+
+// TargetDatastore is a datastore with its space (bytes) from vCenter's summary.
+type TargetDatastore struct {
+	Name       string `json:"name"`
+	Capacity   int64  `json:"capacity"`
+	Free       int64  `json:"free"`
+	Type       string `json:"type,omitempty"`
+	Accessible bool   `json:"accessible"`
+}
+
+// TargetNetwork is a network or port group.
+type TargetNetwork struct {
+	Name string `json:"name"`
+	Type string `json:"type,omitempty"`
+}
+
+// Topology reads vCenter's tree and restore targets; the daemon implements
+// it over vsphere (with a short cache). A nil Topology means no vCenter is
+// configured: the routes answer 503.
+type Topology interface {
+	Nodes(ctx context.Context) ([]InventoryNode, error)
+	Targets(ctx context.Context) (RestoreTargets, error)
+}
+
+// RunLog reads job runs; internal/state.DB implements it.
+type RunLog interface {
+	// Runs returns up to limit runs of a job, newest first.
+	Runs(ctx context.Context, job string, limit int) ([]policy.JobRun, error)
+}
+
+// VCenterTest is the body of POST /settings/vcenter/test; empty fields mean
+// the configured connection's.
+type VCenterTest struct {
+	URL        string `json:"url,omitempty"`
+	Username   string `json:"username,omitempty"`
+	Password   string `json:"password,omitempty"`
+	Thumbprint string `json:"thumbprint,omitempty"`
+	Insecure   bool   `json:"insecure,omitempty"`
+}
+
+// VCenterTestResult is what a connection test found.
+type VCenterTestResult struct {
+	OK      bool   `json:"ok"`
+	Version string `json:"version,omitempty"` // vCenter's full name and build
+	Message string `json:"message"`
+}
+
+// VCenterTester tries a vCenter connection (log in, read the version, log
+// out); the daemon implements it over vsphere.Connect. A refused or failed
+// connection is a result with OK false, not an error; errors are for
+// requests it cannot try (ErrConflict, ErrUnavailable).
+type VCenterTester interface {
+	TestVCenter(ctx context.Context, req VCenterTest) (VCenterTestResult, error)
+}

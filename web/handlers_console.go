@@ -1,0 +1,610 @@
+package web
+
+// Endpoints the console needs beyond the resources of the first API:
+// inventory tree, restore targets, job runs, previews, usage, dashboard and
+// connection tests.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+)
+
+// InvalidField returns the 422 validation error naming field, for services
+// (a VCenterTester) that find a request field unacceptable.
+func InvalidField(field, msg string) error { return invalid(field, "%s", msg) }
+
+func (s *Server) topology() (Topology, error) {
+	if s.cfg.Topology == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, code: "vcenter_not_configured", msg: "no vCenter is configured on this appliance"}
+	}
+	return s.cfg.Topology, nil
+}
+
+// ---- inventory and restore targets
+
+// InventoryResponse is GET /inventory.
+type InventoryResponse struct {
+	Nodes []InventoryNode `json:"nodes"`
+}
+
+func (s *Server) inventoryTree(c *gin.Context) (any, error) {
+	t, err := s.topology()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := t.Nodes(c.Request.Context())
+	if err != nil {
+		return nil, fmt.Errorf("read the vCenter inventory: %v: %w", err, ErrUnavailable)
+	}
+	if nodes == nil {
+		nodes = []InventoryNode{}
+	}
+	return InventoryResponse{Nodes: nodes}, nil
+}
+
+func (s *Server) restoreTargets(c *gin.Context) (any, error) {
+	t, err := s.topology()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := t.Targets(c.Request.Context())
+	if err != nil {
+		return nil, fmt.Errorf("read the vCenter restore targets: %v: %w", err, ErrUnavailable)
+	}
+	if rt.Datacenters == nil {
+		rt.Datacenters = []TargetDatacenter{}
+	}
+	for i := range rt.Datacenters {
+		d := &rt.Datacenters[i]
+		if d.Folders == nil {
+			d.Folders = []string{}
+		}
+		if d.Compute == nil {
+			d.Compute = []TargetCompute{}
+		}
+		if d.Datastores == nil {
+			d.Datastores = []TargetDatastore{}
+		}
+		if d.Networks == nil {
+			d.Networks = []TargetNetwork{}
+		}
+	}
+	return rt, nil
+}
+
+// ---- job runs
+
+// RunVM is one VM's outcome in a job run.
+type RunVM struct {
+	VM           string    `json:"vm"` // the VM's name
+	InstanceUUID string    `json:"instance_uuid"`
+	MoRef        string    `json:"moref,omitempty"`
+	State        string    `json:"state"` // pending, running, succeeded, failed, cancelled, interrupted, not-run
+	RestorePoint string    `json:"restore_point"`
+	Error        string    `json:"error"`
+	BytesRead    int64     `json:"bytes_read"`
+	NewBytes     int64     `json:"new_bytes"` // stored after deduplication and compression
+	Attempts     int       `json:"attempts"`
+	Started      time.Time `json:"started,omitzero"`
+	Finished     time.Time `json:"finished,omitzero"`
+}
+
+// JobRunView is one run of a job as GET /jobs/{id}/runs shows it.
+type JobRunView struct {
+	ID       string     `json:"id"`
+	Job      string     `json:"job"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished"` // null while running
+	// State: running, succeeded, partial (some VMs failed), failed, cancelled, missed.
+	State   string  `json:"state"`
+	Trigger string  `json:"trigger"`          // "window", "manual" or "missed"
+	Window  string  `json:"window,omitempty"` // the window occurrence's id (its opening, RFC 3339)
+	VMs     []RunVM `json:"vms"`
+}
+
+func runView(r policy.JobRun) JobRunView {
+	v := JobRunView{ID: r.ID, Job: r.Job, Started: r.Start, Window: r.WindowID, Trigger: "window", VMs: make([]RunVM, 0, len(r.VMs))}
+	switch {
+	case r.Missed:
+		v.Trigger = "missed"
+	case r.Manual:
+		v.Trigger = "manual"
+	}
+	if !r.End.IsZero() {
+		end := r.End
+		v.Finished = &end
+	}
+	ok, bad, cancelled := 0, 0, 0
+	for _, o := range r.VMs {
+		v.VMs = append(v.VMs, RunVM{VM: o.Name, InstanceUUID: o.VM, MoRef: o.MoRef, State: string(o.Status), RestorePoint: o.Point,
+			Error: o.Error, BytesRead: o.Bytes, NewBytes: o.Stored, Attempts: o.Attempts, Started: o.Start, Finished: o.End})
+		switch o.Status {
+		case policy.OutcomeSucceeded:
+			ok++
+		case policy.OutcomeCancelled:
+			cancelled++
+		default:
+			bad++
+		}
+	}
+	switch {
+	case r.Missed:
+		v.State = "missed"
+	case r.End.IsZero():
+		v.State = "running"
+	case bad+cancelled == 0:
+		v.State = "succeeded"
+	case ok > 0:
+		v.State = "partial"
+	case bad == 0:
+		v.State = "cancelled"
+	default:
+		v.State = "failed"
+	}
+	return v
+}
+
+func queryLimit(c *gin.Context, def, maxN int) (int, error) {
+	v := c.Query("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxN {
+		return 0, badRequest("limit", "an integer from 1 to %d", maxN)
+	}
+	return n, nil
+}
+
+func (s *Server) jobRuns(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := queryLimit(c, 50, 1000)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cfg.Jobs.Job(ctx, id); err != nil {
+		return nil, err
+	}
+	if s.cfg.Runs == nil {
+		return []JobRunView{}, nil
+	}
+	runs, err := s.cfg.Runs.Runs(ctx, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobRunView, len(runs))
+	for i, r := range runs {
+		out[i] = runView(r)
+	}
+	return out, nil
+}
+
+// ---- retention preview of an unsaved retention
+
+// RetentionPreviewRequest is the body of POST /retention-preview.
+type RetentionPreviewRequest struct {
+	Repository string           `json:"repository"`
+	Retention  policy.Retention `json:"retention"`
+	VM         string           `json:"vm,omitempty"`  // only this VM's points (instance UUID)
+	Job        string           `json:"job,omitempty"` // only points made by this job (editing a saved job)
+}
+
+// preview runs retention's dry run over the points f selects.
+func (s *Server) preview(ctx context.Context, f PointFilter, ret policy.Retention) (RetentionPreview, error) {
+	pts, err := s.cfg.Points.Points(ctx, f)
+	if err != nil {
+		return RetentionPreview{}, err
+	}
+	unique := map[string]int64{}
+	if len(pts) > 0 {
+		if ri, err := s.cfg.Repositories.Repository(ctx, f.Repository); err == nil && ri.Stats != nil {
+			for _, ps := range ri.Stats.PerPoint {
+				unique[ps.ID] = ps.UniqueBytes
+			}
+		}
+	}
+	pp := make([]policy.Point, len(pts))
+	for i, p := range pts {
+		st := policy.PointComplete
+		if p.Partial {
+			st = policy.PointPartial
+		}
+		pp[i] = policy.Point{ID: p.ID, Repository: p.Repository, VM: vmKey(p.VM), Job: p.Job, Time: p.Time, Status: st, Locked: p.Locked, Bytes: unique[p.ID]}
+	}
+	plan := ret.DryRun(pp, s.location(ctx))
+	out := RetentionPreview{Keep: plan.Keep, Remove: plan.Remove, BytesFreed: plan.BytesFreed, Decisions: make([]PreviewDecision, len(plan.Decisions))}
+	for i, d := range plan.Decisions {
+		out.Decisions[i] = PreviewDecision{Point: d.Point.ID, VM: d.Point.VM, Time: d.Point.Time, Keep: d.Keep, Locked: d.Point.Locked, Bytes: d.Point.Bytes, Reasons: d.Reasons}
+	}
+	return out, nil
+}
+
+func (s *Server) retentionPreviewUnsaved(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	var req RetentionPreviewRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if req.Repository == "" {
+		return nil, invalid("repository", "required")
+	}
+	if len(req.VM) > 128 {
+		return nil, invalid("vm", "at most 128 characters")
+	}
+	if len(req.Job) > 128 {
+		return nil, invalid("job", "at most 128 characters")
+	}
+	if err := req.Retention.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.repoExists(ctx, req.Repository); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, invalid("repository", "unknown repository %q", req.Repository)
+		}
+		return nil, err
+	}
+	return s.preview(ctx, PointFilter{Repository: req.Repository, VM: req.VM, Job: req.Job}, req.Retention)
+}
+
+// ---- repositories: details and usage over time
+
+// CheckSummary is the last check of a repository.
+type CheckSummary struct {
+	Time     time.Time `json:"time"`
+	OK       bool      `json:"ok"`
+	Source   string    `json:"source"`         // "task" (run from the API) or "maintenance" (the scheduler's)
+	Task     string    `json:"task,omitempty"` // the check task's id
+	Findings []string  `json:"findings"`
+}
+
+// RepositoryDetail is GET /repositories/{id}: the repository with its
+// statistics, ratios, last check and an estimate of what reclaim frees.
+type RepositoryDetail struct {
+	RepositoryInfo
+	DedupRatio       float64       `json:"dedup_ratio"`
+	CompressionRatio float64       `json:"compression_ratio"`
+	LastCheck        *CheckSummary `json:"last_check"`
+	// ReclaimableBytes estimates what reclaim frees: the repository's
+	// files beyond its live blobs. Null when unknown.
+	ReclaimableBytes *int64 `json:"reclaimable_bytes"`
+}
+
+// lastCheck finds the newest finished check of a repository among the
+// tasks (checks run from the API, with their findings) and the events
+// (maintenance checks of the scheduler).
+func (s *Server) lastCheck(ctx context.Context, repo string) *CheckSummary {
+	var best *CheckSummary
+	if ts, err := s.cfg.Tasks.List(ctx, 1000); err == nil {
+		for _, t := range ts { // newest first
+			if t.Kind != "check" || t.Subject != repo || !t.State.Final() || t.State == task.Cancelled {
+				continue
+			}
+			cs := &CheckSummary{Time: t.Ended, Source: "task", Task: t.ID, Findings: []string{}}
+			if t.State == task.Succeeded {
+				var rep repository.CheckReport
+				if b, err := json.Marshal(t.Result); err == nil && json.Unmarshal(b, &rep) == nil {
+					for _, p := range rep.Problems {
+						cs.Findings = append(cs.Findings, p.String())
+					}
+				}
+				cs.OK = len(cs.Findings) == 0
+			} else {
+				cs.Findings = append(cs.Findings, "the check did not complete: "+t.Error)
+			}
+			best = cs
+			break
+		}
+	}
+	if s.cfg.Events != nil {
+		from := s.now().AddDate(0, 0, -400)
+		if best != nil {
+			from = best.Time
+		}
+		evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: from, Limit: 100000})
+		if err == nil {
+			for i := len(evs) - 1; i >= 0; i-- {
+				e := evs[i]
+				if e.Repository != repo || (e.Kind != policy.EventCheckClean && e.Kind != policy.EventCheckDamage) {
+					continue
+				}
+				if best == nil || e.Time.After(best.Time) {
+					best = &CheckSummary{Time: e.Time, OK: e.Kind == policy.EventCheckClean, Source: "maintenance", Findings: []string{}}
+					if !best.OK {
+						best.Findings = append(best.Findings, e.Message)
+					}
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+func (s *Server) repositoryDetail(ctx context.Context, id string) (RepositoryDetail, error) {
+	ri, err := s.cfg.Repositories.Repository(ctx, id)
+	if err != nil {
+		return RepositoryDetail{}, err
+	}
+	d := RepositoryDetail{RepositoryInfo: ri, LastCheck: s.lastCheck(ctx, id)}
+	if st := ri.Stats; st != nil {
+		d.DedupRatio, d.CompressionRatio = st.DedupRatio, st.CompressionRatio
+		r := max(st.DiskBytes-st.StoredBytes, 0)
+		d.ReclaimableBytes = &r
+	}
+	return d, nil
+}
+
+func (s *Server) getRepository(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.repositoryDetail(c.Request.Context(), id)
+}
+
+// UsageSample is the repository's size after the points made up to Time.
+type UsageSample struct {
+	Time         time.Time `json:"time"`
+	Points       int       `json:"points"`
+	LogicalBytes int64     `json:"logical_bytes"`
+	StoredBytes  int64     `json:"stored_bytes"` // sum of the points' new stored bytes
+}
+
+func (s *Server) repositoryUsage(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	per := c.DefaultQuery("per", "day")
+	if per != "day" && per != "point" {
+		return nil, badRequest("per", "day or point")
+	}
+	if err := s.repoExists(ctx, id); err != nil {
+		return nil, err
+	}
+	pts, err := s.cfg.Points.Points(ctx, PointFilter{Repository: id})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Time.Before(pts[j].Time) })
+	loc := s.location(ctx)
+	out := []UsageSample{}
+	var cur UsageSample
+	for i, p := range pts {
+		cur.Points++
+		cur.LogicalBytes += p.LogicalBytes
+		for _, d := range p.Disks {
+			cur.StoredBytes += d.Stored
+		}
+		cur.Time = p.Time
+		last := i == len(pts)-1
+		if per == "day" && !last {
+			y1, m1, d1 := p.Time.In(loc).Date()
+			y2, m2, d2 := pts[i+1].Time.In(loc).Date()
+			if y1 == y2 && m1 == m2 && d1 == d2 {
+				continue
+			}
+		}
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// ---- dashboard
+
+// DashboardVMs counts VMs by protection.
+type DashboardVMs struct {
+	Protected   int `json:"protected"`   // newest complete point exists, last attempt did not fail
+	Failed      int `json:"failed"`      // the last backup attempt failed
+	Unprotected int `json:"unprotected"` // in the inventory without any complete point
+}
+
+// NextWindow is the next (or current) backup window of an enabled job.
+type NextWindow struct {
+	Job   string    `json:"job"`
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	Open  bool      `json:"open"` // already open now
+}
+
+// DashboardRepository is one repository's usage on the dashboard.
+type DashboardRepository struct {
+	ID               string        `json:"id"`
+	Name             string        `json:"name"`
+	Points           int           `json:"points"`
+	StoredBytes      int64         `json:"stored_bytes"`
+	LogicalBytes     int64         `json:"logical_bytes"`
+	DedupRatio       float64       `json:"dedup_ratio"`
+	CompressionRatio float64       `json:"compression_ratio"`
+	Damage           int           `json:"damage"` // findings of the last check
+	LastCheck        *CheckSummary `json:"last_check"`
+}
+
+// Dashboard is GET /dashboard.
+type Dashboard struct {
+	VMs          DashboardVMs          `json:"vms"`
+	RunningTasks []task.Info           `json:"running_tasks"`
+	NextWindow   *NextWindow           `json:"next_window"`
+	Repositories []DashboardRepository `json:"repositories"`
+	RecentEvents []policy.Event        `json:"recent_events"`
+	Warnings     []string              `json:"warnings,omitempty"` // parts that could not be computed
+}
+
+func (s *Server) dashboard(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	now := s.now()
+	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}}
+
+	vms, err := s.vmStatuses(ctx, true)
+	if errors.Is(err, ErrUnavailable) {
+		// vCenter is down: count the VMs the restore points know.
+		d.Warnings = append(d.Warnings, err.Error())
+		vms, err = s.vmStatuses(ctx, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	failed := map[string]bool{}
+	if s.cfg.VMStates != nil {
+		sts, err := s.cfg.VMStates.VMStates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		latest := map[string]policy.VMState{}
+		for _, st := range sts {
+			if l, ok := latest[st.VM]; !ok || st.LastAttempt.After(l.LastAttempt) {
+				latest[st.VM] = st
+			}
+		}
+		for vm, st := range latest {
+			failed[vm] = st.LastError != "" && st.LastAttempt.After(st.LastSuccess)
+		}
+	}
+	for _, v := range vms {
+		switch {
+		case failed[v.InstanceUUID]:
+			d.VMs.Failed++
+		case v.Protected:
+			d.VMs.Protected++
+		case v.InInventory:
+			d.VMs.Unprotected++
+		}
+	}
+
+	ts, err := s.cfg.Tasks.List(ctx, 1000)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if t.State == task.Queued || t.State == task.Running {
+			d.RunningTasks = append(d.RunningTasks, t)
+		}
+	}
+
+	jobs, err := s.cfg.Jobs.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if !j.Enabled {
+			continue
+		}
+		occ, ok := j.Window.Next(now)
+		if !ok {
+			continue
+		}
+		if d.NextWindow == nil || occ.Open.Before(d.NextWindow.Start) {
+			d.NextWindow = &NextWindow{Job: j.ID, Name: j.Name, Start: occ.Open, End: occ.Close, Open: occ.Contains(now)}
+		}
+	}
+
+	repos, err := s.cfg.Repositories.Repositories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range repos {
+		dr := DashboardRepository{ID: r.Name, Name: r.Name, Points: r.Points}
+		det, err := s.repositoryDetail(ctx, r.Name)
+		if err != nil {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("repository %s: %v", r.Name, err))
+		} else {
+			if st := det.Stats; st != nil {
+				dr.Points, dr.StoredBytes, dr.LogicalBytes = st.Points, st.StoredBytes, st.LogicalBytes
+			}
+			dr.DedupRatio, dr.CompressionRatio, dr.LastCheck = det.DedupRatio, det.CompressionRatio, det.LastCheck
+			if lc := det.LastCheck; lc != nil && !lc.OK {
+				dr.Damage = max(len(lc.Findings), 1)
+			}
+		}
+		d.Repositories = append(d.Repositories, dr)
+	}
+
+	if s.cfg.Events != nil {
+		evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: now.Add(-24 * time.Hour), Limit: 100000})
+		if err != nil {
+			return nil, err
+		}
+		for i := len(evs) - 1; i >= 0 && len(d.RecentEvents) < 20; i-- {
+			d.RecentEvents = append(d.RecentEvents, evs[i])
+		}
+	}
+	return d, nil
+}
+
+// ---- connection tests
+
+func (s *Server) testVCenter(c *gin.Context) (any, error) {
+	var req VCenterTest
+	if err := optionalBody(c, &req); err != nil {
+		return nil, err
+	}
+	if req.URL != "" {
+		u, err := url.Parse(req.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(req.URL) > 2048 {
+			return nil, invalid("url", "an https:// URL of a vCenter or ESXi host")
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"username", req.Username}, {"password", req.Password}, {"thumbprint", req.Thumbprint}} {
+		if len(f.v) > 1024 || strings.ContainsAny(f.v, "\x00\r\n") {
+			return nil, invalid(f.name, "at most 1024 characters, no line breaks")
+		}
+	}
+	if req.Thumbprint != "" && req.Insecure {
+		return nil, invalid("insecure", "contradicts thumbprint: pin the certificate or skip verification, not both")
+	}
+	if s.cfg.VCenter == nil {
+		return nil, fmt.Errorf("vCenter connection test: %w", ErrNotImplemented)
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Second)
+	defer cancel()
+	return s.cfg.VCenter.TestVCenter(ctx, req)
+}
+
+type smtpTestRequest struct {
+	To string `json:"to"`
+}
+
+func (s *Server) testSMTP(c *gin.Context) (any, error) {
+	var req smtpTestRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if req.To == "" {
+		return nil, invalid("to", "required")
+	}
+	a, err := mail.ParseAddress(req.To)
+	if err != nil || a.Name != "" || a.Address != req.To || len(req.To) > 254 {
+		return nil, invalid("to", "one e-mail address such as ops@example.com")
+	}
+	if s.cfg.Mailer == nil {
+		return nil, &apiError{status: http.StatusConflict, code: "smtp_not_configured", msg: "SMTP is not configured on this appliance (smtp in the configuration file)"}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.cfg.Mailer.SendTest(ctx, req.To); err != nil {
+		return nil, &apiError{status: http.StatusBadGateway, code: "smtp_failed", msg: "sending the test mail failed: " + err.Error()}
+	}
+	return gin.H{"ok": true}, nil
+}

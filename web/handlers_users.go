@@ -1,0 +1,111 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"unicode"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/internal/auth"
+)
+
+// meResponse is GET /auth/me: the principal plus what the console needs
+// (the CSRF token to echo on writes, for sessions).
+type meResponse struct {
+	auth.Principal
+	Username  string `json:"username"`
+	CSRFToken string `json:"csrf_token,omitempty"`
+}
+
+func (s *Server) me(c *gin.Context) (any, error) {
+	p := principal(c)
+	return meResponse{Principal: p, Username: p.User, CSRFToken: p.CSRF}, nil
+}
+
+type createUserRequest struct {
+	Username string    `json:"username"`
+	Password string    `json:"password"`
+	Role     auth.Role `json:"role"`
+}
+
+type updateUserRequest struct {
+	Role     *auth.Role `json:"role,omitempty"`
+	Password *string    `json:"password,omitempty"`
+}
+
+func pathName(c *gin.Context) (string, error) {
+	n := c.Param("name")
+	if n == "" || len(n) > 128 || strings.IndexFunc(n, func(r rune) bool { return unicode.IsControl(r) || r == '/' }) >= 0 {
+		return "", badRequest("name", "bad user name %q", truncate(n, 40))
+	}
+	return n, nil
+}
+
+func (s *Server) listUsers(c *gin.Context) (any, error) {
+	us, err := s.cfg.Auth.Users(c.Request.Context())
+	if err != nil {
+		return nil, err
+	}
+	if us == nil {
+		us = []auth.User{}
+	}
+	return us, nil
+}
+
+func (s *Server) createUser(c *gin.Context) (any, error) {
+	var req createUserRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if err := auth.CheckUsername(req.Username); err != nil {
+		return nil, invalid("username", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
+	}
+	if err := auth.CheckPasswordRules(req.Password); err != nil {
+		return nil, invalid("password", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
+	}
+	if _, err := auth.ParseRole(string(req.Role)); err != nil {
+		return nil, invalid("role", "administrator, operator or restore-only")
+	}
+	u, err := s.cfg.Auth.CreateUser(c.Request.Context(), req.Username, req.Password, req.Role)
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusCreated, u), nil
+}
+
+func (s *Server) updateUser(c *gin.Context) (any, error) {
+	name, err := pathName(c)
+	if err != nil {
+		return nil, err
+	}
+	var req updateUserRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if req.Role == nil && req.Password == nil {
+		return nil, invalid("role", "give role, password or both")
+	}
+	if req.Role != nil {
+		if _, err := auth.ParseRole(string(*req.Role)); err != nil {
+			return nil, invalid("role", "administrator, operator or restore-only")
+		}
+	}
+	if req.Password != nil {
+		if err := auth.CheckPasswordRules(*req.Password); err != nil {
+			return nil, invalid("password", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
+		}
+	}
+	return s.cfg.Auth.UpdateUser(c.Request.Context(), name, auth.UserChange{Role: req.Role, Password: req.Password}, principal(c).Session)
+}
+
+func (s *Server) deleteUser(c *gin.Context) (any, error) {
+	name, err := pathName(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Auth.DeleteUser(c.Request.Context(), name); err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusNoContent, nil), nil
+}

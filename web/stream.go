@@ -1,0 +1,198 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/policy"
+)
+
+const (
+	// streamBuffer bounds what one /stream subscriber may fall behind, per
+	// source (tasks, events), before it is dropped.
+	streamBuffer = 256
+	// streamTaskEvery is the fastest a /stream client sees one task's
+	// progress: 4 per second, whatever the registry's own throttle.
+	streamTaskEvery = 250 * time.Millisecond
+)
+
+// eventHub fans the scheduler's events out to /stream subscribers. publish
+// never blocks: a subscriber whose buffer is full is dropped (its channel
+// closed), like the task registry does.
+type eventHub struct {
+	mu     sync.Mutex
+	subs   map[chan policy.Event]struct{}
+	closed bool
+}
+
+func newEventHub() *eventHub { return &eventHub{subs: map[chan policy.Event]struct{}{}} }
+
+func (h *eventHub) subscribe(buffer int) (<-chan policy.Event, func()) {
+	ch := make(chan policy.Event, buffer)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	h.subs[ch] = struct{}{}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (h *eventHub) publish(e policy.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- e:
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (h *eventHub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for ch := range h.subs {
+		delete(h.subs, ch)
+		close(ch)
+	}
+}
+
+func (h *eventHub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// Streams returns how many /stream clients are connected (for tests and
+// metrics): each holds one event subscription.
+func (s *Server) Streams() int { return s.hub.count() }
+
+// Close ends every /stream and task event stream (the daemon calls it, or
+// closes the task registry, before shutting the HTTP server down: streams
+// never end by themselves). Requests keep being served.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.hub.close()
+	})
+}
+
+// stream is GET /stream: "task" events (a task's snapshot, as GET
+// /tasks/{id} without the log) on every state change and at most 4 progress
+// updates a second per task, "event" events as the scheduler records them,
+// and a keepalive comment when idle. A client that falls behind gets an
+// "error" event and the stream ends; it reconnects and reloads what it shows.
+func (s *Server) stream(c *gin.Context) (any, error) {
+	ctx := c.Request.Context()
+	tasks, unsubTasks := s.cfg.Tasks.SubscribeAll(streamBuffer)
+	defer unsubTasks()
+	events, unsubEvents := s.hub.subscribe(streamBuffer)
+	defer unsubEvents()
+
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, v any) bool {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		w.Flush()
+		return true
+	}
+	// The retry hint and a first comment tell the client it is connected.
+	if _, err := fmt.Fprint(w, "retry: 3000\n: connected\n\n"); err != nil {
+		return nil, nil
+	}
+	w.Flush()
+	keep := time.NewTicker(s.keepAlive)
+	defer keep.Stop()
+	flush := time.NewTicker(streamTaskEvery)
+	defer flush.Stop()
+	lastSent := map[string]time.Time{}
+	pending := map[string]task.Info{} // progress held back by the throttle
+	dropped := func() {
+		send("error", ErrorDetail{Code: "too_slow", Message: "the stream fell behind or the appliance is stopping; reconnect"})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-s.done:
+			return nil, nil
+		case <-keep.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return nil, nil
+			}
+			w.Flush()
+		case now := <-flush.C:
+			for id, info := range pending {
+				if now.Sub(lastSent[id]) < streamTaskEvery {
+					continue
+				}
+				delete(pending, id)
+				lastSent[id] = now
+				if !send("task", info) {
+					return nil, nil
+				}
+			}
+		case u, ok := <-tasks:
+			if !ok {
+				dropped()
+				return nil, nil
+			}
+			id := u.Task.ID
+			if u.Type == "progress" {
+				if time.Since(lastSent[id]) < streamTaskEvery {
+					pending[id] = u.Task
+					continue
+				}
+			}
+			delete(pending, id)
+			if u.Task.State.Final() {
+				delete(lastSent, id)
+			} else {
+				lastSent[id] = time.Now()
+			}
+			if !send("task", u.Task) {
+				return nil, nil
+			}
+		case e, ok := <-events:
+			if !ok {
+				select {
+				case <-s.done:
+				default:
+					dropped()
+				}
+				return nil, nil
+			}
+			if !send("event", e) {
+				return nil, nil
+			}
+		}
+	}
+}
