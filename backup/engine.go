@@ -809,6 +809,15 @@ func (s safeStore) PutChunk(ctx context.Context, data []byte) (id repository.ID,
 	return s.s.PutChunk(ctx, data)
 }
 
+// BlobSizes forwards to the session when it can tell blob lengths (the
+// incremental planner's use rule needs them for slices).
+func (s safeStore) BlobSizes(ctx context.Context, ids []repository.ID) ([]int64, error) {
+	if bs, ok := s.s.(blobSizer); ok {
+		return bs.BlobSizes(ctx, ids)
+	}
+	return nil, errNoBlobSizes
+}
+
 // progressAgg folds the disks' progress into the VM's.
 type progressAgg struct {
 	mu    sync.Mutex

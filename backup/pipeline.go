@@ -25,13 +25,72 @@ type ChunkStore interface {
 // ParentDisk describes the same disk in the parent restore point, for an
 // incremental backup.
 type ParentDisk struct {
-	// Reader serves the parent disk's bytes (the repository's disk reader);
-	// only the few chunks around each change are read from it.
+	// Reader serves the parent disk's bytes (the repository's disk reader).
+	// The slice method reads it only in the windows it compacts; Rechunk
+	// reads the parent chunks around each change (prefetched in parallel).
 	Reader io.ReaderAt
 	// Extents is the parent's disk map, as repository.DiskExtents returns it.
 	Extents []repository.Extent
 	// Changed lists the byte ranges that changed since the parent (CBT).
 	Changed []dedup.Extent
+	// Method forces dedup.MethodRechunk or dedup.MethodSlices; empty applies
+	// the cost rule (dedup.ChooseIncremental).
+	Method dedup.Method
+	// Options tune the slice method (zero: dedup's defaults).
+	Options dedup.IncrementalOptions
+}
+
+// blobSizer is implemented by stores that can tell blob lengths
+// (repository.Session): the slice method's use rule needs the length of
+// blobs the parent map only slices.
+type blobSizer interface {
+	BlobSizes(ctx context.Context, ids []repository.ID) ([]int64, error)
+}
+
+var errNoBlobSizes = errors.New("store cannot tell blob sizes")
+
+// mapExtents converts the parent's map for the slice planner: blobs are
+// numbered, and each gets its length (from the store for sliced blobs;
+// otherwise the largest end any extent of the map reaches, a lower bound).
+func mapExtents(ctx context.Context, store ChunkStore, exts []repository.Extent) ([]dedup.MapExtent, error) {
+	num := map[repository.ID]int{}
+	var lens []int64
+	var sliced []repository.ID
+	out := make([]dedup.MapExtent, len(exts))
+	for i, e := range exts {
+		out[i] = dedup.MapExtent{Offset: e.Offset, Length: e.Length, Zero: e.Zero, Skip: e.Skip}
+		if e.Zero {
+			continue
+		}
+		n, ok := num[e.ID]
+		if !ok {
+			n = len(lens)
+			num[e.ID] = n
+			lens = append(lens, 0)
+		}
+		out[i].Blob = n
+		lens[n] = max(lens[n], e.Skip+e.Length)
+		if e.Slice && !ok {
+			sliced = append(sliced, e.ID)
+		}
+	}
+	if bs, ok := store.(blobSizer); ok && len(sliced) > 0 {
+		sizes, err := bs.BlobSizes(ctx, sliced)
+		if err != nil && !errors.Is(err, errNoBlobSizes) {
+			return nil, fmt.Errorf("parent blob sizes: %w", err)
+		}
+		for i, sz := range sizes {
+			if n := num[sliced[i]]; sz > lens[n] {
+				lens[n] = sz
+			}
+		}
+	}
+	for i := range out {
+		if !out[i].Zero {
+			out[i].BlobLen = lens[out[i].Blob]
+		}
+	}
+	return out, nil
 }
 
 // DiskInput is one disk to back up.
@@ -97,6 +156,11 @@ type DiskResult struct {
 	ZeroBytes       int64 // bytes recognised as zero and stored as holes
 	ReusedBytes     int64 // bytes taken over from the parent without reading
 	Duration        time.Duration
+	// Incremental only: the method used and the cost rule's estimate.
+	Method   dedup.Method
+	Estimate dedup.Estimate
+	// Slice method only: what the planner did.
+	Slices dedup.IncrementalStats
 }
 
 // countingReaderAt counts the bytes read through it.
@@ -146,13 +210,31 @@ func WriteDisk(ctx context.Context, store ChunkStore, chunker dedup.Chunker, in 
 	}
 	start := time.Now()
 	src := &countingReaderAt{r: in.Source}
+	res := &DiskResult{}
 	var parent *countingReaderAt
-	var parentChunks []dedup.ParentChunk
+	var parentMap []dedup.MapExtent
 	if in.Parent != nil {
 		parent = &countingReaderAt{r: in.Parent.Reader}
-		parentChunks = make([]dedup.ParentChunk, len(in.Parent.Extents))
-		for i, e := range in.Parent.Extents {
-			parentChunks[i] = dedup.ParentChunk{Offset: e.Offset, Length: e.Length, Zero: e.Zero}
+		var err error
+		if parentMap, err = mapExtents(ctx, store, in.Parent.Extents); err != nil {
+			return nil, err
+		}
+		est, err := dedup.ChooseIncremental(chunker, in.Size, parentMap, in.Parent.Changed, in.Parent.Options)
+		if err != nil {
+			return nil, err
+		}
+		res.Estimate, res.Method = est, est.Method
+		switch in.Parent.Method {
+		case "":
+		case dedup.MethodSlices:
+			res.Method = dedup.MethodSlices
+		case dedup.MethodRechunk:
+			if est.RechunkBytes < 0 {
+				return nil, fmt.Errorf("%w: the parent map is not a plain CDC map of this chunker: Rechunk cannot run", dedup.ErrParentMismatch)
+			}
+			res.Method = dedup.MethodRechunk
+		default:
+			return nil, fmt.Errorf("unknown incremental method %q", in.Parent.Method)
 		}
 	}
 
@@ -174,8 +256,17 @@ func WriteDisk(ctx context.Context, store ChunkStore, chunker dedup.Chunker, in 
 				return gctx.Err()
 			}
 		}
-		if in.Parent != nil {
-			return chunker.Rechunk(gctx, src, parent, in.Size, parentChunks, in.Parent.Changed, emit)
+		switch {
+		case in.Parent != nil && res.Method == dedup.MethodSlices:
+			st, err := dedup.Incremental(gctx, chunker, src, parent, in.Size, parentMap, in.Parent.Changed, in.Parent.Options, emit)
+			res.Slices = st
+			return err
+		case in.Parent != nil:
+			// Rechunk reads the parent chunks around each change one at a
+			// time: fetch them ahead, in parallel, into a bounded window.
+			pf := newPrefetchReaderWith(gctx, parent, rechunkParentPlan(parentMap, in.Parent.Changed), parentPrefetch)
+			defer pf.Close()
+			return chunker.Rechunk(gctx, src, pf, in.Size, dedup.ParentChunks(parentMap), in.Parent.Changed, emit)
 		}
 		return chunker.Split(gctx, src, in.Size, in.Allocated, emit)
 	})
@@ -214,7 +305,6 @@ func WriteDisk(ctx context.Context, store ChunkStore, chunker dedup.Chunker, in 
 
 	// The collector puts results back in disk order. Out-of-order results wait
 	// in pending, which holds at most InFlight+Workers small entries.
-	res := &DiskResult{}
 	var extents []repository.Extent
 	pending := map[int]job{}
 	next := 0
@@ -295,11 +385,15 @@ func process(ctx context.Context, store ChunkStore, in DiskInput, j *job) error 
 		if in.Parent == nil || c.Parent >= len(in.Parent.Extents) {
 			return fmt.Errorf("chunker reused parent chunk %d that does not exist", c.Parent)
 		}
+		// The chunk is the parent extent's bytes at the same disk offsets:
+		// all of them (Rechunk) or a part (slice method).
 		pe := in.Parent.Extents[c.Parent]
-		if pe.Offset != c.Offset || pe.Length != int64(c.Length) || pe.Zero {
+		if c.Offset < pe.Offset || c.Offset+int64(c.Length) > pe.Offset+pe.Length || pe.Zero {
 			return fmt.Errorf("chunker reused parent chunk %d at %d+%d, parent has %d+%d", c.Parent, c.Offset, c.Length, pe.Offset, pe.Length)
 		}
 		ext.ID = pe.ID
+		ext.Skip = pe.Skip + (c.Offset - pe.Offset)
+		ext.Slice = pe.Slice || c.Offset != pe.Offset || int64(c.Length) != pe.Length
 	default:
 		if len(c.Data) != c.Length {
 			return fmt.Errorf("chunk at %d: %d bytes of data for length %d", c.Offset, len(c.Data), c.Length)
@@ -318,12 +412,20 @@ func process(ctx context.Context, store ChunkStore, in DiskInput, j *job) error 
 }
 
 // appendExtent appends e, merging it into the previous extent when both are
-// holes: the repository stores zero runs as one hole.
+// holes (the repository stores zero runs as one hole) or consecutive bytes
+// of one blob (two slices that a compacted run separated only in the plan).
 func appendExtent(exts []repository.Extent, r result) []repository.Extent {
 	e := r.ext
-	if n := len(exts); n > 0 && e.Zero && exts[n-1].Zero && exts[n-1].Offset+exts[n-1].Length == e.Offset {
-		exts[n-1].Length += e.Length
-		return exts
+	if n := len(exts); n > 0 && exts[n-1].Offset+exts[n-1].Length == e.Offset {
+		p := &exts[n-1]
+		switch {
+		case e.Zero && p.Zero:
+			p.Length += e.Length
+			return exts
+		case !e.Zero && !p.Zero && p.ID == e.ID && p.Skip+p.Length == e.Skip && p.Length+e.Length <= repository.MaxBlobSize:
+			p.Length += e.Length
+			return exts
+		}
 	}
 	return append(exts, e)
 }

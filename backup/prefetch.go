@@ -21,6 +21,24 @@ const (
 	prefetchWindow       = 16
 )
 
+// prefetchConfig bounds one prefetch reader: extents above small bytes are
+// not prefetched; a batch holds at most batchBytes/batchExtents; parallel
+// batches are fetched at once; at most window batches are held.
+type prefetchConfig struct {
+	small, batchBytes      int64
+	batchExtents, parallel int
+	window                 int
+}
+
+// sourcePrefetch is for the snapshot's scattered extents (round trips).
+var sourcePrefetch = prefetchConfig{small: prefetchSmall, batchBytes: prefetchBatchBytes, batchExtents: prefetchBatchExtents,
+	parallel: prefetchParallel, window: prefetchWindow}
+
+// parentPrefetch is for the parent chunks Rechunk re-reads (each a blob to
+// read, verify and decompress: CPU-bound, so a few at once; one chunk per
+// batch, at most 4 x 8 MiB held).
+var parentPrefetch = prefetchConfig{small: 8 << 20, batchBytes: 8 << 20, batchExtents: 1, parallel: 2, window: 4}
+
 // prefetchReader hides the round trip of each small read. The chunker reads
 // a disk's changed (or allocated) extents one at a time, in order, on one
 // goroutine; over HTTP each is a round trip, so thousands of scattered 64 KiB
@@ -52,15 +70,20 @@ type pbatch struct {
 
 // newPrefetchReader starts fetching plan's small extents. Close stops it.
 func newPrefetchReader(ctx context.Context, src io.ReaderAt, plan []dedup.Extent) *prefetchReader {
-	p := &prefetchReader{src: src, window: make(chan struct{}, prefetchWindow)}
+	return newPrefetchReaderWith(ctx, src, plan, sourcePrefetch)
+}
+
+// newPrefetchReaderWith is newPrefetchReader with explicit limits.
+func newPrefetchReaderWith(ctx context.Context, src io.ReaderAt, plan []dedup.Extent, cfg prefetchConfig) *prefetchReader {
+	p := &prefetchReader{src: src, window: make(chan struct{}, cfg.window)}
 	var cur *pbatch
 	var curBytes int64
 	for _, e := range plan {
-		if e.Length <= 0 || e.Length > prefetchSmall {
+		if e.Length <= 0 || e.Length > cfg.small {
 			cur = nil
 			continue
 		}
-		if cur == nil || len(cur.exts) >= prefetchBatchExtents || curBytes+e.Length > prefetchBatchBytes {
+		if cur == nil || len(cur.exts) >= cfg.batchExtents || curBytes+e.Length > cfg.batchBytes {
 			cur = &pbatch{done: make(chan struct{})}
 			curBytes = 0
 			p.batches = append(p.batches, cur)
@@ -75,7 +98,7 @@ func newPrefetchReader(ctx context.Context, src io.ReaderAt, plan []dedup.Extent
 		return p
 	}
 	next := make(chan *pbatch)
-	p.wg.Add(1 + prefetchParallel)
+	p.wg.Add(1 + cfg.parallel)
 	go func() {
 		defer p.wg.Done()
 		defer close(next)
@@ -100,7 +123,7 @@ func newPrefetchReader(ctx context.Context, src io.ReaderAt, plan []dedup.Extent
 			}
 		}
 	}()
-	for range prefetchParallel {
+	for range cfg.parallel {
 		go func() {
 			defer p.wg.Done()
 			for b := range next {
@@ -185,4 +208,32 @@ func (p *prefetchReader) releaseBefore(i int) {
 func (p *prefetchReader) Close() {
 	p.cancel()
 	p.wg.Wait()
+}
+
+// rechunkParentPlan lists the parent chunks Rechunk will read: every data
+// chunk a change touches and the chunk after each run of them (where the
+// chain falls back onto the parent's cuts), in disk order.
+func rechunkParentPlan(par []dedup.MapExtent, changed []dedup.Extent) []dedup.Extent {
+	var plan []dedup.Extent
+	last := -1
+	add := func(j int) {
+		if j > last && j < len(par) {
+			if !par[j].Zero {
+				plan = append(plan, dedup.Extent{Offset: par[j].Offset, Length: par[j].Length})
+			}
+			last = j
+		}
+	}
+	pi := 0
+	for _, c := range changed {
+		for pi < len(par) && par[pi].Offset+par[pi].Length <= c.Offset {
+			pi++
+		}
+		j := pi
+		for ; j < len(par) && par[j].Offset < c.Offset+c.Length; j++ {
+			add(j)
+		}
+		add(j)
+	}
+	return plan
 }

@@ -671,3 +671,31 @@ func (c *blobCache) clear() {
 	c.size = 0
 	c.mu.Unlock()
 }
+
+// BlobSizes returns the plaintext length of each blob (0 for an id that is
+// not indexed), from the catalog in one read transaction. Incremental
+// planning uses it to tell how much of a blob a slice-built map still uses.
+func (r *Repository) BlobSizes(ctx context.Context, ids []ID) ([]int64, error) {
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
+	out := make([]int64, len(ids))
+	err := r.db.View(func(tx *bolt.Tx) error {
+		for i, id := range ids {
+			if i%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if l, ok := lookupTx(tx, id); ok {
+				out[i] = int64(l.RawLen)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob sizes: %w", err)
+	}
+	return out, nil
+}

@@ -523,3 +523,9 @@ func (s *Session) end() {
 	s.used, s.packs, s.waits, s.roots = nil, nil, nil, nil
 	r.sessDone.Broadcast()
 }
+
+// BlobSizes returns the plaintext length of each blob (0 when unknown); see
+// Repository.BlobSizes.
+func (s *Session) BlobSizes(ctx context.Context, ids []ID) ([]int64, error) {
+	return s.r.BlobSizes(ctx, ids)
+}
