@@ -147,6 +147,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	var inv policy.Inventory
 	var runner *backupRunner
 	var restorer *restoreService
+	var targets *serveTargets // console's inventory, restore targets, vCenter test
 	if vc := cfg.VCenter; vc != nil {
 		pw, err := readSecret(env, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
 		if err != nil {
@@ -174,6 +175,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		inv = inventory.New(client)
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
+		targets = newServeTargets(client, vcfg)
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
 	am, err := auth.NewManager(acfg)
@@ -220,6 +222,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
+	targets.wire(&wcfg)
 	// Without vCenter there is nothing to back up or restore to: jobs are
 	// stored and validated, the scheduler does not run (run now answers 503)
 	// and POST /backups and /restores answer 501.

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmvault/vmvault/web"
+)
+
+func labClient(t *testing.T, l *lab.Lab) (*vsphere.Client, vsphere.Config) {
+	t.Helper()
+	cfg := vsphere.Config{URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint(), KeepAlive: -1}
+	c, err := vsphere.Connect(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c, cfg
+}
+
+// The inventory tree and restore targets of the lab: every object with a
+// parent that exists, VMs with their instance UUIDs under their folders,
+// and datastores with vCenter's own capacity and free space (read here
+// independently through a property collector view).
+func TestTopologyAgainstLab(t *testing.T) {
+	l := startTestLab(t)
+	c, _ := labClient(t, l)
+	topo := newTopology(c)
+	ctx := context.Background()
+	nodes, err := topo.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]web.InventoryNode{}
+	count := map[string]int{}
+	for _, n := range nodes {
+		if _, dup := byID[n.ID]; dup {
+			t.Fatalf("duplicate id %s", n.ID)
+		}
+		byID[n.ID] = n
+		count[n.Type]++
+	}
+	for _, n := range nodes {
+		if n.Parent == "" {
+			if n.Type != web.NodeDatacenter {
+				t.Errorf("%s %s has no parent", n.Type, n.Path)
+			}
+			continue
+		}
+		p, ok := byID[n.Parent]
+		if !ok {
+			t.Errorf("%s: parent %s not listed", n.Path, n.Parent)
+			continue
+		}
+		if !strings.HasPrefix(n.Path, p.Path+"/") {
+			t.Errorf("%s: parent path %s", n.Path, p.Path)
+		}
+	}
+	for typ, min := range map[string]int{web.NodeDatacenter: 1, web.NodeFolder: 4, web.NodeCluster: 1, web.NodeHost: 2, web.NodeResourcePool: 1, web.NodeVM: 4} {
+		if count[typ] < min {
+			t.Errorf("%d %s nodes, want at least %d", count[typ], typ, min)
+		}
+	}
+	var vm web.InventoryNode
+	for _, n := range nodes {
+		if n.Name == "DC0_H0_VM1" {
+			vm = n
+		}
+	}
+	if vm.Type != web.NodeVM || vm.InstanceUUID == "" || vm.Path != "/DC0/vm/DC0_H0_VM1" || byID[vm.Parent].Path != "/DC0/vm" || vm.PowerState == "" {
+		t.Fatalf("VM node %+v (parent %+v)", vm, byID[vm.Parent])
+	}
+	// The cluster's hosts hang under the cluster; the cluster under the host folder.
+	for _, n := range nodes {
+		if n.Type == web.NodeHost && strings.HasPrefix(n.Name, "DC0_C0_") && byID[n.Parent].Type != web.NodeCluster {
+			t.Errorf("clustered host %s under %+v", n.Path, byID[n.Parent])
+		}
+	}
+
+	rt, err := topo.Targets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Datacenters) != 1 {
+		t.Fatalf("datacenters %+v", rt.Datacenters)
+	}
+	dc := rt.Datacenters[0]
+	if dc.Name != "DC0" || len(dc.Folders) == 0 || dc.Folders[0] != "/DC0/vm" || len(dc.Networks) == 0 {
+		t.Fatalf("datacenter %+v", dc)
+	}
+	kinds := map[string]int{}
+	for _, c := range dc.Compute {
+		kinds[c.Type]++
+	}
+	if kinds["cluster"] < 1 || kinds["host"] < 2 {
+		t.Fatalf("compute %+v", dc.Compute)
+	}
+	// Datastore space against the summary read straight from vCenter.
+	adm := l.Admin()
+	v, err := view.NewManager(adm.Client).CreateContainerView(ctx, adm.ServiceContent.RootFolder, []string{"Datastore"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Destroy(ctx)
+	var dss []mo.Datastore
+	if err := v.Retrieve(ctx, []string{"Datastore"}, []string{"summary"}, &dss); err != nil {
+		t.Fatal(err)
+	}
+	if len(dss) == 0 || len(dc.Datastores) != len(dss) {
+		t.Fatalf("datastores %+v, vCenter has %d", dc.Datastores, len(dss))
+	}
+	for _, ds := range dss {
+		found := false
+		for _, td := range dc.Datastores {
+			if td.Name == ds.Summary.Name {
+				found = true
+				if td.Capacity != ds.Summary.Capacity || td.Free != ds.Summary.FreeSpace || td.Capacity <= 0 || td.Free <= 0 || td.Free > td.Capacity {
+					t.Errorf("datastore %s: %+v, vCenter says capacity %d free %d", td.Name, td, ds.Summary.Capacity, ds.Summary.FreeSpace)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("datastore %s missing", ds.Summary.Name)
+		}
+	}
+}
+
+type countingInventory struct {
+	mu    sync.Mutex
+	calls int
+	delay time.Duration
+	err   error
+	inv   *vsphere.Inventory
+}
+
+func (c *countingInventory) Inventory(ctx context.Context) (*vsphere.Inventory, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	time.Sleep(c.delay)
+	return c.inv, c.err
+}
+
+// Many console tabs cost one inventory read per TTL; concurrent misses
+// share one read; a failed read is not cached.
+func TestTopologyCache(t *testing.T) {
+	l := startTestLab(t)
+	c, _ := labClient(t, l)
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingInventory{inv: inv, delay: 50 * time.Millisecond}
+	topo := newTopology(src)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	topo.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if i%2 == 0 {
+				_, err = topo.Nodes(ctx)
+			} else {
+				_, err = topo.Targets(ctx)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if src.calls != 1 {
+		t.Fatalf("20 concurrent readers made %d inventory reads", src.calls)
+	}
+	advance(inventoryTTL - time.Second)
+	topo.Nodes(ctx)
+	if src.calls != 1 {
+		t.Fatalf("within the TTL: %d reads", src.calls)
+	}
+	advance(2 * time.Second)
+	topo.Nodes(ctx)
+	if src.calls != 2 {
+		t.Fatalf("after the TTL: %d reads", src.calls)
+	}
+	src.err = errors.New("vCenter down")
+	advance(inventoryTTL)
+	if _, err := topo.Nodes(ctx); err == nil {
+		t.Fatal("a failed read must fail")
+	}
+	src.err = nil
+	if _, err := topo.Nodes(ctx); err != nil || src.calls != 4 {
+		t.Fatalf("after a failure: %v, %d reads", err, src.calls)
+	}
+	// A caller that gives up does not wait for the read.
+	src.delay = 2 * time.Second
+	advance(inventoryTTL)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := topo.Nodes(cctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("cancelled caller: %v after %s", err, time.Since(start))
+	}
+}
+
+func TestVCenterTesterAgainstLab(t *testing.T) {
+	l := startTestLab(t)
+	_, cfg := labClient(t, l)
+	configured := &vcenterTester{configured: &cfg}
+	none := &vcenterTester{}
+	url := l.URL().String()
+	tests := []struct {
+		name    string
+		tester  *vcenterTester
+		req     web.VCenterTest
+		ok      bool
+		field   string // a 422 naming this field
+		message string
+	}{
+		{"configured", configured, web.VCenterTest{}, true, "", "connected"},
+		{"configured URL with /sdk", configured, web.VCenterTest{URL: strings.TrimSuffix(url, "/sdk") + "/sdk/"}, true, "", "connected"},
+		{"wrong password", configured, web.VCenterTest{Password: "wrong"}, false, "", "refused"},
+		{"given, pinned", none, web.VCenterTest{URL: url, Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint()}, true, "", "connected"},
+		{"given, untrusted certificate", none, web.VCenterTest{URL: url, Username: l.Username(), Password: l.Password()}, false, "", "thumbprint"},
+		{"given, insecure", none, web.VCenterTest{URL: url, Username: l.Username(), Password: l.Password(), Insecure: true}, true, "", "connected"},
+		{"nothing configured", none, web.VCenterTest{}, false, "url", ""},
+		{"other URL without password", configured, web.VCenterTest{URL: "https://other.example.com", Username: "u"}, false, "password", ""},
+		{"other URL without user", configured, web.VCenterTest{URL: "https://other.example.com", Password: "p"}, false, "username", ""},
+		{"unreachable", none, web.VCenterTest{URL: "https://127.0.0.1:1", Username: "u", Password: "p"}, false, "", "127.0.0.1:1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := tc.tester.TestVCenter(ctx, tc.req)
+			if tc.field != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.field) {
+					t.Fatalf("want a %s field error, got %+v %v", tc.field, res, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK != tc.ok || !strings.Contains(res.Message, tc.message) {
+				t.Fatalf("result %+v", res)
+			}
+			if res.OK && !strings.Contains(res.Version, "VMware") {
+				t.Fatalf("version %q", res.Version)
+			}
+			if strings.Contains(res.Message, l.Password()) {
+				t.Fatal("the message shows the password")
+			}
+		})
+	}
+}
+
+// The daemon wires them: with a vCenter, GET /inventory and
+// /restore-targets answer from the lab and the connection test logs in;
+// without one, they answer 503 and the test needs credentials.
+func TestServeConsoleTargets(t *testing.T) {
+	l := startTestLab(t)
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "repo-pass")
+	cfgYAML := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: %s
+vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-2"})
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	api := &apiClient{t: t, base: "http://" + sd.addr, hc: hc}
+	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-2"}, nil)
+	if code != 200 {
+		t.Fatalf("login: %d %s", code, body)
+	}
+	var login struct{ CSRFToken string }
+	_ = json.Unmarshal(body, &login)
+	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+
+	var inv web.InventoryResponse
+	code, body = api.call("GET", "/api/v1/inventory", nil, nil)
+	if err := json.Unmarshal(body, &inv); code != 200 || err != nil || len(inv.Nodes) < 10 {
+		t.Fatalf("inventory: %d %s", code, body)
+	}
+	var rt web.RestoreTargets
+	code, body = api.call("GET", "/api/v1/restore-targets", nil, nil)
+	if err := json.Unmarshal(body, &rt); code != 200 || err != nil || len(rt.Datacenters) != 1 || len(rt.Datacenters[0].Datastores) == 0 {
+		t.Fatalf("restore targets: %d %s", code, body)
+	}
+	var res web.VCenterTestResult
+	code, body = api.call("POST", "/api/v1/settings/vcenter/test", nil, csrf)
+	if err := json.Unmarshal(body, &res); code != 200 || err != nil || !res.OK {
+		t.Fatalf("vCenter test: %d %s", code, body)
+	}
+	code, body = api.call("POST", "/api/v1/settings/vcenter/test", map[string]string{"url": "https://elsewhere.example.com", "username": "u"}, csrf)
+	if code != 422 || !strings.Contains(string(body), `"field":"password"`) {
+		t.Fatalf("configured password to another URL: %d %s", code, body)
+	}
+}
