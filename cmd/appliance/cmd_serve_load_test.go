@@ -32,7 +32,7 @@ import (
 
 const (
 	loadClients   = 50
-	loadPerClient = 200 // requests per client in the test: the load spans a couple of backup rounds
+	loadPerClient = 120 // requests per client in the test: the load overlaps the backup rounds
 	loadP99Bound  = 2 * time.Second
 )
 
