@@ -5,11 +5,21 @@ import inventory from "./inventory.js";
 import tasks from "./tasks.js";
 import events from "./events.js";
 import settings from "./settings.js";
+// H6: jobs, job wizard, restore, restore points, repositories.
+import jobs from "./jobs.js";
+import jobwizard from "./jobwizard.js";
+import restore from "./restore.js";
+import points from "./points.js";
+import repositories from "./repositories.js";
 
 export default [
   dashboard,
   inventory,
-  // H6: jobs, restore, restore points, repositories go here.
+  jobs,
+  jobwizard,
+  restore,
+  points,
+  repositories,
   tasks,
   events,
   settings,

@@ -1,0 +1,336 @@
+// Jobs: the list (#/jobs) with run now / edit / delete, and one job's page
+// with its run history and per-VM outcomes (#/jobs/<id>).
+import { ensureCSS, pick, stateBadge, runState, vmState, runPercent, isRunFinal, taskOf, watchTask, errorText } from "./jobs-common.js";
+import { describeWindow, nextOpening } from "./jobwizard-window.js";
+import { describeRetention } from "./jobwizard-retention.js";
+import { describeSelection } from "./jobwizard-tree.js";
+
+function runStart(r) {
+  return pick(r, "started", "start");
+}
+function runEnd(r) {
+  const e = pick(r, "finished", "end", "ended");
+  return e && !String(e).startsWith("0001") ? e : null;
+}
+function runTrigger(r) {
+  const t = pick(r, "trigger");
+  if (t) return t;
+  if (r.manual) return "run now";
+  if (r.missed) return "missed window";
+  if (r.resumeOf) return "resume";
+  return "window";
+}
+
+function nextRunText(ctx, job) {
+  if (job.enabled === false) return "disabled";
+  const nr = pick(job, "next_run", "nextRun");
+  if (nr) return ctx.fmt.time(nr);
+  const n = nextOpening(job.window);
+  if (n.openNow) return `window open now${n.closes ? ` (until ${ctx.fmt.time(n.closes)})` : ""}`;
+  return n.next ? ctx.fmt.time(n.next) : "never";
+}
+
+// runProgress follows a job run started with "run now": a progress bar of
+// the VMs finished, refreshed from GET /jobs/:id/runs on every streamed task
+// or event and at least every 1.5 s. It resolves with the finished run.
+function runProgress(ctx, jobId, runId, name) {
+  const h = ctx.h;
+  const bar = h("progress", { max: "100", value: "0", id: `run-bar-${jobId}` });
+  const label = h("label", { for: `run-bar-${jobId}`, class: "progress-label" }, `Run of ${name}: starting…`);
+  const info = h("span", { class: "progress-info" }, "0%");
+  const el = h("div", { class: "progress p2-run-progress", "data-run": runId, "data-job": jobId, "data-state": "running", "data-percent": "0", role: "group", "aria-label": `Progress of ${name}` }, label, bar, info);
+  let stopped = false;
+  let timer = 0;
+  let busy = false;
+  let resolveDone;
+  const done = new Promise((r) => (resolveDone = r));
+  const refresh = async () => {
+    if (stopped || busy) return;
+    busy = true;
+    try {
+      const runs = await ctx.api("GET", `/jobs/${encodeURIComponent(jobId)}/runs?limit=10`);
+      const list = Array.isArray(runs) ? runs : (runs && runs.runs) || [];
+      const r = (runId && list.find((x) => x.id === runId)) || (!runId && list[0]);
+      if (r && !stopped) {
+        const pc = runPercent(r);
+        const st = runState(r);
+        const vms = r.vms || [];
+        const fin = vms.filter((v) => !["pending", "running", "queued", ""].includes(vmState(v))).length;
+        bar.value = pc;
+        bar.setAttribute("aria-valuetext", `${pc}%`);
+        label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${vms.length} VMs done` : st}`;
+        info.textContent = `${pc}% · ${st}`;
+        el.dataset.percent = String(pc);
+        el.dataset.state = st;
+        if (isRunFinal(r)) {
+          stopped = true;
+          clearTimeout(timer);
+          resolveDone(r);
+        }
+      }
+    } catch (e) {
+      info.textContent = `progress unavailable: ${errorText(e)}`;
+    } finally {
+      busy = false;
+    }
+    if (!stopped) {
+      clearTimeout(timer);
+      timer = setTimeout(refresh, 1500);
+    }
+  };
+  const unsub = ctx.stream(
+    () => refresh(),
+    () => refresh(),
+  );
+  refresh();
+  return {
+    el,
+    done,
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      unsub();
+    },
+  };
+}
+
+// runNow starts a job and shows its progress in holder; returns a stopper.
+async function runNow(ctx, job, holder, onDone) {
+  const h = ctx.h;
+  let res;
+  try {
+    res = await ctx.api("POST", `/jobs/${encodeURIComponent(job.id)}/run`);
+  } catch (e) {
+    ctx.toast(`Could not start ${job.name}: ${errorText(e)}`, "error");
+    return null;
+  }
+  ctx.toast(`${job.name} started.`, "success");
+  holder.replaceChildren();
+  const task = taskOf(res);
+  const runId = res && (typeof res.run === "string" ? res.run : res.run && res.run.id);
+  const w = runId || !task ? runProgress(ctx, job.id, runId, job.name) : watchTask(ctx, task);
+  holder.append(w.el);
+  w.done.then((r) => {
+    const st = runState(r) || (r && r.state);
+    holder.append(h("p", { role: "status", class: "p2-run-result" }, `Run of ${job.name} finished: ${st}.`));
+    if (onDone) onDone(r);
+  });
+  return w;
+}
+
+async function listPage(root, ctx) {
+  const h = ctx.h;
+  const isAdmin = ctx.can("administrator");
+  const isOp = ctx.can("operator");
+  if (isAdmin && ctx.header) ctx.header.append(h("a", { href: "#/job-wizard", class: "button primary", id: "new-job" }, "New job"));
+  const status = h("div", { class: "p2-status", role: "status", "aria-live": "polite" });
+  const body = h("div", { class: "p2-jobs" }, h("p", { class: "loading" }, "Loading jobs…"));
+  root.append(status, body);
+  const watchers = [];
+  const [jobs, vms] = await Promise.all([ctx.api("GET", "/jobs"), ctx.api("GET", "/vms").catch(() => [])]);
+  const lastRuns = await Promise.all(
+    jobs.map((j) =>
+      ctx
+        .api("GET", `/jobs/${encodeURIComponent(j.id)}/runs?limit=1`)
+        .then((r) => (Array.isArray(r) ? r[0] : null))
+        .catch(() => null),
+    ),
+  );
+  body.replaceChildren();
+  if (!jobs.length) {
+    body.append(h("p", { class: "empty" }, "No backup jobs yet. ", isAdmin ? h("a", { href: "#/job-wizard" }, "Create the first job") : "An administrator creates them."));
+    return () => watchers.forEach((w) => w.stop());
+  }
+  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
+  const vmCount = (j) => (vms || []).filter((v) => (v.jobs || []).includes(j.id)).length;
+  const rows = jobs.map((j, i) => ({ j, last: lastRuns[i] }));
+  const table = h(
+    "table",
+    { class: "p2-table", id: "jobs-table" },
+    h("caption", { class: "visually-hidden" }, "Backup jobs"),
+    h(
+      "thead",
+      null,
+      h("tr", null, ["Name", "VMs", "Repository", "Window", "Last run", "Next run", "Actions"].map((c) => h("th", { scope: "col" }, c))),
+    ),
+    h(
+      "tbody",
+      null,
+      rows.map(({ j, last }) => {
+        const progressCell = h("div", { class: "p2-progress-holder", id: `job-progress-${j.id}` });
+        const actions = h("div", { class: "p2-actions" });
+        if (isOp) {
+          const b = h("button", { type: "button", "data-action": "run", "data-job": j.id }, "Run now");
+          b.addEventListener("click", async () => {
+            b.disabled = true;
+            const w = await runNow(ctx, j, progressCell, () => {
+              b.disabled = false;
+            });
+            if (w) watchers.push(w);
+            else b.disabled = false;
+          });
+          actions.append(b);
+        }
+        if (isAdmin) {
+          actions.append(h("a", { class: "button", href: `#/job-wizard/${encodeURIComponent(j.id)}`, "aria-label": `Edit ${j.name}` }, "Edit"));
+          const del = h("button", { type: "button", class: "danger", "data-action": "delete", "aria-label": `Delete ${j.name}` }, "Delete");
+          del.addEventListener("click", async () => {
+            const ok = await ctx.confirm(`Delete the job "${j.name}"? Its restore points stay in the repository until retention or you remove them.`, { danger: true, title: "Delete job?" });
+            if (!ok) return;
+            try {
+              await ctx.api("DELETE", `/jobs/${encodeURIComponent(j.id)}`);
+              ctx.toast(`Job ${j.name} deleted.`, "success");
+              ctx.navigate("#/jobs");
+            } catch (e) {
+              ctx.toast(`Could not delete ${j.name}: ${errorText(e)}`, "error");
+            }
+          });
+          actions.append(del);
+        }
+        const n = vmCount(j);
+        return h(
+          "tr",
+          { "data-job": j.id },
+          h("td", { "data-label": "Name" }, h("a", { href: `#/jobs/${encodeURIComponent(j.id)}` }, j.name), j.enabled === false ? h("span", { class: "badge p2-state-warn" }, " disabled") : null),
+          h("td", { "data-label": "VMs" }, h("span", null, `${n} now`), h("span", { class: "hint p2-block" }, describeSelection(j.selection, names))),
+          h("td", { "data-label": "Repository" }, j.repository),
+          h("td", { "data-label": "Window" }, describeWindow(j.window)),
+          h(
+            "td",
+            { "data-label": "Last run" },
+            last ? [stateBadge(h, runState(last)), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never",
+          ),
+          h("td", { "data-label": "Next run" }, nextRunText(ctx, j)),
+          h("td", { "data-label": "Actions" }, actions, progressCell),
+        );
+      }),
+    ),
+  );
+  body.append(h("div", { class: "table-wrap" }, table));
+  return () => watchers.forEach((w) => w.stop());
+}
+
+function outcomesTable(ctx, r) {
+  const h = ctx.h;
+  const vms = r.vms || [];
+  if (!vms.length) return h("p", { class: "hint" }, r.missed ? "The window was missed: the appliance was not running." : "No VM in this run.");
+  return h(
+    "table",
+    { class: "p2-table p2-nested" },
+    h("caption", { class: "visually-hidden" }, `VM outcomes of the run started ${ctx.fmt.time(runStart(r))}`),
+    h("thead", null, h("tr", null, ["VM", "Outcome", "Read", "New", "Restore point", "Error"].map((c) => h("th", { scope: "col" }, c)))),
+    h(
+      "tbody",
+      null,
+      vms.map((v) => {
+        const point = pick(v, "restore_point", "point", "restorePoint");
+        return h(
+          "tr",
+          null,
+          h("td", { "data-label": "VM" }, pick(v, "name", "vm_name") || pick(v, "vm", "instance_uuid")),
+          h("td", { "data-label": "Outcome" }, stateBadge(h, vmState(v))),
+          h("td", { "data-label": "Read" }, ctx.fmt.bytes(pick(v, "bytes_read", "bytes") || 0)),
+          h("td", { "data-label": "New" }, ctx.fmt.bytes(pick(v, "new_bytes", "stored") || 0)),
+          h("td", { "data-label": "Restore point" }, point ? h("a", { href: `#/restore?point=${encodeURIComponent(point)}` }, point.slice(0, 12)) : "–"),
+          h("td", { "data-label": "Error" }, pick(v, "error") || ""),
+        );
+      }),
+    ),
+  );
+}
+
+async function detailPage(root, ctx, id) {
+  const h = ctx.h;
+  const [job, vms] = await Promise.all([ctx.api("GET", `/jobs/${encodeURIComponent(id)}`), ctx.api("GET", "/vms").catch(() => [])]);
+  const j = job.job || job;
+  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
+  const title = document.getElementById("page-title");
+  if (title) title.textContent = `Job: ${j.name}`;
+  document.title = `Job ${j.name} — vmvault`;
+  const watchers = [];
+  const progressHolder = h("div", { class: "p2-progress-holder", id: `job-progress-${j.id}` });
+  const history = h("section", { "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "Run history"));
+  if (ctx.header) {
+    if (ctx.can("operator")) {
+      const b = h("button", { type: "button", class: "primary", "data-action": "run" }, "Run now");
+      b.addEventListener("click", async () => {
+        b.disabled = true;
+        const w = await runNow(ctx, j, progressHolder, () => {
+          b.disabled = false;
+          loadHistory();
+        });
+        if (w) watchers.push(w);
+        else b.disabled = false;
+      });
+      ctx.header.append(b);
+    }
+    if (ctx.can("administrator")) ctx.header.append(h("a", { class: "button", href: `#/job-wizard/${encodeURIComponent(j.id)}` }, "Edit"));
+    ctx.header.append(h("a", { class: "button", href: "#/jobs" }, "All jobs"));
+  }
+  root.append(
+    h(
+      "dl",
+      { class: "p2-dl" },
+      h("dt", null, "Selection"),
+      h("dd", null, describeSelection(j.selection, names)),
+      h("dt", null, "Repository"),
+      h("dd", null, j.repository),
+      h("dt", null, "Window"),
+      h("dd", null, `${describeWindow(j.window)} (${(j.window && j.window.location) || "UTC"})`),
+      h("dt", null, "Next run"),
+      h("dd", null, nextRunText(ctx, j)),
+      h("dt", null, "Retention"),
+      h("dd", null, describeRetention(j.retention)),
+      h("dt", null, "Quiesce"),
+      h("dd", null, j.quiesce || "filesystem"),
+    ),
+    progressHolder,
+    history,
+  );
+  const list = h("div", { class: "p2-history" });
+  history.append(list);
+  async function loadHistory() {
+    let runs;
+    try {
+      runs = await ctx.api("GET", `/jobs/${encodeURIComponent(j.id)}/runs?limit=50`);
+    } catch (e) {
+      list.replaceChildren(h("p", { class: "form-error", role: "alert" }, `Run history unavailable: ${errorText(e)}`));
+      return;
+    }
+    runs = Array.isArray(runs) ? runs : [];
+    if (!runs.length) {
+      list.replaceChildren(h("p", { class: "empty" }, "This job has not run yet."));
+      return;
+    }
+    list.replaceChildren(
+      ...runs.map((r, i) =>
+        h(
+          "details",
+          { class: "p2-run", open: i === 0 ? true : null, "data-run": r.id },
+          h(
+            "summary",
+            null,
+            stateBadge(h, runState(r)),
+            ` ${ctx.fmt.time(runStart(r))} · ${runTrigger(r)}`,
+            runEnd(r) ? ` · took ${ctx.fmt.duration((new Date(runEnd(r)) - new Date(runStart(r))) / 1000)}` : " · running",
+            ` · ${(r.vms || []).length} VMs`,
+          ),
+          outcomesTable(ctx, r),
+        ),
+      ),
+    );
+  }
+  await loadHistory();
+  return () => watchers.forEach((w) => w.stop());
+}
+
+export default {
+  route: "#/jobs",
+  title: "Jobs",
+  nav: true,
+  async render(root, ctx) {
+    await ensureCSS();
+    if (ctx.params && ctx.params[0]) return detailPage(root, ctx, ctx.params[0]);
+    return listPage(root, ctx);
+  },
+};

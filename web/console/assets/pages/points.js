@@ -1,0 +1,187 @@
+// Restore points (#/restore-points): per VM, with size, unique bytes,
+// consistency and lock state; lock, unlock and delete (with confirmation;
+// a locked point cannot be deleted and the page says why).
+import { ensureCSS, pick, errorText } from "./jobs-common.js";
+import { consistency, pointVM, vmChoices } from "./restore-timeline.js";
+
+const LOCKED_WHY = "Locked restore points cannot be deleted: retention and deletion leave them alone until they are unlocked.";
+
+export default {
+  route: "#/restore-points",
+  title: "Restore points",
+  nav: true,
+  async render(root, ctx) {
+    await ensureCSS();
+    const h = ctx.h;
+    const canLock = ctx.can("operator");
+    const canDelete = ctx.can("administrator");
+    const status = h("div", { class: "p2-status", role: "status", "aria-live": "polite", id: "points-status" });
+    const vmSel = h("select", { id: "points-vm", name: "vm" });
+    const repoSel = h("select", { id: "points-repo", name: "repository" });
+    const body = h("div", { id: "points-body" }, h("p", { class: "loading" }, "Loading restore points…"));
+    root.append(
+      h(
+        "form",
+        { class: "row", role: "search", "aria-label": "Filter restore points" },
+        h("div", { class: "field" }, h("label", { for: "points-vm" }, "VM"), vmSel),
+        h("div", { class: "field" }, h("label", { for: "points-repo" }, "Repository"), repoSel),
+      ),
+      status,
+      body,
+    );
+
+    let points = [];
+    let unique = new Map(); // point id -> unique bytes (from repository statistics)
+    const [pts, vms, repos] = await Promise.all([ctx.api("GET", "/restore-points"), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
+    points = pts || [];
+    const choices = vmChoices(vms, points).filter((c) => c.points > 0);
+    vmSel.append(h("option", { value: "" }, `All VMs (${choices.length})`), choices.map((c) => h("option", { value: c.key }, `${c.name}${c.inInventory ? "" : " (not in vCenter)"} — ${c.points}`)));
+    repoSel.append(h("option", { value: "" }, "All repositories"), (repos || []).map((r) => h("option", { value: r.name }, r.name)));
+    const want = ctx.query.get("vm");
+    if (want && choices.some((c) => c.key === want)) vmSel.value = want;
+
+    // Unique bytes come with each repository's statistics, which take a
+    // moment to compute: the table shows first and fills them in.
+    Promise.all(
+      (repos || []).map((r) =>
+        ctx
+          .api("GET", `/repositories/${encodeURIComponent(r.name)}`)
+          .then((d) => {
+            for (const ps of (d && d.stats && (d.stats.per_point || d.stats.perPoint)) || []) unique.set(ps.id, pick(ps, "unique_bytes", "uniqueBytes"));
+          })
+          .catch(() => {}),
+      ),
+    ).then(() => {
+      if (root.isConnected) draw();
+    });
+
+    function row(p) {
+      const c = consistency(p);
+      const why = h("span", { class: "visually-hidden", id: `why-${p.id}` }, LOCKED_WHY);
+      const actions = h("div", { class: "p2-actions" });
+      actions.append(h("a", { class: "button", href: `#/restore?point=${encodeURIComponent(p.id)}`, "aria-label": `Restore from the point of ${ctx.fmt.time(p.time)}` }, "Restore"));
+      if (canLock) {
+        const b = h("button", { type: "button", "data-action": p.locked ? "unlock" : "lock", "data-point": p.id }, p.locked ? "Unlock" : "Lock");
+        b.addEventListener("click", () => setLock(p, !p.locked, b));
+        actions.append(b);
+      }
+      if (canDelete) {
+        // A locked point's Delete stays focusable (aria-disabled) so that
+        // keyboard and screen reader users learn why it does nothing.
+        const d = h(
+          "button",
+          { type: "button", class: p.locked ? null : "danger", "data-action": "delete", "data-point": p.id, "aria-disabled": p.locked ? "true" : null, "aria-describedby": p.locked ? `why-${p.id}` : null, title: p.locked ? LOCKED_WHY : null },
+          "Delete",
+        );
+        d.addEventListener("click", () => del(p));
+        actions.append(d, why);
+      }
+      const u = unique.get(p.id);
+      return h(
+        "tr",
+        { "data-point": p.id, "data-locked": p.locked ? "true" : "false" },
+        h("td", { "data-label": "Time" }, ctx.fmt.time(p.time), p.partial ? h("span", { class: "badge p2-state-bad" }, " partial") : null),
+        h("td", { "data-label": "Repository" }, p.repository),
+        h("td", { "data-label": "Job" }, p.job || "ad hoc"),
+        h("td", { "data-label": "Size", class: "num" }, ctx.fmt.bytes(p.logicalBytes)),
+        h("td", { "data-label": "Unique", class: "num" }, u === undefined ? "…" : ctx.fmt.bytes(u)),
+        h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label)),
+        h("td", { "data-label": "Lock" }, p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : "unlocked"),
+        h("td", { "data-label": "Actions" }, actions, h("div", { class: "p2-point-msg", id: `msg-${p.id}`, role: "status" })),
+      );
+    }
+
+    function draw() {
+      const v = vmSel.value;
+      const r = repoSel.value;
+      const list = points.filter((p) => (!v || pointVM(p) === v) && (!r || p.repository === r));
+      if (!list.length) {
+        body.replaceChildren(h("p", { class: "empty" }, points.length ? "No restore point matches the filter." : "No restore points yet: run a backup job first."));
+        return;
+      }
+      const groups = new Map();
+      for (const p of list) {
+        const k = pointVM(p);
+        if (!groups.has(k)) groups.set(k, { name: (p.vm && p.vm.name) || k, points: [] });
+        groups.get(k).points.push(p);
+      }
+      const inInv = new Set((vms || []).filter((x) => x.inInventory).map((x) => x.instanceUuid));
+      body.replaceChildren(
+        ...[...groups.entries()]
+          .sort((a, b) => String(a[1].name).localeCompare(String(b[1].name)))
+          .map(([k, g], i) => {
+            const total = g.points.reduce((n, p) => n + (p.logicalBytes || 0), 0);
+            const hid = `vm-group-${i}`;
+            return h(
+              "section",
+              { class: "p2-vm-group", "aria-labelledby": hid, "data-vm": k },
+              h("h2", { id: hid }, g.name, inInv.has(k) || !(vms || []).length ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
+              h("p", { class: "hint" }, `${g.points.length} restore point${g.points.length === 1 ? "" : "s"}, ${ctx.fmt.bytes(total)} protected in total`),
+              h(
+                "div",
+                { class: "table-wrap" },
+                h(
+                  "table",
+                  { class: "p2-table" },
+                  h("caption", { class: "visually-hidden" }, `Restore points of ${g.name}`),
+                  h("thead", null, h("tr", null, ["Time", "Repository", "Job", "Size", "Unique", "Consistency", "Lock", "Actions"].map((c) => h("th", { scope: "col", class: c === "Size" || c === "Unique" ? "num" : null }, c)))),
+                  h("tbody", null, g.points.map(row)),
+                ),
+              ),
+            );
+          }),
+      );
+    }
+
+    function say(p, text, bad) {
+      const m = document.getElementById(`msg-${p.id}`);
+      if (m) {
+        m.textContent = text;
+        m.className = `p2-point-msg ${bad ? "field-error" : "hint"}`;
+      }
+    }
+
+    async function setLock(p, lock, btn) {
+      btn.disabled = true;
+      try {
+        const np = await ctx.api("POST", `/restore-points/${encodeURIComponent(p.id)}/${lock ? "lock" : "unlock"}`);
+        Object.assign(p, np && np.id ? np : { locked: lock });
+        p.locked = lock;
+        draw();
+        status.textContent = `Restore point of ${ctx.fmt.time(p.time)} ${lock ? "locked" : "unlocked"}.`;
+        const again = document.querySelector(`button[data-point="${CSS.escape(p.id)}"][data-action="${lock ? "unlock" : "lock"}"]`);
+        if (again) again.focus();
+      } catch (e) {
+        btn.disabled = false;
+        say(p, `Could not ${lock ? "lock" : "unlock"}: ${errorText(e)}`, true);
+      }
+    }
+
+    async function del(p) {
+      if (p.locked) {
+        say(p, `Not deleted. ${LOCKED_WHY} Unlock it first.`, true);
+        return;
+      }
+      const ok = await ctx.confirm(`Delete the restore point of ${(p.vm && p.vm.name) || "this VM"} taken ${ctx.fmt.time(p.time)}? It cannot be restored afterwards; its space is freed by the next reclaim.`, { danger: true, title: "Delete restore point?" });
+      if (!ok) return;
+      try {
+        await ctx.api("DELETE", `/restore-points/${encodeURIComponent(p.id)}`);
+        points = points.filter((x) => x.id !== p.id);
+        draw();
+        status.textContent = `Restore point of ${ctx.fmt.time(p.time)} deleted.`;
+        ctx.toast("Restore point deleted.", "success");
+      } catch (e) {
+        // The server refuses a point locked meanwhile (409 point_locked).
+        if (e.code === "point_locked") {
+          p.locked = true;
+          draw();
+          say(p, `Not deleted: ${e.message}. ${LOCKED_WHY}`, true);
+        } else say(p, `Could not delete: ${errorText(e)}`, true);
+      }
+    }
+
+    vmSel.addEventListener("change", draw);
+    repoSel.addEventListener("change", draw);
+    draw();
+  },
+};

@@ -1,0 +1,96 @@
+// Usage over time as an inline SVG line chart, built with DOM APIs (no
+// library, no inline style: colours come from classes in pages2.css).
+
+const NS = "http://www.w3.org/2000/svg";
+
+function el(name, attrs, text) {
+  const e = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// niceMax rounds a byte maximum up to 1, 2, 4 or 5 (times a power of ten)
+// of the binary unit the labels use (KiB, MiB, ...), so the quarter ticks
+// read as round numbers.
+export function niceMax(v) {
+  if (!(v > 0)) return 1;
+  let unit = 1;
+  while (v / unit >= 1024) unit *= 1024;
+  const x = v / unit;
+  const p = 10 ** Math.floor(Math.log10(x));
+  for (const m of [1, 2, 4, 5, 10]) if (m * p >= x) return m * p * unit;
+  return 10 * p * unit;
+}
+
+// scaleSeries maps samples to chart coordinates: x by time, y by bytes.
+export function scaleSeries(samples, key, box, max) {
+  const ts = samples.map((s) => new Date(s.time).getTime());
+  const t0 = Math.min(...ts);
+  const t1 = Math.max(...ts);
+  const span = t1 - t0 || 1;
+  return samples.map((s, i) => {
+    const x = samples.length === 1 ? box.x + box.w / 2 : box.x + ((ts[i] - t0) / span) * box.w;
+    const y = box.y + box.h - ((Number(s[key]) || 0) / max) * box.h;
+    return [Math.round(x * 10) / 10, Math.round(y * 10) / 10];
+  });
+}
+
+// usageChart draws logical and stored bytes over time. fmtBytes and fmtDate
+// format axis labels. It returns the <svg> element.
+export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usage over time" } = {}) {
+  const W = 640;
+  const H = 240;
+  const box = { x: 72, y: 16, w: W - 72 - 16, h: H - 16 - 40 };
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", class: "usage-chart", "aria-labelledby": "usage-chart-title usage-chart-desc" });
+  const list = (samples || []).filter((s) => s && s.time);
+  const last = list[list.length - 1];
+  svg.append(el("title", { id: "usage-chart-title" }, title));
+  svg.append(
+    el(
+      "desc",
+      { id: "usage-chart-desc" },
+      last
+        ? `${list.length} samples; latest: ${fmtBytes(last.logical_bytes)} logical, ${fmtBytes(last.stored_bytes)} stored.`
+        : "No samples yet.",
+    ),
+  );
+  if (!list.length) {
+    svg.append(el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "chart-empty" }, "No restore points yet"));
+    return svg;
+  }
+  const max = niceMax(Math.max(...list.map((s) => Math.max(Number(s.logical_bytes) || 0, Number(s.stored_bytes) || 0))));
+  const grid = el("g", { class: "chart-grid" });
+  for (let i = 0; i <= 4; i++) {
+    const y = box.y + box.h - (i / 4) * box.h;
+    grid.append(el("line", { x1: box.x, x2: box.x + box.w, y1: y, y2: y }));
+    grid.append(el("text", { x: box.x - 6, y: y + 4, "text-anchor": "end", class: "chart-label" }, fmtBytes((max * i) / 4)));
+  }
+  svg.append(grid);
+  const xl = el("g", { class: "chart-xlabels" });
+  const idx = list.length === 1 ? [0] : [0, Math.floor((list.length - 1) / 2), list.length - 1];
+  const pts = scaleSeries(list, "logical_bytes", box, max);
+  for (const i of [...new Set(idx)]) {
+    const anchor = list.length === 1 ? "middle" : i === 0 ? "start" : i === list.length - 1 ? "end" : "middle";
+    xl.append(el("text", { x: pts[i][0], y: box.y + box.h + 20, "text-anchor": anchor, class: "chart-label" }, fmtDate(list[i].time)));
+  }
+  svg.append(xl);
+  for (const [key, cls, label] of [
+    ["logical_bytes", "series-logical", "Logical (protected data)"],
+    ["stored_bytes", "series-stored", "Stored (after dedup and compression)"],
+  ]) {
+    const p = scaleSeries(list, key, box, max);
+    const g = el("g", { class: `chart-series ${cls}` });
+    g.append(el("title", {}, label));
+    if (p.length > 1) g.append(el("polyline", { points: p.map((x) => x.join(",")).join(" "), fill: "none" }));
+    for (const [x, y] of p) g.append(el("circle", { cx: x, cy: y, r: 3 }));
+    svg.append(g);
+  }
+  const legend = el("g", { class: "chart-legend" });
+  legend.append(el("rect", { x: box.x, y: H - 14, width: 10, height: 10, class: "series-logical" }));
+  legend.append(el("text", { x: box.x + 14, y: H - 5, class: "chart-label" }, "logical"));
+  legend.append(el("rect", { x: box.x + 80, y: H - 14, width: 10, height: 10, class: "series-stored" }));
+  legend.append(el("text", { x: box.x + 94, y: H - 5, class: "chart-label" }, "stored"));
+  svg.append(legend);
+  return svg;
+}

@@ -1,0 +1,223 @@
+// Repositories (#/repositories and #/repositories/<name>): the list, and one
+// repository's usage over time, ratios, last check and its findings, check
+// and reclaim with live progress, and what reclaim would free.
+import { ensureCSS, pick, taskOf, watchTask, errorText, stateBadge } from "./jobs-common.js";
+import { usageChart } from "./repositories-chart.js";
+
+function statsOf(r) {
+  return (r && r.stats) || {};
+}
+function dedup(r) {
+  return pick(r, "dedup_ratio", "dedupRatio") ?? pick(statsOf(r), "dedup_ratio", "dedupRatio");
+}
+function compression(r) {
+  return pick(r, "compression_ratio", "compressionRatio") ?? pick(statsOf(r), "compression_ratio", "compressionRatio");
+}
+function lastCheck(r) {
+  const lc = pick(r, "last_check", "lastCheck");
+  if (lc) return lc;
+  const m = (r && r.maintenance) || {};
+  const t = pick(m, "lastQuickCheck", "lastFullCheck");
+  return t && !String(t).startsWith("0001") ? { time: t, ok: null, findings: [] } : null;
+}
+
+function card(h, label, value, id) {
+  return h("div", { class: "p2-card" }, h("span", { class: "p2-value", id }, value), h("span", { class: "p2-label" }, label));
+}
+
+async function listPage(root, ctx) {
+  const h = ctx.h;
+  const repos = await ctx.api("GET", "/repositories");
+  if (!repos.length) {
+    root.append(h("p", { class: "empty" }, "No repository is configured."));
+    return;
+  }
+  const details = await Promise.all(repos.map((r) => ctx.api("GET", `/repositories/${encodeURIComponent(r.name)}`).catch(() => r)));
+  root.append(
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "p2-table", id: "repositories-table" },
+        h("caption", { class: "visually-hidden" }, "Repositories"),
+        h("thead", null, h("tr", null, ["Name", "Points", "Protected", "Stored", "Dedup", "Compression", "Last check"].map((c) => h("th", { scope: "col" }, c)))),
+        h(
+          "tbody",
+          null,
+          details.map((r) => {
+            const s = statsOf(r);
+            const lc = lastCheck(r);
+            return h(
+              "tr",
+              { "data-repository": r.name },
+              h("td", { "data-label": "Name" }, h("a", { href: `#/repositories/${encodeURIComponent(r.name)}` }, r.name), h("span", { class: "hint p2-block" }, r.path || "")),
+              h("td", { "data-label": "Points", class: "num" }, String(r.points ?? s.points ?? "–")),
+              h("td", { "data-label": "Protected", class: "num" }, ctx.fmt.bytes(s.logical_bytes)),
+              h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.stored_bytes)),
+              h("td", { "data-label": "Dedup", class: "num" }, ctx.fmt.ratio(dedup(r))),
+              h("td", { "data-label": "Compression", class: "num" }, ctx.fmt.ratio(compression(r))),
+              h("td", { "data-label": "Last check" }, lc ? [lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", " ", ctx.fmt.time(lc.time)] : "never"),
+            );
+          }),
+        ),
+      ),
+    ),
+  );
+}
+
+async function detailPage(root, ctx, name) {
+  const h = ctx.h;
+  const title = document.getElementById("page-title");
+  if (title) title.textContent = `Repository: ${name}`;
+  document.title = `Repository ${name} — vmvault`;
+  const watchers = [];
+  const cards = h("div", { class: "p2-cards", id: "repo-cards" });
+  const chartBox = h("div", { id: "usage-chart" }, h("p", { class: "loading" }, "Loading usage…"));
+  const checkBox = h("div", { id: "last-check" });
+  const opBox = h("div", { id: "repo-operation", "aria-live": "polite" });
+  const readData = h("input", { type: "checkbox", id: "check-read-data" });
+  const checkBtn = h("button", { type: "button", class: "primary", id: "run-check" }, "Run check");
+  const reclaimBtn = h("button", { type: "button", id: "run-reclaim" }, "Reclaim space");
+  const reclaimInfo = h("p", { class: "hint", id: "reclaim-info" });
+  if (ctx.header) ctx.header.append(h("a", { class: "button", href: "#/repositories" }, "All repositories"));
+  const canRun = ctx.can("operator");
+  root.append(
+    cards,
+    h("section", { "aria-labelledby": "usage-title" }, h("h2", { id: "usage-title" }, "Usage over time"), chartBox),
+    h("section", { "aria-labelledby": "check-title" }, h("h2", { id: "check-title" }, "Last check"), checkBox),
+    canRun
+      ? h(
+          "section",
+          { "aria-labelledby": "maint-title" },
+          h("h2", { id: "maint-title" }, "Maintenance"),
+          h("div", { class: "p2-actions" }, checkBtn, h("span", { class: "p2-check" }, readData, h("label", { for: "check-read-data" }, "Read and verify all data (slow)"))),
+          h("div", { class: "p2-actions" }, reclaimBtn),
+          reclaimInfo,
+          opBox,
+        )
+      : null,
+  );
+
+  async function load() {
+    const r = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}`);
+    const s = statsOf(r);
+    const reclaimable = pick(r, "reclaimable_bytes", "reclaimableBytes");
+    cards.replaceChildren(
+      card(h, "restore points", String(r.points ?? s.points ?? "–"), "repo-points"),
+      card(h, "protected (logical)", ctx.fmt.bytes(s.logical_bytes), "repo-logical"),
+      card(h, "stored on disk", ctx.fmt.bytes(s.stored_bytes ?? s.disk_bytes), "repo-stored"),
+      card(h, "deduplication", ctx.fmt.ratio(dedup(r)), "repo-dedup"),
+      card(h, "compression", ctx.fmt.ratio(compression(r)), "repo-compression"),
+      card(h, "reclaim would free", reclaimable === undefined || reclaimable === null ? "unknown" : ctx.fmt.bytes(reclaimable), "repo-reclaimable"),
+    );
+    reclaimInfo.textContent =
+      reclaimable === undefined || reclaimable === null
+        ? "Reclaim removes the data of deleted restore points; the appliance has no estimate of what it would free now."
+        : `Reclaim removes the data of deleted restore points: about ${ctx.fmt.bytes(reclaimable)} would be freed now.`;
+    const lc = lastCheck(r);
+    if (!lc) checkBox.replaceChildren(h("p", { class: "empty" }, "This repository has not been checked yet."));
+    else {
+      const findings = lc.findings || lc.problems || [];
+      checkBox.replaceChildren(
+        h("p", null, lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", ` ${ctx.fmt.time(lc.time)}`, lc.ok === null ? " (result not recorded)" : findings.length ? ` — ${findings.length} finding${findings.length === 1 ? "" : "s"}` : " — no problems found"),
+        findings.length ? h("ul", { class: "p2-findings" }, findings.slice(0, 100).map((f) => h("li", null, typeof f === "string" ? f : `${f.kind ? `${f.kind}: ` : ""}${f.message || JSON.stringify(f)}${f.points && f.points.length ? ` (points ${f.points.map((x) => x.slice(0, 8)).join(", ")})` : ""}`))) : null,
+      );
+    }
+    return r;
+  }
+
+  async function loadUsage() {
+    let usage;
+    try {
+      usage = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}/usage`);
+    } catch (e) {
+      chartBox.replaceChildren(h("p", { class: "empty" }, `Usage history unavailable: ${errorText(e)}`));
+      return;
+    }
+    const list = Array.isArray(usage) ? usage : (usage && usage.samples) || [];
+    const fmtDate = (t) => new Date(t).toLocaleDateString(undefined, { month: "short", day: "numeric" });
+    const svg = usageChart(list, { fmtBytes: ctx.fmt.bytes, fmtDate, title: `Usage of ${name} over time` });
+    // The same numbers as a table, for screen readers and for copying.
+    const tbl = list.length
+      ? h(
+          "details",
+          null,
+          h("summary", null, "Usage as a table"),
+          h(
+            "div",
+            { class: "table-wrap" },
+            h(
+              "table",
+              { class: "p2-table" },
+              h("caption", { class: "visually-hidden" }, `Usage of ${name}`),
+              h("thead", null, h("tr", null, ["Time", "Points", "Logical", "Stored"].map((c) => h("th", { scope: "col" }, c)))),
+              h("tbody", null, list.map((s) => h("tr", null, h("td", { "data-label": "Time" }, ctx.fmt.time(s.time)), h("td", { "data-label": "Points", class: "num" }, String(s.points ?? "")), h("td", { "data-label": "Logical", class: "num" }, ctx.fmt.bytes(s.logical_bytes)), h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.stored_bytes))))),
+            ),
+          ),
+        )
+      : null;
+    chartBox.replaceChildren(svg, tbl || "");
+  }
+
+  async function operation(kind, body, btn) {
+    checkBtn.disabled = true;
+    reclaimBtn.disabled = true;
+    opBox.replaceChildren();
+    let res;
+    try {
+      res = await ctx.api("POST", `/repositories/${encodeURIComponent(name)}/${kind}`, body);
+    } catch (e) {
+      opBox.replaceChildren(h("p", { class: "form-error", role: "alert" }, `Could not start the ${kind}: ${errorText(e)}`));
+      checkBtn.disabled = false;
+      reclaimBtn.disabled = false;
+      return;
+    }
+    const task = taskOf(res);
+    if (!task) {
+      opBox.replaceChildren(h("p", null, `${kind} started.`));
+      checkBtn.disabled = false;
+      reclaimBtn.disabled = false;
+      return;
+    }
+    const w = watchTask(ctx, task);
+    w.el.id = `${kind}-progress`;
+    watchers.push(w);
+    opBox.replaceChildren(w.el);
+    const t = await w.done;
+    checkBtn.disabled = false;
+    reclaimBtn.disabled = false;
+    const result = t.result || {};
+    let text;
+    if (t.state !== "succeeded") text = `The ${kind} ${t.state}${t.error ? `: ${t.error}` : ""}.`;
+    else if (kind === "check") {
+      const probs = result.problems || [];
+      text = probs.length ? `Check finished: ${probs.length} problem${probs.length === 1 ? "" : "s"} found.` : `Check finished: no problems found (${result.points ?? "?"} points, ${result.blobs ?? "?"} blobs).`;
+    } else text = `Reclaim finished: ${ctx.fmt.bytes(pick(result, "bytes_freed", "bytesFreed") || 0)} freed.`;
+    opBox.append(h("p", { class: `p2-result${t.state === "succeeded" ? "" : " failed"}`, id: `${kind}-result`, role: "status" }, text));
+    if (btn && btn.isConnected) btn.focus();
+    load().catch(() => {});
+    loadUsage();
+  }
+
+  checkBtn.addEventListener("click", () => operation("check", readData.checked ? { readData: true } : undefined, checkBtn));
+  reclaimBtn.addEventListener("click", async () => {
+    const ok = await ctx.confirm(`Reclaim space in ${name}? Data only deleted restore points used is removed for good; backups to this repository wait while it runs.`, { title: "Reclaim space?", ok: "Reclaim" });
+    if (ok) operation("reclaim", undefined, reclaimBtn);
+  });
+
+  await load();
+  await loadUsage();
+  return () => watchers.forEach((w) => w.stop());
+}
+
+export default {
+  route: "#/repositories",
+  title: "Repositories",
+  nav: true,
+  async render(root, ctx) {
+    await ensureCSS();
+    if (ctx.params && ctx.params[0]) return detailPage(root, ctx, ctx.params[0]);
+    return listPage(root, ctx);
+  },
+};

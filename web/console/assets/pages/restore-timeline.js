@@ -1,0 +1,74 @@
+// Restore points on a timeline: grouped by local calendar day, newest first,
+// with the words for their consistency. Pure functions.
+
+// dayKey is the local calendar day of an instant (YYYY-MM-DD).
+export function dayKey(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+}
+
+// groupByDay returns [{day, label, points}] newest day first, points newest first.
+export function groupByDay(points, now = new Date()) {
+  const sorted = [...(points || [])].sort((a, b) => new Date(b.time) - new Date(a.time));
+  const groups = [];
+  const byDay = new Map();
+  for (const p of sorted) {
+    const k = dayKey(p.time);
+    if (!byDay.has(k)) {
+      const g = { day: k, label: dayLabel(k, now), points: [] };
+      byDay.set(k, g);
+      groups.push(g);
+    }
+    byDay.get(k).points.push(p);
+  }
+  return groups;
+}
+
+export function dayLabel(key, now = new Date()) {
+  const today = dayKey(now);
+  const y = new Date(now);
+  y.setDate(y.getDate() - 1);
+  if (key === today) return "Today";
+  if (key === dayKey(y)) return "Yesterday";
+  const [yy, mm, dd] = key.split("-").map(Number);
+  return new Date(yy, mm - 1, dd).toLocaleDateString(undefined, { weekday: "long", year: "numeric", month: "long", day: "numeric" });
+}
+
+// consistency says what a point's consistency means to an administrator.
+export function consistency(p) {
+  if (p && p.partial) return { label: "partial", kind: "bad", text: "Partial: some disks are missing; restore what is there only." };
+  const c = String((p && p.consistency) || "").toLowerCase();
+  if (c.includes("app")) return { label: "application-consistent", kind: "good", text: "Applications flushed their data (VSS writers) before the snapshot." };
+  if (c.includes("file")) return { label: "file-system-consistent", kind: "good", text: "The guest file systems were quiesced before the snapshot." };
+  if (c.includes("crash") || c === "" || c === "none") return { label: "crash-consistent", kind: "warn", text: "Like a power cut: the guest was not quiesced." };
+  return { label: c, kind: "", text: "" };
+}
+
+// pointKey identifies the VM a point belongs to (instance UUID, else name).
+export function pointVM(p) {
+  return (p.vm && (p.vm.instanceUuid || p.vm.name)) || "";
+}
+
+// vmChoices merges inventory VMs (GET /vms) and VMs known only from restore
+// points into one list: {key, name, inInventory, points}.
+export function vmChoices(vms, points) {
+  const out = new Map();
+  for (const v of vms || []) {
+    const key = v.instanceUuid || v.name;
+    out.set(key, { key, name: v.name, inInventory: !!v.inInventory, points: 0 });
+  }
+  for (const p of points || []) {
+    const key = pointVM(p);
+    if (!out.has(key)) out.set(key, { key, name: (p.vm && p.vm.name) || key, inInventory: false, points: 0 });
+    out.get(key).points++;
+  }
+  return [...out.values()].sort((a, b) => String(a.name).localeCompare(String(b.name)));
+}
+
+// pointSize is what the point needs on a datastore when restored thick.
+export function pointSize(p) {
+  const disks = (p && p.disks) || [];
+  const sum = disks.reduce((n, d) => n + (d.capacity || 0), 0);
+  return sum || (p && p.logicalBytes) || 0;
+}

@@ -1,0 +1,502 @@
+// The restore wizard (#/restore, #/restore?vm=<uuid>, #/restore?point=<id>):
+// choose a VM (also one deleted from vCenter), a restore point on a timeline
+// grouped by day, the kind of restore, the target (datacenter, folder,
+// compute, datastore with free space, network mapping), a summary, then the
+// live progress and the result with the new VM's name.
+import { ensureCSS, pick, taskOf, watchTask, errorText } from "./jobs-common.js";
+import { groupByDay, consistency, pointVM, vmChoices, pointSize } from "./restore-timeline.js";
+
+const MODES = [
+  { id: "new", title: "Restore as a new VM", text: "Creates a new VM from the restore point next to the original. Nothing existing is touched." },
+  { id: "original", title: "Restore over the original VM", text: "Overwrites the original VM's disks with the restore point. Everything written since is lost.", danger: true },
+  { id: "rehearsal", title: "Rehearsal", text: "Restores a disconnected copy (NICs not connected) to prove the point restores, then leaves it for you to inspect and delete." },
+  { id: "disk", title: "Single disk", text: "Restores one disk of the point and attaches it to a VM of your choice." },
+];
+
+export default {
+  route: "#/restore",
+  title: "Restore",
+  nav: true,
+  async render(root, ctx) {
+    await ensureCSS();
+    const h = ctx.h;
+    const watchers = [];
+    root.append(h("p", { class: "loading" }, "Loading…"));
+    const [vms, points] = await Promise.all([ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/restore-points")]);
+    root.replaceChildren();
+    const choices = vmChoices(vms, points).filter((c) => c.points > 0);
+    const invVMs = (vms || []).filter((v) => v.inInventory);
+
+    const st = { vm: "", point: null, mode: "new", targets: null, targetsError: null };
+    const qPoint = ctx.query.get("point");
+    const qVM = ctx.query.get("vm");
+    if (qPoint) {
+      const p = points.find((x) => x.id === qPoint || x.id.startsWith(qPoint));
+      if (p) {
+        st.point = p;
+        st.vm = pointVM(p);
+      }
+    } else if (qVM && choices.some((c) => c.key === qVM)) st.vm = qVM;
+
+    const panels = {};
+    const stepsList = ["vm", "point", "mode", "target", "summary", "run"];
+    const titles = { vm: "VM", point: "Restore point", mode: "Kind of restore", target: "Target", summary: "Summary", run: "Progress" };
+    const stepper = h("ol", { class: "p2-steps", "aria-label": "Steps" });
+    const stepBtns = {};
+    stepsList.forEach((k, i) => {
+      const b = h("button", { type: "button", class: "p2-step", "data-step": k, disabled: true }, h("span", { class: "p2-step-n" }, String(i + 1)), ` ${titles[k]}`);
+      b.addEventListener("click", () => show(k));
+      stepBtns[k] = b;
+      stepper.append(h("li", null, b));
+    });
+    root.append(h("div", { class: "p2-wizard" }, h("div", { class: "p2-stepnav" }, stepper)));
+    const wiz = root.querySelector(".p2-wizard");
+    for (const k of stepsList) {
+      const heading = h("h2", { id: `restore-${k}-title`, tabindex: "-1" }, titles[k]);
+      const form = h("form", { novalidate: true, "aria-labelledby": `restore-${k}-title` });
+      const sec = h("section", { class: "p2-step-panel", id: `restore-${k}`, hidden: true }, heading, form);
+      panels[k] = { sec, heading, form };
+      wiz.append(sec);
+    }
+    let visited = 0;
+    let current = "";
+    function show(k, focusEl) {
+      current = k;
+      visited = Math.max(visited, stepsList.indexOf(k));
+      for (const s of stepsList) {
+        panels[s].sec.hidden = s !== k;
+        const b = stepBtns[s];
+        b.disabled = stepsList.indexOf(s) > visited || (k === "run" && s !== "run") || (s === "run" && k !== "run");
+        if (s === k) b.setAttribute("aria-current", "step");
+        else b.removeAttribute("aria-current");
+        b.classList.toggle("done", stepsList.indexOf(s) < stepsList.indexOf(k));
+      }
+      render[k]();
+      (focusEl && focusEl() || panels[k].heading).focus();
+    }
+    const navButtons = (backTo, nextLabel = "Next") => {
+      const back = backTo ? h("button", { type: "button", class: "p2-back" }, "Back") : null;
+      if (back) back.addEventListener("click", () => show(backTo));
+      const next = h("button", { type: "submit", class: "primary p2-next" }, nextLabel);
+      return h("div", { class: "p2-wizard-nav" }, back, next);
+    };
+    const bind = (k, onNext) => {
+      const f = panels[k].form;
+      f.onsubmit = (e) => {
+        e.preventDefault();
+        onNext();
+      };
+    };
+    const fieldErr = (form, list) => ctx.fieldErrors(form, list && list.length ? { status: 0, code: "validation", message: "Please correct the fields marked.", fields: list } : null);
+
+    const render = {
+      // ---- 1. VM
+      vm() {
+        const f = panels.vm.form;
+        const search = h("input", { type: "search", id: "restore-vm-search", placeholder: "Search VMs", autocomplete: "off" });
+        const list = h("div", { class: "p2-vm-list field", "data-field": "vm", role: "radiogroup", "aria-labelledby": "restore-vm-title" });
+        const draw = () => {
+          const q = search.value.trim().toLowerCase();
+          list.replaceChildren(
+            ...choices
+              .filter((c) => !q || String(c.name).toLowerCase().includes(q))
+              .map((c, i) =>
+                h(
+                  "div",
+                  { class: "p2-radio" },
+                  h("input", { type: "radio", name: "vm", id: `rvm-${i}`, value: c.key, checked: st.vm === c.key, "data-name": c.name }),
+                  h("label", { for: `rvm-${i}` }, h("strong", null, c.name), h("span", { class: "hint" }, ` ${c.points} restore point${c.points === 1 ? "" : "s"}`), c.inInventory ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
+                ),
+              ),
+          );
+          if (!list.children.length) list.append(h("p", { class: "empty" }, choices.length ? "No VM matches." : "No VM has a restore point yet."));
+        };
+        search.addEventListener("input", draw);
+        f.replaceChildren(h("p", { class: "hint" }, "VMs with restore points, including VMs since deleted from vCenter."), h("div", { class: "field" }, h("label", { for: "restore-vm-search" }, "Search"), search), list, navButtons(null));
+        draw();
+        bind("vm", () => {
+          const c = f.querySelector("input[name=vm]:checked");
+          if (!c) return fieldErr(f, [{ field: "vm", message: "Choose a VM." }]);
+          if (st.vm !== c.value) st.point = null;
+          st.vm = c.value;
+          show("point");
+        });
+      },
+      // ---- 2. point on a timeline
+      point() {
+        const f = panels.point.form;
+        const mine = points.filter((p) => pointVM(p) === st.vm);
+        const groups = groupByDay(mine);
+        const dayNav = h("ul", { class: "p2-days", "aria-label": "Days with restore points" });
+        const box = h("div", { class: "field", "data-field": "point", role: "radiogroup", "aria-label": "Restore points" });
+        const vmName = (choices.find((c) => c.key === st.vm) || {}).name || st.vm;
+        groups.forEach((g, gi) => {
+          const b = h("button", { type: "button", "aria-pressed": "false", "data-day": g.day }, `${g.label} (${g.points.length})`);
+          b.addEventListener("click", () => {
+            const sec = document.getElementById(`day-${g.day}`);
+            for (const x of dayNav.querySelectorAll("button")) x.setAttribute("aria-pressed", String(x === b));
+            if (sec) {
+              sec.scrollIntoView({ block: "nearest" });
+              const r = sec.querySelector("input");
+              if (r) r.focus();
+            }
+          });
+          dayNav.append(h("li", null, b));
+          box.append(
+            h(
+              "section",
+              { class: "p2-day", id: `day-${g.day}`, "aria-labelledby": `dayh-${g.day}` },
+              h("h3", { id: `dayh-${g.day}` }, g.label),
+              g.points.map((p, pi) => {
+                const c = consistency(p);
+                const rid = `rp-${gi}-${pi}`;
+                return h(
+                  "div",
+                  { class: "p2-point" },
+                  h("input", { type: "radio", name: "point", id: rid, value: p.id, checked: st.point && st.point.id === p.id }),
+                  h(
+                    "label",
+                    { for: rid },
+                    h("strong", null, new Date(p.time).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })),
+                    h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label),
+                    h("span", { class: "hint" }, `${ctx.fmt.bytes(p.logicalBytes)} · ${p.repository}${p.job ? ` · job ${p.job}` : ""}`),
+                    p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : null,
+                  ),
+                );
+              }),
+            ),
+          );
+        });
+        f.replaceChildren(h("p", { class: "hint" }, `${mine.length} restore point${mine.length === 1 ? "" : "s"} of ${vmName}, newest first.`), dayNav, box, navButtons("vm"));
+        bind("point", () => {
+          const c = f.querySelector("input[name=point]:checked");
+          if (!c) return fieldErr(f, [{ field: "point", message: "Choose a restore point." }]);
+          st.point = mine.find((p) => p.id === c.value);
+          show("mode");
+        });
+      },
+      // ---- 3. mode
+      mode() {
+        const f = panels.mode.form;
+        const inInv = (choices.find((c) => c.key === st.vm) || {}).inInventory;
+        f.replaceChildren(
+          h(
+            "fieldset",
+            { class: "p2-fieldset field", "data-field": "mode" },
+            h("legend", null, "What should the restore do?"),
+            MODES.map((m) =>
+              h(
+                "div",
+                { class: "p2-radio" },
+                h("input", { type: "radio", name: "mode", id: `mode-${m.id}`, value: m.id, checked: st.mode === m.id, disabled: m.id === "original" && !inInv ? true : null }),
+                h("label", { for: `mode-${m.id}` }, h("strong", null, m.title), h("span", { class: "hint p2-block" }, m.id === "original" && !inInv ? "Not possible: the original VM is no longer in vCenter." : m.text)),
+              ),
+            ),
+          ),
+          navButtons("point"),
+        );
+        bind("mode", () => {
+          const c = f.querySelector("input[name=mode]:checked");
+          if (!c) return fieldErr(f, [{ field: "mode", message: "Choose what to do." }]);
+          st.mode = c.value;
+          show("target");
+        });
+      },
+      // ---- 4. target
+      async target() {
+        const f = panels.target.form;
+        f.replaceChildren(h("p", { class: "loading" }, "Loading the vSphere targets…"));
+        if (!st.targets && !st.targetsError) {
+          try {
+            st.targets = await ctx.api("GET", "/restore-targets");
+          } catch (e) {
+            st.targetsError = e;
+          }
+        }
+        if (current !== "target") return;
+        const T = st.targets || { datacenters: [] };
+        const dcs = T.datacenters || [];
+        const need = pointSize(st.point);
+        const vmName = (st.point.vm && st.point.vm.name) || "vm";
+        const fields = [];
+        const sel = (name, id, label, options, hint) => {
+          const s = h("select", { name, id }, options);
+          fields.push(s);
+          return h("div", { class: "field" }, h("label", { for: id }, label), s, hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null);
+        };
+        const parts = [];
+        if (st.targetsError) parts.push(h("p", { class: "notice", role: "status" }, `The vSphere targets are not available (${errorText(st.targetsError)}); the restore uses the original placement.`));
+        if (st.mode === "original") {
+          parts.push(
+            h(
+              "div",
+              { class: "p2-danger-box" },
+              h("p", null, h("strong", null, "This overwrites the disks of the VM "), h("strong", { class: "mono" }, vmName), h("strong", null, ". "), "Everything written to it since the restore point is lost."),
+              h("div", { class: "field" }, h("label", { for: "confirm-name" }, `Type the VM's name (${vmName}) to confirm`), h("input", { id: "confirm-name", name: "confirmName", autocomplete: "off", spellcheck: "false", value: st.confirmName || "" })),
+              h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "power-off", name: "powerOff", checked: st.powerOff !== false }), h("label", { for: "power-off" }, "Power the VM off first if it is running")),
+            ),
+          );
+        } else if (st.mode === "disk") {
+          const disks = st.point.disks || [];
+          parts.push(
+            sel("disk", "restore-disk", "Disk to restore", disks.map((d) => h("option", { value: String(d.key), selected: String(st.disk) === String(d.key) }, `${d.label || `disk ${d.key}`} — ${ctx.fmt.bytes(d.capacity)}`))),
+            sel("targetVm", "restore-target-vm", "Attach it to VM", [h("option", { value: "" }, "Choose a VM…"), ...invVMs.map((v) => h("option", { value: v.instanceUuid, selected: st.targetVm === v.instanceUuid }, v.name))]),
+          );
+        } else {
+          parts.push(
+            h(
+              "div",
+              { class: "field" },
+              h("label", { for: "restore-name" }, st.mode === "rehearsal" ? "Name of the rehearsal VM (optional)" : "Name of the new VM"),
+              h("input", { id: "restore-name", name: "name", autocomplete: "off", spellcheck: "false", value: st.name ?? (st.mode === "new" ? `${vmName}-restored` : "") }),
+            ),
+          );
+        }
+        if (st.mode !== "original" && dcs.length) {
+          const dc = dcs.find((d) => d.name === st.datacenter) || dcs[0];
+          st.datacenter = dc.name;
+          if (st.mode !== "disk") {
+            parts.push(sel("datacenter", "restore-dc", "Datacenter", dcs.map((d) => h("option", { value: d.name, selected: d.name === dc.name }, d.name))));
+            parts.push(sel("folder", "restore-folder", "VM folder", [h("option", { value: "" }, "Default (the datacenter's VM folder)"), ...(dc.folders || []).map((x) => h("option", { value: x, selected: st.folder === x }, x))]));
+            parts.push(
+              sel("compute", "restore-compute", "Cluster or host", [
+                h("option", { value: "" }, "Default (the original placement if it exists)"),
+                ...(dc.compute || []).map((c) => h("option", { value: `${c.type}:${c.path || c.name}`, selected: st.compute === `${c.type}:${c.path || c.name}` }, `${c.name} (${c.type})`)),
+              ]),
+            );
+          }
+          const dsOpts = (dc.datastores || []).map((d) => {
+            const short = d.free < need;
+            return h("option", { value: d.name, selected: st.datastore === d.name, "data-short": short ? "true" : null }, `${d.name} — ${ctx.fmt.bytes(d.free)} free of ${ctx.fmt.bytes(d.capacity)}${short ? " — not enough space" : ""}`);
+          });
+          parts.push(sel("datastore", "restore-ds", "Datastore", [h("option", { value: "" }, "Default (each disk's original datastore)"), ...dsOpts], `The restore needs up to ${ctx.fmt.bytes(need)} (thick); thin disks need less.`));
+          parts.push(h("p", { id: "ds-space", class: "p2-space", "aria-live": "polite" }));
+          parts.push(h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "restore-thin", name: "thin", checked: !!st.thin }), h("label", { for: "restore-thin" }, "Thin-provision the disks")));
+          if (st.mode !== "disk") {
+            const nets = dc.networks || [];
+            const nics = st.point.nics || st.point.networks || [];
+            const sources = nics.length ? nics.map((n) => (typeof n === "string" ? n : n.network || n.name)).filter(Boolean) : nets.map((n) => n.name);
+            const uniq = [...new Set(sources)];
+            if (uniq.length) {
+              parts.push(
+                h(
+                  "fieldset",
+                  { class: "p2-fieldset", "data-field": "networks" },
+                  h("legend", null, "Network mapping"),
+                  h("p", { class: "hint" }, nics.length ? "Each network the VM's adapters were on, and where to connect them." : "Adapters on a network keep it unless you map it to another one here."),
+                  uniq.map((src, i) =>
+                    h(
+                      "div",
+                      { class: "p2-nic-row" },
+                      h("label", { for: `net-${i}` }, `Adapters on ${src}`),
+                      h("select", { id: `net-${i}`, name: `networks.${src}`, "data-source": src }, [h("option", { value: "" }, `keep ${src}`), ...nets.filter((n) => n.name !== src).map((n) => h("option", { value: n.name, selected: st.networks && st.networks[src] === n.name }, n.name))]),
+                    ),
+                  ),
+                ),
+              );
+            }
+          }
+          parts.push(h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "restore-poweron", name: "powerOn", checked: !!st.powerOn, disabled: st.mode === "disk" ? true : null }), h("label", { for: "restore-poweron" }, "Power the VM on afterwards")));
+        }
+        f.replaceChildren(...parts, navButtons("mode"));
+        const dsSel = f.querySelector("#restore-ds");
+        const thin = f.querySelector("#restore-thin");
+        const space = f.querySelector("#ds-space");
+        const checkSpace = () => {
+          if (!dsSel || !space) return;
+          const opt = dsSel.selectedOptions[0];
+          if (opt && opt.dataset.short === "true") {
+            space.className = "p2-space p2-space-bad";
+            space.textContent = thin && thin.checked ? `${dsSel.value} may not have enough space: thin disks only take what is written, so it can still fit.` : `${dsSel.value} does not have enough free space for ${ctx.fmt.bytes(need)}. Choose another datastore or thin disks.`;
+          } else if (opt && opt.value) {
+            space.className = "p2-space p2-space-ok";
+            space.textContent = `${dsSel.value} has enough free space.`;
+          } else space.textContent = "";
+        };
+        const dcSel = f.querySelector("#restore-dc");
+        if (dcSel)
+          dcSel.addEventListener("change", () => {
+            collect();
+            st.datacenter = dcSel.value;
+            st.folder = "";
+            st.compute = "";
+            st.datastore = "";
+            render.target();
+          });
+        if (dsSel) dsSel.addEventListener("change", checkSpace);
+        if (thin) thin.addEventListener("change", checkSpace);
+        checkSpace();
+        function collect() {
+          const v = (n) => {
+            const e = f.elements.namedItem(n);
+            return e && e.value !== undefined ? e.value : "";
+          };
+          const c = (n) => {
+            const e = f.elements.namedItem(n);
+            return !!(e && e.checked);
+          };
+          st.name = f.elements.namedItem("name") ? v("name").trim() : st.name;
+          st.confirmName = v("confirmName");
+          st.powerOff = c("powerOff");
+          st.disk = v("disk");
+          st.targetVm = v("targetVm");
+          st.datacenter = v("datacenter") || st.datacenter;
+          st.folder = v("folder");
+          st.compute = v("compute");
+          st.datastore = v("datastore");
+          st.thin = c("thin");
+          st.powerOn = c("powerOn");
+          st.networks = {};
+          for (const s of f.querySelectorAll("select[data-source]")) if (s.value) st.networks[s.dataset.source] = s.value;
+        }
+        bind("target", () => {
+          collect();
+          const errs = [];
+          if (st.mode === "new" && !st.name) errs.push({ field: "name", message: "Enter a name for the new VM." });
+          if (st.name && st.name.length > 80) errs.push({ field: "name", message: "At most 80 characters." });
+          if (st.mode === "original" && st.confirmName !== vmName) errs.push({ field: "confirmName", message: `Type ${vmName} exactly to confirm.` });
+          if (st.mode === "disk" && !st.targetVm) errs.push({ field: "targetVm", message: "Choose the VM to attach the disk to." });
+          const opt = dsSel && dsSel.selectedOptions[0];
+          if (opt && opt.dataset.short === "true" && !st.thin) errs.push({ field: "datastore", message: `Not enough free space on ${st.datastore} for ${ctx.fmt.bytes(need)}.` });
+          if (errs.length) return fieldErr(f, errs);
+          fieldErr(f, null);
+          show("summary");
+        });
+      },
+      // ---- 5. summary
+      summary() {
+        const f = panels.summary.form;
+        const p = st.point;
+        const mode = MODES.find((m) => m.id === st.mode);
+        const dl = h("dl", { class: "p2-dl", id: "restore-summary" });
+        const add = (k, v) => dl.append(h("dt", null, k), h("dd", null, v));
+        add("VM", (p.vm && p.vm.name) || st.vm);
+        add("Restore point", `${ctx.fmt.time(p.time)} · ${consistency(p).label} · ${p.repository}`);
+        add("Kind", mode.title);
+        if (st.mode === "new" || st.mode === "rehearsal") add("New VM name", st.name || "(chosen by the appliance)");
+        if (st.mode === "disk") {
+          const d = (p.disks || []).find((x) => String(x.key) === String(st.disk));
+          add("Disk", d ? `${d.label || d.key} (${ctx.fmt.bytes(d.capacity)})` : String(st.disk));
+          add("Attach to", (invVMs.find((v) => v.instanceUuid === st.targetVm) || {}).name || st.targetVm);
+        }
+        if (st.mode !== "original" && st.mode !== "disk") {
+          add("Datacenter", st.datacenter || "default");
+          add("Folder", st.folder || "default");
+          add("Compute", st.compute ? st.compute.replace(/^[^:]*:/, "") : "default");
+        }
+        if (st.mode !== "original") {
+          add("Datastore", st.datastore || "each disk's original datastore");
+          add("Disks", st.thin ? "thin" : "as backed up");
+        }
+        const maps = Object.entries(st.networks || {});
+        if (maps.length) add("Networks", maps.map(([a, b]) => `${a} → ${b}`).join(", "));
+        if (st.mode === "original") add("Power", st.powerOff ? "power off first" : "leave as is");
+        else if (st.mode !== "disk") add("Power on", st.powerOn ? "yes" : "no");
+        const nav = navButtons("target", st.mode === "original" ? "Overwrite the VM" : "Start restore");
+        const startBtn = nav.querySelector("button[type=submit]");
+        startBtn.id = "restore-start";
+        if (st.mode === "original") startBtn.className = "danger";
+        f.replaceChildren(st.mode === "original" ? h("p", { class: "p2-danger-box" }, "The original VM's disks will be overwritten.") : null, dl, nav);
+        bind("summary", start);
+      },
+      run() {},
+    };
+
+    async function start() {
+      const f = panels.summary.form;
+      const p = st.point;
+      const vmName = (p.vm && p.vm.name) || st.vm;
+      if (st.mode === "original") {
+        const ok = await ctx.confirm(`Overwrite ${vmName} with the restore point of ${ctx.fmt.time(p.time)}? Everything written to it since is lost. This cannot be undone.`, { danger: true, title: "Overwrite the VM?", ok: "Overwrite" });
+        if (!ok) return;
+      }
+      let path = "/restores";
+      let body;
+      if (st.mode === "disk") {
+        path = "/restores/disk";
+        body = { point: p.id, disk: Number(st.disk), targetVm: st.targetVm };
+        if (st.datastore) body.datastore = st.datastore;
+        if (st.thin) body.thin = true;
+      } else {
+        body = { point: p.id, mode: st.mode };
+        if (st.mode !== "original") {
+          if (st.name) body.name = st.name;
+          if (st.datacenter) body.datacenter = st.datacenter;
+          if (st.folder) body.folder = st.folder;
+          if (st.compute) {
+            const [type, ...rest] = st.compute.split(":");
+            body[type === "cluster" ? "cluster" : "host"] = rest.join(":");
+          }
+          if (st.datastore) body.datastore = st.datastore;
+          if (st.thin) body.thin = true;
+          if (st.powerOn) body.powerOn = true;
+          if (Object.keys(st.networks || {}).length) body.networks = st.networks;
+        } else if (st.powerOff) body.powerOff = true;
+      }
+      const btn = f.querySelector("#restore-start");
+      if (btn) btn.disabled = true;
+      let res;
+      try {
+        res = await ctx.api("POST", path, body);
+      } catch (e) {
+        if (btn) btn.disabled = false;
+        // Field errors belong to the target step (name, datastore, ...).
+        if (e.fields && e.fields.length && e.fields.some((x) => x.field !== "point" && x.field !== "mode")) {
+          show("target");
+          ctx.fieldErrors(panels.target.form, e);
+        } else ctx.fieldErrors(f, { status: e.status, message: `The restore did not start: ${errorText(e)}`, fields: [] });
+        return;
+      }
+      const task = taskOf(res);
+      show("run");
+      const rf = panels.run.form;
+      if (!task) {
+        rf.replaceChildren(h("p", null, "The restore started."));
+        return;
+      }
+      const w = watchTask(ctx, task);
+      w.el.id = "restore-progress";
+      watchers.push(w);
+      const out = h("div", { id: "restore-result", "aria-live": "polite" });
+      rf.replaceChildren(w.el, out);
+      const t = await w.done;
+      if (!root.isConnected) return;
+      const r = t.result || {};
+      if (t.state === "succeeded") {
+        const vm = r.vm || {};
+        const newName = vm.name || st.name || "";
+        const warnings = r.warnings || [];
+        out.replaceChildren(
+          h(
+            "div",
+            { class: "p2-result", role: "status" },
+            st.mode === "disk"
+              ? h("p", null, "The disk was restored and attached.")
+              : h("p", null, st.mode === "original" ? "The VM was restored in place: " : "Restored as ", h("a", { href: `#/inventory?q=${encodeURIComponent(newName)}`, id: "restored-vm-name", "data-moref": vm.moref || "" }, newName), "."),
+            r.bytes_written ? h("p", { class: "hint" }, `${ctx.fmt.bytes(r.bytes_written)} written in ${ctx.fmt.duration(r.seconds)}.`) : null,
+            warnings.length ? h("ul", null, warnings.map((x) => h("li", null, x))) : null,
+            r.remove_command ? h("p", { class: "hint" }, "To remove the rehearsal VM: ", h("code", null, r.remove_command)) : null,
+          ),
+          h("div", { class: "p2-wizard-nav" }, h("a", { class: "button", href: "#/restore-points" }, "Restore points"), (() => {
+            const again = h("button", { type: "button", id: "restore-again" }, "Another restore");
+            again.addEventListener("click", () => ctx.navigate("#/restore"));
+            return again;
+          })()),
+        );
+      } else {
+        out.replaceChildren(h("div", { class: "p2-result failed", role: "alert" }, `The restore ${t.state}${t.error ? `: ${t.error}` : ""}.`));
+      }
+      const title = out.querySelector("a, button");
+      if (title) title.focus();
+    }
+
+    if (st.point) {
+      visited = 2;
+      show("mode");
+    } else if (st.vm) {
+      visited = 1;
+      show("point");
+    } else show("vm");
+    return () => watchers.forEach((w) => w.stop());
+  },
+};
