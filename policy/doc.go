@@ -41,7 +41,8 @@
 //     in it, as far as Job.MaxAttempts allows; VMs already done are never
 //     redone, a failed VM keeps its retry backoff. Otherwise (window closed,
 //     job disabled or deleted, or a "run now") the run stays closed as
-//     interrupted and the next window picks its VMs up. If nothing is left to
+//     interrupted, each VM it left undone gets a vm.not-backed-up event (as
+//     at a window close) and the next window picks them up. If nothing is left to
 //     resume, the run is not interrupted: it continues until its window
 //     closes. The old run's end and the resume run's start are stored in one
 //     transaction. An attempt a clean stop cancelled is given back (an

@@ -525,6 +525,14 @@ func (s *Scheduler) recoverRun(r JobRun, checkpoint, now time.Time) {
 		case r.Manual:
 			why = "a run now is not resumed; run the job again"
 		}
+		// Per VM too, as at a window close: a VM's own event list and the
+		// daily report must say it went without its backup.
+		for _, o := range r.VMs {
+			if o.Status == OutcomeInterrupted {
+				s.emit(Event{Severity: SeverityWarning, Kind: EventVMNotBackedUp, Subject: o.Name, Job: r.Job, VM: o.VM,
+					Message: fmt.Sprintf("not backed up in run %s: the appliance stopped and %s", r.ID, why)})
+			}
+		}
 		s.emit(Event{Severity: SeverityWarning, Kind: EventJobFinished, Subject: name, Job: r.Job,
 			Message: fmt.Sprintf("run %s was interrupted by an appliance stop and is not resumed (%s): %s; not backed up: %s",
 				r.ID, why, summarize(r), strings.Join(undone, ", "))})

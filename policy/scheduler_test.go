@@ -747,6 +747,11 @@ func TestSchedulerResumeRule(t *testing.T) {
 				if n := len(h.events.all(policy.EventJobFinished)); n != 1 || !strings.Contains(h.events.all(policy.EventJobFinished)[0].Message, "not resumed") {
 					t.Errorf("finished events %+v", h.events.all(policy.EventJobFinished))
 				}
+				for vm, want := range map[string]int{"v1": 0, "v2": 1, "v3": 0, "v4": 1} {
+					if n := h.events.count(policy.EventVMNotBackedUp, vm); n != want {
+						t.Errorf("%s: %d not-backed-up events, want %d", vm, n, want)
+					}
+				}
 				return
 			}
 			if len(open) != 1 || open[0].ResumeOf != old.ID || rec.ResumedBy != open[0].ID {
