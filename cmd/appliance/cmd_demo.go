@@ -42,6 +42,13 @@ const (
 	demoChurnDefault = 30 * time.Second
 )
 
+// demoHooks, set by tests, see the lab once the sample VMs exist, and again
+// after the daemon stopped, before the lab closes.
+var demoHooks struct {
+	started func(l *lab.Lab, samples []lab.Sample)
+	stopped func(l *lab.Lab)
+}
+
 type demoOptions struct {
 	listen   string
 	stateDir string // "" = a temporary directory removed on exit
@@ -78,7 +85,12 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	if err := checkDemoListen(o.listen); err != nil {
 		return err
 	}
-	return demo(ctx, env, o)
+	err = demo(ctx, env, o)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted while starting: what failed was cut short on purpose.
+		return nil
+	}
+	return err
 }
 
 // checkDemoListen refuses anything but a loopback address: the demo serves
@@ -156,6 +168,9 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 	samples, err := l.AddSampleVMs(ctx, scratch, lab.DefaultSampleVMs(o.vms, o.diskSize))
 	if err != nil {
 		return fmt.Errorf("sample VMs: %w", err)
+	}
+	if demoHooks.started != nil {
+		demoHooks.started(l, samples)
 	}
 	var tagged []string
 	for _, s := range samples {
@@ -243,6 +258,10 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 	}
 	err = <-served
 	stop()
+	churn.Wait()
+	if demoHooks.stopped != nil {
+		demoHooks.stopped(l)
+	}
 	return err
 }
 
