@@ -254,11 +254,15 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		}
 		wcfg.Scheduler = sched
 	}
+	nt, err := startNotifier(env, cfg, d, log, clk, loc, db, rs, inv, &wcfg)
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(wcfg)
 	if err != nil {
 		return err
 	}
-	observe = srv.ObserveEvent
+	observe = notifyObserve(nt, srv.ObserveEvent)
 	if runner != nil {
 		runner.observe = srv.ObserveBackup
 	}

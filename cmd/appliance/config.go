@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -34,6 +36,7 @@ type serveConfig struct {
 	Sessions     sessionsConfig  `json:"sessions"`
 	API          apiServerConfig `json:"api"`
 	Maintenance  maintenanceCfg  `json:"maintenance"`
+	SMTP         *smtpConfig     `json:"smtp"` // absent: no email
 
 	// onReady, set in code (appliance demo), is called with the listening
 	// address once the daemon accepts connections; it must not block.
@@ -96,6 +99,84 @@ type apiServerConfig struct {
 	TrustProxy bool `json:"trust_proxy"` // rate-limit logins by X-Forwarded-For
 }
 
+// smtpConfig sends failure alerts and a daily report by email (package
+// notify). The password comes from a file or the environment.
+type smtpConfig struct {
+	Host         string   `json:"host"`
+	Port         int      `json:"port"`    // default 587 (starttls), 465 (implicit), 25 (none)
+	TLS          string   `json:"tls"`     // starttls (default, required), implicit, none (loopback hosts only)
+	CAFile       string   `json:"ca_file"` // PEM CAs that sign the server's certificate; default the system's
+	Username     string   `json:"username"`
+	PasswordFile string   `json:"password_file"`
+	PasswordEnv  string   `json:"password_env"`
+	From         string   `json:"from"` // e.g. "vmvault <vmvault@example.com>"
+	To           []string `json:"to"`
+	// DailyReportAt is "HH:MM" in time_zone; default "07:00"; "off" disables it.
+	DailyReportAt *string `json:"daily_report_at"`
+	Alerts        *bool   `json:"alerts"` // failure alerts; default true
+}
+
+// validate checks the smtp section; bad reports a field's problem.
+func (s *smtpConfig) validate(bad func(field, format string, args ...any)) {
+	if s.Host == "" {
+		bad("smtp.host", "required")
+	} else if strings.ContainsAny(s.Host, " \t\r\n/:") && net.ParseIP(s.Host) == nil {
+		bad("smtp.host", "%q is not a host name or address (the port goes in smtp.port)", s.Host)
+	}
+	switch notify.TLSMode(s.TLS) {
+	case "":
+		s.TLS = string(notify.TLSStartTLS)
+	case notify.TLSStartTLS, notify.TLSImplicit:
+	case notify.TLSNone:
+		if s.Host != "" && !notify.IsLoopbackHost(s.Host) {
+			bad("smtp.tls", "none only for a loopback host (a local relay), not %q: use starttls or implicit", s.Host)
+		}
+	default:
+		bad("smtp.tls", "%q: starttls, implicit or none", s.TLS)
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		bad("smtp.port", "%d is not a TCP port", s.Port)
+	}
+	if s.PasswordFile != "" && s.PasswordEnv != "" {
+		bad("smtp", "give at most one of password_file and password_env")
+	}
+	if s.Username != "" && s.PasswordFile == "" && s.PasswordEnv == "" {
+		bad("smtp", "username needs password_file or password_env")
+	}
+	if s.Username == "" && (s.PasswordFile != "" || s.PasswordEnv != "") {
+		bad("smtp.username", "required with a password")
+	}
+	if strings.ContainsAny(s.Username, "\r\n\x00") {
+		bad("smtp.username", "must not contain line breaks")
+	}
+	if s.From == "" {
+		bad("smtp.from", "required")
+	} else if _, err := mail.ParseAddress(s.From); err != nil || strings.ContainsAny(s.From, "\r\n") {
+		bad("smtp.from", "%q is not an email address", s.From)
+	}
+	if len(s.To) == 0 {
+		bad("smtp.to", "at least one recipient")
+	}
+	for i, t := range s.To {
+		if _, err := mail.ParseAddress(t); err != nil || strings.ContainsAny(t, "\r\n") {
+			bad(fmt.Sprintf("smtp.to[%d]", i), "%q is not an email address", t)
+		}
+	}
+	if s.DailyReportAt == nil {
+		d := "07:00"
+		s.DailyReportAt = &d
+	}
+	if at := *s.DailyReportAt; at != "off" {
+		if _, err := notify.ParseTimeOfDay(at); err != nil {
+			bad("smtp.daily_report_at", "%v, or off", err)
+		}
+	}
+	if s.Alerts == nil {
+		on := true
+		s.Alerts = &on
+	}
+}
+
 const maxConfigBytes = 1 << 20
 
 // loadConfig reads and validates a configuration file.
@@ -134,6 +215,10 @@ func loadConfig(path string) (*serveConfig, error) {
 	for i := range cfg.Repositories {
 		abs(&cfg.Repositories[i].Path)
 		abs(&cfg.Repositories[i].PassphraseFile)
+	}
+	if cfg.SMTP != nil {
+		abs(&cfg.SMTP.PasswordFile)
+		abs(&cfg.SMTP.CAFile)
 	}
 	return cfg, nil
 }
@@ -297,6 +382,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.Maintenance.FullCheckDays < 0 || c.Maintenance.FullCheckDays > 365 {
 		bad("maintenance.full_check_days", "from 0 (default 7) to 365")
+	}
+	if c.SMTP != nil {
+		c.SMTP.validate(bad)
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,366 @@
+package main
+
+// Email: the notifier built from the smtp section, fed by the scheduler's
+// events and by the API's backups, restores and checks, and the source its
+// daily report reads (state database, repositories, inventory).
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web"
+)
+
+// alertDebounce is how long failures gather before one alert mail (a
+// variable so that tests need not wait a minute).
+var alertDebounce = time.Minute
+
+// startNotifier builds the notifier from cfg.SMTP and starts it; without
+// an smtp section it returns nil (every use of a nil notifier is a no-op).
+// It sets wcfg.Mailer and wraps wcfg's Backups, Restores and Repositories
+// so that failures of operations started through the API alert too; call
+// it after those are set and before web.New. d stops it on close: pending
+// alerts are sent within notify.FlushTimeout.
+func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, clk clock.Clock, loc *time.Location,
+	db *state.DB, rs *web.RepoSet, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
+	sc := cfg.SMTP
+	if sc == nil {
+		return nil, nil
+	}
+	pw, err := readSecret(env, sc.PasswordFile, sc.PasswordEnv, "SMTP password")
+	if err != nil {
+		return nil, err
+	}
+	var pool *x509.CertPool
+	if sc.CAFile != "" {
+		pem, err := os.ReadFile(sc.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("smtp.ca_file: %w", err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("smtp.ca_file: no PEM certificate in %s", sc.CAFile)
+		}
+	}
+	mlog := log.With("component", "mail")
+	sender, err := notify.NewSender(notify.SMTPConfig{
+		Host: sc.Host, Port: sc.Port, TLS: notify.TLSMode(sc.TLS), Username: sc.Username, Password: pw,
+		From: sc.From, To: sc.To, RootCAs: pool, Clock: clk, Logger: mlog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("smtp: %w", err)
+	}
+	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog}
+	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: alertDebounce, Logger: mlog}
+	if at := *sc.DailyReportAt; at != "off" {
+		tod, err := notify.ParseTimeOfDay(at)
+		if err != nil {
+			return nil, fmt.Errorf("smtp.daily_report_at: %w", err)
+		}
+		ncfg.DailyAt = &tod
+	}
+	nt, err := notify.New(ncfg)
+	if err != nil {
+		return nil, err
+	}
+	wcfg.Mailer = nt
+	if wcfg.Backups != nil {
+		wcfg.Backups = alertingBackups{wcfg.Backups, nt}
+	}
+	if wcfg.Restores != nil {
+		wcfg.Restores = alertingRestores{wcfg.Restores, nt, rs}
+	}
+	if wcfg.Repositories != nil {
+		wcfg.Repositories = alertingRepositories{wcfg.Repositories, nt}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = nt.Run(ctx)
+	}()
+	d.onClose("notifier", func() error {
+		cancel()
+		<-done
+		return nil
+	})
+	log.Info("email enabled", "smtp", sc.Host, "tls", sc.TLS, "to", strings.Join(sc.To, ","), "alerts", *sc.Alerts, "daily_report_at", *sc.DailyReportAt)
+	return nt, nil
+}
+
+// notifyObserve returns an OnEvent observer that feeds nt, then next.
+func notifyObserve(nt *notify.Notifier, next func(policy.Event)) func(policy.Event) {
+	if nt == nil {
+		return next
+	}
+	return func(e policy.Event) {
+		nt.ObserveEvent(e)
+		if next != nil {
+			next(e)
+		}
+	}
+}
+
+// alertingBackups alerts on the failed VMs of POST /backups (the
+// scheduler's own backups alert through its events).
+type alertingBackups struct {
+	web.Backups
+	nt *notify.Notifier
+}
+
+func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) (any, error) {
+	res, err := a.Backups.Backup(ctx, req, rep)
+	if err == nil || ctx.Err() != nil {
+		return res, err // a cancelled backup is not a failure to alert on
+	}
+	listed := false
+	if outs, ok := res.([]backupOutcome); ok {
+		for _, o := range outs {
+			if o.Error == "" {
+				continue
+			}
+			name := o.Name
+			if name == "" {
+				name = o.VM
+			}
+			a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: name, Repository: req.Repository, Message: o.Error})
+			listed = true
+		}
+	}
+	if !listed {
+		a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: strings.Join(req.VMs, ", "), Repository: req.Repository, Message: err.Error()})
+	}
+	return res, err
+}
+
+// alertingRestores alerts on failed restores.
+type alertingRestores struct {
+	web.Restores
+	nt *notify.Notifier
+	rs *web.RepoSet
+}
+
+func (a alertingRestores) fail(ctx context.Context, point, what string, err error) {
+	f := notify.Failure{Operation: "restore", Message: what + " from restore point " + point + ": " + err.Error()}
+	if p, perr := a.rs.Point(context.WithoutCancel(ctx), point); perr == nil {
+		f.VM, f.Repository = p.VM.Name, p.Repository
+	}
+	a.nt.Fail(f)
+}
+
+func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (any, error) {
+	res, err := a.Restores.Restore(ctx, req, rep)
+	if err != nil && ctx.Err() == nil {
+		a.fail(ctx, req.Point, "restore ("+req.Mode+")", err)
+	}
+	return res, err
+}
+
+func (a alertingRestores) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (any, error) {
+	res, err := a.Restores.RestoreDisk(ctx, req, rep)
+	if err != nil && ctx.Err() == nil {
+		a.fail(ctx, req.Point, fmt.Sprintf("disk %d restore", req.Disk), err)
+	}
+	return res, err
+}
+
+// alertingRepositories alerts when a check started through the API fails
+// or finds damage.
+type alertingRepositories struct {
+	inner web.Repositories
+	nt    *notify.Notifier
+}
+
+func (a alertingRepositories) Repositories(ctx context.Context) ([]web.RepositoryInfo, error) {
+	return a.inner.Repositories(ctx)
+}
+
+func (a alertingRepositories) Repository(ctx context.Context, name string) (web.RepositoryInfo, error) {
+	return a.inner.Repository(ctx, name)
+}
+
+func (a alertingRepositories) Reclaim(ctx context.Context, name string, rep web.Reporter) (any, error) {
+	return a.inner.Reclaim(ctx, name, rep)
+}
+
+func (a alertingRepositories) Check(ctx context.Context, name string, full bool, rep web.Reporter) (any, error) {
+	res, err := a.inner.Check(ctx, name, full, rep)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.nt.Fail(notify.Failure{Operation: "check", Repository: name, Message: err.Error()})
+	case err == nil:
+		if r, ok := res.(*repository.CheckReport); ok && len(r.Problems) > 0 {
+			msg := fmt.Sprintf("check found %d problems", len(r.Problems))
+			for i, p := range r.Problems {
+				if i == 5 {
+					msg += "; ..."
+					break
+				}
+				msg += "; " + p.String()
+			}
+			a.nt.Fail(notify.Failure{Operation: "check", Repository: name, Message: msg})
+		}
+	}
+	return res, err
+}
+
+// notifySource is the daily report's view of the appliance.
+type notifySource struct {
+	db  *state.DB
+	rs  *web.RepoSet
+	inv policy.Inventory
+	log *slog.Logger
+}
+
+// runsPerJob bounds the runs read per job (a job runs about once a day;
+// manual runs add a few).
+const runsPerJob = 100
+
+func (s *notifySource) Jobs(ctx context.Context) ([]policy.Job, error) { return s.db.Jobs(ctx) }
+
+func (s *notifySource) Runs(ctx context.Context, from, to time.Time) ([]policy.JobRun, error) {
+	jobs, err := s.db.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []policy.JobRun
+	for _, j := range jobs {
+		runs, err := s.db.Runs(ctx, j.ID, runsPerJob)
+		if err != nil {
+			return nil, fmt.Errorf("runs of job %s: %w", j.ID, err)
+		}
+		for _, r := range runs {
+			if r.Start.Before(to) && (r.End.IsZero() || !r.End.Before(from)) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *notifySource) Events(ctx context.Context, from, to time.Time) ([]policy.Event, error) {
+	return s.db.Events(ctx, state.EventQuery{From: from, To: to, MinSeverity: policy.SeverityWarning, Limit: 1000})
+}
+
+func (s *notifySource) Repositories(ctx context.Context) ([]notify.RepoUsage, error) {
+	var out []notify.RepoUsage
+	for _, n := range s.rs.Names() {
+		u := notify.RepoUsage{Name: n}
+		ri, err := s.rs.Repository(ctx, n)
+		switch {
+		case err != nil:
+			u.Err = err.Error()
+		case ri.Stats == nil:
+			u.Points = ri.Points
+		default:
+			u.Points, u.LogicalBytes, u.StoredBytes = ri.Stats.Points, ri.Stats.LogicalBytes, ri.Stats.StoredBytes
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// VMs: with a vCenter, the inventory's VMs (a VM removed from vCenter no
+// longer counts); without one, the VMs known from restore points. Each with
+// the enabled jobs that select it, its newest complete restore point and
+// the error of its last backup attempt.
+func (s *notifySource) VMs(ctx context.Context) ([]notify.VMStatus, error) {
+	jobs, err := s.db.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	jobName := map[string]string{}
+	for _, j := range jobs {
+		jobName[j.ID] = j.Name
+	}
+	byID := map[string]*notify.VMStatus{}
+	var order []string
+	add := func(id, name string) *notify.VMStatus {
+		if v := byID[id]; v != nil {
+			return v
+		}
+		v := &notify.VMStatus{ID: id, Name: name}
+		byID[id] = v
+		order = append(order, id)
+		return v
+	}
+	haveInv := false
+	if s.inv != nil {
+		vms, err := s.inv.VMs(ctx)
+		if err != nil {
+			s.log.Warn("daily report: inventory unavailable, counting VMs from restore points", "err", err)
+		} else {
+			haveInv = true
+			for _, vm := range vms {
+				v := add(vm.InstanceUUID, vm.Name)
+				for _, j := range jobs {
+					if j.Enabled && j.Selection.Matches(vm) {
+						v.Jobs = append(v.Jobs, j.Name)
+					}
+				}
+			}
+		}
+	}
+	pts, err := s.rs.Points(ctx, web.PointFilter{})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pts { // newest first
+		id := p.VM.InstanceUUID
+		if id == "" {
+			id = p.VM.Name
+		}
+		v := byID[id]
+		if v == nil && !haveInv {
+			v = add(id, p.VM.Name)
+		}
+		if v != nil && !p.Partial && v.LastPoint.IsZero() {
+			v.LastPoint = p.Time
+		}
+	}
+	states, err := s.db.VMStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := map[string]time.Time{}
+	for _, st := range states {
+		v := byID[st.VM]
+		if v == nil && !haveInv && st.Selected {
+			v = add(st.VM, st.Name)
+		}
+		if v == nil {
+			continue
+		}
+		if !haveInv && st.Selected && jobName[st.Job] != "" && !containsStr(v.Jobs, jobName[st.Job]) {
+			v.Jobs = append(v.Jobs, jobName[st.Job])
+		}
+		if st.LastAttempt.After(last[st.VM]) {
+			last[st.VM] = st.LastAttempt
+			v.LastError = st.LastError
+		}
+	}
+	out := make([]notify.VMStatus, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out, nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,16 @@
+// Package notify owns the appliance's email: an SMTP sender (STARTTLS or
+// implicit TLS, AUTH PLAIN/LOGIN, timeouts, cancellation, retries of
+// transient 4xx failures) and the two reports built on it — a failure alert
+// sent shortly after a backup, restore or check fails (failures that arrive
+// within the debounce interval share one mail), and a daily summary at a
+// configured local time.
+//
+// It reads what happened through small interfaces it defines (Source for
+// the daily report) and through policy's record types (Event, Job, JobRun),
+// and is fed failures by its owner (Notifier.ObserveEvent, Notifier.Fail).
+// It must never import backup, restore, vsphere, repository or web: the
+// daemon (cmd/appliance) adapts those to Source.
+//
+// Secrets: the SMTP password lives only in SMTPConfig and the SASL exchange;
+// it is never logged nor put in an error.
+package notify
