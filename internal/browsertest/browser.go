@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -110,9 +112,11 @@ func New(t testing.TB, baseURL string) *Browser {
 
 var networkStatus = regexp.MustCompile(`status of (\d{3})`)
 
-// observe records console errors and exceptions. Failed API requests with a
-// 4xx status are the console's normal business (a wrong password, an
-// expired session, a validation error it shows) and are not problems.
+// observe records console errors and exceptions. API answers with an error
+// status other than 500 are the console's normal business (a wrong password,
+// an expired session, a validation error, "no vCenter configured": it shows
+// them) and are not problems; a 500 is a bug, and so is any failed load of
+// the console's own files.
 func (b *Browser) observe(m chromedp.ConsoleMessage) {
 	if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
 		return
@@ -122,7 +126,7 @@ func (b *Browser) observe(m chromedp.ConsoleMessage) {
 		text = m.Exception.Exception.Description
 	}
 	if m.Source == "network" {
-		if s := networkStatus.FindStringSubmatch(text); s != nil && strings.HasPrefix(s[1], "4") && strings.Contains(m.URL, "/api/") {
+		if s := networkStatus.FindStringSubmatch(text); s != nil && s[1] != "500" && strings.Contains(m.URL, "/api/") {
 			return
 		}
 	}
@@ -175,6 +179,7 @@ func (b *Browser) finish() {
 		return
 	}
 	dir := ArtifactDir(b.t)
+	_ = os.RemoveAll(dir) // screenshots of an earlier run would mislead
 	var saved []string
 	if p, err := b.screenshot("final"); err == nil {
 		saved = append(saved, p)
@@ -426,6 +431,18 @@ func (b *Browser) Focused() string {
 	return Eval[string](b, `(() => { const e = document.activeElement; if (!e || e === document.body) return "body";
 		if (e.id) return "#" + e.id;
 		return e.tagName.toLowerCase() + (e.name ? "[name=" + e.name + "]" : "") + " " + (e.getAttribute("aria-label") || e.textContent || "").trim().slice(0, 40); })()`)
+}
+
+// SetCookie gives the browser a cookie for the base URL (path "/"), e.g. a
+// session opened once for many tests: logins are rate-limited.
+func (b *Browser) SetCookie(name, value string, httpOnly bool) {
+	b.t.Helper()
+	b.Do("set cookie "+name, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.SetCookie, network.SetCookieParams{
+			Name: name, Value: value, URL: b.base + "/", Path: "/", HTTPOnly: &httpOnly, SameSite: network.CookieSameSiteStrict,
+		})
+		return err
+	}))
 }
 
 // Login signs in through the console's login form and waits for the signed-in shell.

@@ -21,6 +21,7 @@ let me = null;          // {username, role} when signed in
 let cleanup = null;     // the current page's cleanup function
 let renderSeq = 0;      // drops renders overtaken by a newer route change
 let unfeed = null;
+let loginMessage = ""; // shown on the login page until the next sign-in
 
 const ctx = {
   api: (method, path, body) => api.call(method, path, body),
@@ -106,8 +107,8 @@ async function route() {
       history.replaceState(null, "", "#/login");
     }
     await runCleanup();
-    renderLogin(sessionStorage.getItem("vmvault.login-message") || "");
-    sessionStorage.removeItem("vmvault.login-message");
+    if (seq !== renderSeq) return;
+    renderLogin(loginMessage);
     return;
   }
   if (location.hash.startsWith("#/login")) { history.replaceState(null, "", "#/dashboard"); }
@@ -172,6 +173,7 @@ function renderLogin(message) {
       await loadMe();
       const after = sessionStorage.getItem("vmvault.after-login") || "#/dashboard";
       sessionStorage.removeItem("vmvault.after-login");
+      loginMessage = "";
       signedIn();
       if (location.hash === after) route(); else location.hash = after;
     } catch (e) {
@@ -214,9 +216,10 @@ function signedOut(message) {
   api.csrf = "";
   if (unfeed) { unfeed(); unfeed = null; }
   stream.stop();
-  runCleanup();
-  if (message) sessionStorage.setItem("vmvault.login-message", message);
-  if (location.hash.startsWith("#/login")) route(); else location.hash = "#/login";
+  loginMessage = message || "";
+  // replaceState fires no hashchange: exactly one render of the login page.
+  if (!location.hash.startsWith("#/login")) history.replaceState(null, "", "#/login");
+  route();
 }
 
 api.onUnauthorized = () => {
@@ -254,7 +257,7 @@ async function boot() {
   } catch (e) {
     me = null;
     if (!(e instanceof ApiError) || (e.status !== 401 && e.status !== 403)) {
-      sessionStorage.setItem("vmvault.login-message", `The appliance did not answer: ${e.message}`);
+      loginMessage = `The appliance did not answer: ${e.message}`;
     }
   }
   await route();

@@ -1,10 +1,103 @@
-import { h } from "../lib/dom.js";
+// Dashboard: the last 24 hours at a glance, kept live by the shared stream.
+import { h, clear, table, badge } from "../lib/dom.js";
+import { isFinal } from "../lib/ui.js";
+
+function card(label, value, kind, href) {
+  const body = [h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label)];
+  return h("div", { class: `card ${kind}`, "data-card": label }, href ? h("a", { href, class: "card-link" }, body) : body);
+}
+
+function eventRows(ctx, events) {
+  return table("!Recent events", [
+    { label: "Time", cell: e => ctx.fmt.time(e.time) },
+    { label: "Severity", cell: e => badge(e.severity || "info") },
+    { label: "Subject", cell: e => e.subject || e.vm || e.job || "" },
+    { label: "Message", cell: e => e.message || e.kind || "" },
+  ], events, "No events in the last 24 hours.");
+}
 
 export default {
   route: "#/dashboard",
   title: "Dashboard",
   nav: true,
-  async render(root) {
-    root.append(h("p", null, "Coming soon."));
+  async render(root, ctx) {
+    const { fmt } = ctx;
+    const cards = h("div", { class: "dashboard-cards", "aria-label": "Protection summary", role: "group" });
+    const running = h("div", { id: "dashboard-running" });
+    const windowBox = h("div", { id: "dashboard-window" });
+    const repos = h("div", { id: "dashboard-repos" });
+    const events = h("div", { id: "dashboard-events" });
+    root.append(cards,
+      h("div", { class: "dashboard-grid" },
+        h("section", { class: "panel", "aria-labelledby": "dash-running" }, h("h2", { id: "dash-running" }, "Running tasks"), running),
+        h("section", { class: "panel", "aria-labelledby": "dash-window" }, h("h2", { id: "dash-window" }, "Next backup window"), windowBox)),
+      h("section", { "aria-labelledby": "dash-repos" }, h("h2", { id: "dash-repos" }, "Repositories"), repos),
+      h("section", { "aria-labelledby": "dash-events" }, h("h2", { id: "dash-events" }, "Recent events"), events));
+
+    const shown = new Map(); // task id -> progress element
+    let recent = [];
+
+    function showTask(t) {
+      let el = shown.get(t.id);
+      if (!el) {
+        const empty = running.querySelector(".empty");
+        if (empty) empty.remove();
+        el = ctx.progress(t);
+        const link = h("a", { href: `#/tasks/${encodeURIComponent(t.id)}`, class: "task-link" }, "Details");
+        running.append(h("div", { class: "dashboard-task", "data-task-row": t.id }, el, link));
+        shown.set(t.id, el);
+      } else {
+        el.update(t);
+      }
+    }
+
+    function render(d) {
+      const vms = d.vms || {};
+      clear(cards).append(
+        card("Protected VMs", vms.protected ?? 0, "ok", "#/inventory?status=protected"),
+        card("Failed in the last 24 h", vms.failed ?? 0, (vms.failed ?? 0) > 0 ? "bad" : "", "#/events?severity=error"),
+        card("Not protected", vms.unprotected ?? 0, (vms.unprotected ?? 0) > 0 ? "warn" : "", "#/inventory?status=unprotected"));
+      const tasks = d.running_tasks || [];
+      for (const t of tasks) showTask(t);
+      if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));
+      const w = d.next_window;
+      clear(windowBox).append(w
+        ? h("p", null, h("strong", null, w.name || w.job), " — ",
+          w.open ? "open now" : `opens ${fmt.time(w.start)}`,
+          w.end ? `, until ${fmt.time(w.end)}` : "")
+        : h("p", { class: "empty" }, "No backup window is scheduled."));
+      clear(repos).append(table("!Repository usage", [
+        { label: "Repository", cell: r => r.name || r.id },
+        { label: "Stored", class: "num", cell: r => fmt.bytes(r.stored_bytes) },
+        { label: "Logical", class: "num", cell: r => fmt.bytes(r.logical_bytes) },
+        { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedup_ratio) },
+        { label: "Compression", class: "num", cell: r => fmt.ratio(r.compression_ratio) },
+        { label: "Damage", cell: r => (r.damage > 0 ? badge(`${r.damage} damaged`, "damaged") : badge("none", "ok")) },
+      ], d.repositories || [], "No repositories are configured."));
+      recent = (d.recent_events || []).slice(0, 20);
+      clear(events).append(eventRows(ctx, recent));
+    }
+
+    render(await ctx.api("GET", "/dashboard"));
+
+    // Counts change when tasks end or events arrive: reload, at most every 2 s.
+    let reloadTimer = 0;
+    let alive = true;
+    const reload = () => {
+      if (reloadTimer) return;
+      reloadTimer = setTimeout(async () => {
+        reloadTimer = 0;
+        try { if (alive) render(await ctx.api("GET", "/dashboard")); } catch { /* next event retries */ }
+      }, 2000);
+    };
+    const unsub = ctx.stream((t) => {
+      if (!isFinal(t) || shown.has(t.id)) showTask(t);
+      if (isFinal(t)) reload();
+    }, (e) => {
+      recent = [e, ...recent].slice(0, 20);
+      clear(events).append(eventRows(ctx, recent));
+      reload();
+    });
+    return () => { alive = false; unsub(); clearTimeout(reloadTimer); };
   },
 };

@@ -1,10 +1,133 @@
-import { h } from "../lib/dom.js";
+// Events: the appliance's event log, filterable by time range, severity, VM and job; new events arrive live.
+import { h, clear, field, table, badge } from "../lib/dom.js";
+
+const rank = { info: 0, warning: 1, error: 2 };
+
+function localInput(d) {
+  const pad = n => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
 
 export default {
   route: "#/events",
   title: "Events",
   nav: true,
-  async render(root) {
-    root.append(h("p", null, "Coming soon."));
+  async render(root, ctx) {
+    const { fmt } = ctx;
+    const q = ctx.query;
+    const range = h("select", { name: "range", id: "events-range" },
+      h("option", { value: "24h" }, "Last 24 hours"),
+      h("option", { value: "7d" }, "Last 7 days"),
+      h("option", { value: "30d" }, "Last 30 days"),
+      h("option", { value: "all" }, "All"),
+      h("option", { value: "custom" }, "Custom range"));
+    range.value = q.get("range") || (q.get("from") ? "custom" : "7d");
+    const from = h("input", { type: "datetime-local", name: "from", id: "events-from" });
+    const to = h("input", { type: "datetime-local", name: "to", id: "events-to" });
+    if (q.get("from")) from.value = localInput(new Date(q.get("from")));
+    if (q.get("to")) to.value = localInput(new Date(q.get("to")));
+    const severity = h("select", { name: "severity", id: "events-severity" },
+      h("option", { value: "" }, "All"),
+      h("option", { value: "warning" }, "Warnings and errors"),
+      h("option", { value: "error" }, "Errors only"));
+    severity.value = q.get("severity") || "";
+    const vm = h("select", { name: "vm", id: "events-vm" }, h("option", { value: "" }, "All VMs"));
+    const job = h("select", { name: "job", id: "events-job" }, h("option", { value: "" }, "All jobs"));
+    const fromField = field("From", from);
+    const toField = field("To", to);
+    const form = h("form", { class: "row", "aria-label": "Filter events", id: "events-filter" },
+      field("Time range", range), fromField, toField, field("Severity", severity), field("VM", vm), field("Job", job),
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary" }, "Apply")));
+    const status = h("p", { class: "muted", role: "status", id: "events-count" });
+    const list = h("div", { id: "events-list" });
+    root.append(form, status, list);
+
+    const [vms, jobs] = await Promise.all([
+      ctx.api("GET", "/vms").catch(() => []),
+      ctx.api("GET", "/jobs").catch(() => []),
+    ]);
+    const vmName = new Map();
+    for (const v of vms || []) {
+      const id = v.instanceUuid || v.instance_uuid;
+      vmName.set(id, v.name);
+      vm.append(h("option", { value: id }, v.name));
+    }
+    for (const j of jobs || []) job.append(h("option", { value: j.id }, j.name || j.id));
+    vm.value = q.get("vm") || "";
+    job.value = q.get("job") || "";
+
+    const syncCustom = () => {
+      const custom = range.value === "custom";
+      fromField.hidden = !custom;
+      toField.hidden = !custom;
+    };
+    syncCustom();
+    range.addEventListener("change", syncCustom);
+
+    let events = [];
+    let open = false; // the range ends now: live events belong in it
+
+    function params() {
+      const p = new URLSearchParams();
+      const now = Date.now();
+      const back = { "24h": 864e5, "7d": 7 * 864e5, "30d": 30 * 864e5 }[range.value];
+      if (back) p.set("from", new Date(now - back).toISOString());
+      if (range.value === "custom") {
+        if (from.value) p.set("from", new Date(from.value).toISOString());
+        if (to.value) p.set("to", new Date(to.value).toISOString());
+      }
+      open = range.value !== "custom" || !to.value;
+      if (severity.value) p.set("severity", severity.value);
+      if (vm.value) p.set("vm", vm.value);
+      if (job.value) p.set("job", job.value);
+      p.set("limit", "500");
+      return p;
+    }
+
+    function matches(e) {
+      if (!open) return false;
+      if (severity.value && (rank[e.severity] ?? 0) < rank[severity.value]) return false;
+      if (vm.value && e.vm !== vm.value) return false;
+      if (job.value && e.job !== job.value) return false;
+      return true;
+    }
+
+    function draw() {
+      status.textContent = `${events.length} event${events.length === 1 ? "" : "s"}${events.length >= 500 ? " (the newest 500)" : ""}.`;
+      clear(list).append(table("!Events", [
+        { label: "Time", cell: e => fmt.time(e.time) },
+        { label: "Severity", cell: e => badge(e.severity || "info") },
+        { label: "Kind", cell: e => e.kind || "" },
+        { label: "Subject", cell: e => e.subject || "" },
+        { label: "VM", cell: e => (e.vm ? vmName.get(e.vm) || e.vm : "") },
+        { label: "Job", cell: e => e.job || "" },
+        { label: "Message", cell: e => e.message || "" },
+      ], events, "No events match the filter."));
+    }
+
+    async function load() {
+      ctx.fieldErrors(form, null);
+      if (range.value === "custom" && from.value && to.value && new Date(from.value) > new Date(to.value)) {
+        ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", [{ field: "to", message: "The end must be after the start." }]));
+        return;
+      }
+      try {
+        const got = (await ctx.api("GET", `/events?${params()}`)) || [];
+        events = got.slice().reverse(); // newest first
+        draw();
+      } catch (e) {
+        if (e.status === 401) return;
+        ctx.fieldErrors(form, e);
+      }
+    }
+
+    form.addEventListener("submit", (e) => { e.preventDefault(); load(); });
+    await load();
+    const unsub = ctx.stream(null, (e) => {
+      if (!matches(e)) return;
+      events = [e, ...events].slice(0, 500);
+      draw();
+    });
+    return unsub;
   },
 };

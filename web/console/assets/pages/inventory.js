@@ -1,10 +1,177 @@
-import { h } from "../lib/dom.js";
+// Inventory: the vSphere tree with each VM's protection status, filter and
+// search, and "Back up now".
+import { h, clear, field, badge } from "../lib/dom.js";
+
+const kindLabel = {
+  datacenter: "Datacenter", folder: "Folder", cluster: "Cluster", host: "Host",
+  "resource-pool": "Resource pool", vm: "VM",
+};
 
 export default {
   route: "#/inventory",
   title: "Inventory",
   nav: true,
-  async render(root) {
-    root.append(h("p", null, "Coming soon."));
+  async render(root, ctx) {
+    const { fmt } = ctx;
+    const search = h("input", { type: "search", name: "q", id: "inventory-search", placeholder: "VM name or path", value: ctx.query.get("q") || "" });
+    const status = h("select", { name: "status", id: "inventory-status" },
+      h("option", { value: "" }, "All VMs"),
+      h("option", { value: "protected" }, "Protected"),
+      h("option", { value: "unprotected" }, "Not protected"),
+      h("option", { value: "missing" }, "No longer in vCenter"));
+    status.value = ctx.query.get("status") || "";
+    const count = h("p", { class: "muted", id: "inventory-count", role: "status" });
+    const filters = h("form", { class: "row", role: "search", "aria-label": "Filter VMs", onsubmit: (e) => e.preventDefault() },
+      field("Search", search), field("Protection", status));
+    const notice = h("div");
+    const tree = h("div", { id: "inventory-tree" });
+    root.append(filters, count, notice, tree);
+
+    const [vms, inv] = await Promise.all([
+      ctx.api("GET", "/vms"),
+      ctx.api("GET", "/inventory").catch((e) => {
+        if (e.status === 503 || e.status === 404 || e.status === 501) return null;
+        throw e;
+      }),
+    ]);
+    const byUUID = new Map((vms || []).map(v => [v.instanceUuid || v.instance_uuid, v]));
+    const byMoref = new Map((vms || []).filter(v => v.moref).map(v => [v.moref, v]));
+    const running = new Map(); // vm uuid -> progress element
+
+    // Nodes: the inventory tree when vCenter answers; VMs only known from
+    // restore points go under a synthetic "Not in vCenter" node.
+    let nodes = [];
+    if (inv && Array.isArray(inv.nodes)) {
+      nodes = inv.nodes.map(n => ({ ...n }));
+    } else {
+      notice.append(h("p", { class: "notice" }, "The vCenter inventory is not available (no vCenter connection). Showing the VMs the appliance knows."));
+    }
+    const seen = new Set();
+    for (const n of nodes) {
+      if (n.type !== "vm") continue;
+      const st = byUUID.get(n.instance_uuid || n.instanceUuid) || byMoref.get(n.id);
+      n.status = st || null;
+      if (st) seen.add(st.instanceUuid || st.instance_uuid);
+    }
+    const leftovers = (vms || []).filter(v => !seen.has(v.instanceUuid || v.instance_uuid));
+    if (leftovers.length) {
+      const inVC = leftovers.filter(v => v.inInventory);
+      const gone = leftovers.filter(v => !v.inInventory);
+      if (inVC.length) {
+        nodes.push({ id: "__vms", type: "folder", name: inv ? "Other VMs" : "VMs", parent: "", path: "" });
+        for (const v of inVC) nodes.push({ id: `vm:${v.instanceUuid}`, type: "vm", name: v.name, parent: "__vms", path: "", status: v });
+      }
+      if (gone.length) {
+        nodes.push({ id: "__gone", type: "folder", name: "No longer in vCenter", parent: "", path: "" });
+        for (const v of gone) nodes.push({ id: `vm:${v.instanceUuid}`, type: "vm", name: v.name, parent: "__gone", path: "", status: v });
+      }
+    }
+    const children = new Map();
+    const ids = new Set(nodes.map(n => n.id));
+    for (const n of nodes) {
+      const p = n.parent && ids.has(n.parent) ? n.parent : "";
+      if (!children.has(p)) children.set(p, []);
+      children.get(p).push(n);
+    }
+    for (const list of children.values()) {
+      list.sort((a, b) => (a.type === "vm") - (b.type === "vm") || a.name.localeCompare(b.name));
+    }
+    const collapsed = new Set();
+
+    function vmMatches(n) {
+      const q = search.value.trim().toLowerCase();
+      const st = n.status;
+      if (q && !(`${n.name} ${n.path || ""}`.toLowerCase().includes(q))) return false;
+      switch (status.value) {
+        case "protected": return !!(st && st.protected);
+        case "unprotected": return !(st && st.protected);
+        case "missing": return !!(st && !st.inInventory);
+        default: return true;
+      }
+    }
+
+    async function backupNow(n, btn, holder) {
+      const uuid = n.status.instanceUuid || n.status.instance_uuid;
+      btn.disabled = true;
+      try {
+        const task = await ctx.api("POST", "/backups", { vms: [uuid] });
+        const bar = ctx.progress(task);
+        running.set(uuid, bar);
+        clear(holder).append(bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        ctx.toast(`Backup of ${n.name} started.`, "success");
+        bar.addEventListener("taskdone", (e) => {
+          btn.disabled = false;
+          const t = e.detail;
+          if (t.state === "succeeded") ctx.toast(`Backup of ${n.name} finished.`, "success");
+          else ctx.toast(`Backup of ${n.name} ${t.state}: ${t.error || ""}`, "error");
+        });
+      } catch (e) {
+        btn.disabled = false;
+        ctx.toast(`Could not start the backup of ${n.name}: ${e.message}`, "error");
+      }
+    }
+
+    function vmRow(n) {
+      const st = n.status;
+      const last = st && st.lastPoint;
+      const holder = h("div", { class: "inventory-task" });
+      const uuid = st && (st.instanceUuid || st.instance_uuid);
+      if (uuid && running.has(uuid)) holder.append(running.get(uuid));
+      let action = null;
+      if (st && st.inInventory !== false && ctx.can("operator")) {
+        const btn = h("button", { type: "button", class: "backup-now", "aria-label": `Back up ${n.name} now` }, "Back up now");
+        btn.addEventListener("click", () => backupNow(n, btn, holder));
+        action = h("span", { class: "vm-actions" }, btn,
+          uuid ? h("a", { href: `#/restore-points?vm=${encodeURIComponent(uuid)}`, class: "button" }, "Restore points") : null);
+      }
+      return h("li", { "data-vm": n.name },
+        h("div", { class: "inventory-node" },
+          h("span", { class: "kind" }, "VM"),
+          h("span", { class: "name" }, n.name),
+          st && st.protected ? badge("protected") : badge("unprotected"),
+          h("span", { class: "meta" },
+            last ? `last good: ${fmt.time(last.time)}` : "no restore point",
+            st && st.jobs && st.jobs.length ? ` · job: ${st.jobs.join(", ")}` : "",
+            st && st.points ? ` · ${st.points} point${st.points === 1 ? "" : "s"}` : ""),
+          action),
+        holder);
+    }
+
+    // build returns the <li> for n, or null when nothing under it matches.
+    function build(n, filtering) {
+      if (n.type === "vm") return vmMatches(n) ? vmRow(n) : null;
+      const kids = (children.get(n.id) || []).map(c => build(c, filtering)).filter(Boolean);
+      if (!kids.length && filtering) return null;
+      const open = filtering || !collapsed.has(n.id);
+      const listId = `inv-${n.id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+      const toggle = h("button", { type: "button", class: "inventory-toggle", "aria-expanded": String(open), "aria-controls": listId, "aria-label": `${open ? "Collapse" : "Expand"} ${kindLabel[n.type] || n.type} ${n.name}` }, open ? "▾" : "▸");
+      toggle.addEventListener("click", () => {
+        if (collapsed.has(n.id)) collapsed.delete(n.id); else collapsed.add(n.id);
+        draw();
+        const again = document.querySelector(`[aria-controls="${listId}"]`);
+        if (again) again.focus();
+      });
+      return h("li", null,
+        h("div", { class: "inventory-node" }, kids.length ? toggle : null,
+          h("span", { class: "kind" }, kindLabel[n.type] || n.type), h("span", { class: "name" }, n.name)),
+        kids.length ? h("ul", { id: listId, hidden: !open }, kids) : null);
+    }
+
+    function draw() {
+      const filtering = !!(search.value.trim() || status.value);
+      const top = (children.get("") || []).map(n => build(n, filtering)).filter(Boolean);
+      const total = nodes.filter(n => n.type === "vm").length;
+      const matching = nodes.filter(n => n.type === "vm" && vmMatches(n)).length;
+      count.textContent = filtering ? `${matching} of ${total} VMs match.` : `${total} VMs.`;
+      clear(tree).append(top.length
+        ? h("ul", { class: "inventory-tree", "aria-label": "vSphere inventory" }, top)
+        : h("p", { class: "empty" }, filtering ? "No VM matches the filter." : "The inventory is empty."));
+    }
+
+    let t = 0;
+    search.addEventListener("input", () => { clearTimeout(t); t = setTimeout(draw, 150); });
+    status.addEventListener("change", draw);
+    draw();
+    return () => clearTimeout(t);
   },
 };

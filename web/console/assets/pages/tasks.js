@@ -1,10 +1,154 @@
-import { h } from "../lib/dom.js";
+// Tasks: running and recent tasks with live progress; one task's details,
+// log (from its SSE stream) and cancel.
+import { h, clear, table, badge } from "../lib/dom.js";
+import { isFinal } from "../lib/ui.js";
+
+function elapsed(t) {
+  const start = t.started || t.created;
+  if (!start) return null;
+  const end = isFinal(t) && t.ended ? new Date(t.ended) : new Date();
+  return (end - new Date(start)) / 1000;
+}
+
+async function cancelTask(ctx, t, btn) {
+  const ok = await ctx.confirm(`Cancel ${t.kind || "task"} ${t.subject || t.id}? Work done so far may be discarded.`,
+    { danger: true, title: "Cancel this task?", ok: "Cancel task" });
+  if (!ok) return;
+  btn.disabled = true;
+  try {
+    await ctx.api("POST", `/tasks/${encodeURIComponent(t.id)}/cancel`);
+    ctx.toast("Cancellation requested.", "info");
+  } catch (e) {
+    btn.disabled = false;
+    ctx.toast(`Could not cancel: ${e.message}`, "error");
+  }
+}
+
+async function renderList(root, ctx) {
+  const { fmt } = ctx;
+  const stateSel = h("select", { id: "tasks-state", name: "state" },
+    h("option", { value: "" }, "All"), ["running", "queued", "succeeded", "failed", "cancelled"].map(s => h("option", { value: s }, s)));
+  stateSel.value = ctx.query.get("state") || "";
+  const list = h("div", { id: "tasks-list" });
+  root.append(h("form", { class: "row", "aria-label": "Filter tasks", onsubmit: e => e.preventDefault() },
+    h("div", { class: "field" }, h("label", { for: "tasks-state" }, "State"), stateSel)), list);
+
+  let tasks = [];
+  const bars = new Map();
+
+  function draw() {
+    const rows = tasks.filter(t => !stateSel.value || t.state === stateSel.value);
+    clear(list).append(table("!Tasks", [
+      { label: "Task", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, `${t.kind || "task"} ${t.subject || ""}`.trim()) },
+      { label: "State", cell: t => badge(t.state) },
+      {
+        label: "Progress", cell: (t) => {
+          let b = bars.get(t.id);
+          if (!b) { b = ctx.progress(t); bars.set(t.id, b); } else b.update(t);
+          return b;
+        },
+      },
+      { label: "Started", cell: t => fmt.time(t.started || t.created) },
+      { label: "Duration", class: "num", cell: t => fmt.duration(elapsed(t)) },
+      {
+        label: "Actions", cell: (t) => {
+          if (isFinal(t) || !ctx.can("operator")) return "";
+          const btn = h("button", { type: "button", class: "cancel-task", "aria-label": `Cancel ${t.kind} ${t.subject || t.id}` }, "Cancel");
+          btn.addEventListener("click", () => cancelTask(ctx, t, btn));
+          return btn;
+        },
+      },
+    ], rows, "No tasks."));
+  }
+
+  tasks = (await ctx.api("GET", "/tasks?limit=100")) || [];
+  draw();
+  stateSel.addEventListener("change", draw);
+  let pending = 0;
+  const unsub = ctx.stream((t) => {
+    const i = tasks.findIndex(x => x.id === t.id);
+    const before = i >= 0 ? tasks[i].state : "";
+    if (i >= 0) tasks[i] = t; else tasks.unshift(t);
+    // Progress bars update themselves; redraw only when a row appears or changes state.
+    if (before !== t.state) {
+      if (!pending) pending = requestAnimationFrame(() => { pending = 0; draw(); });
+    }
+  }, null);
+  return () => { unsub(); cancelAnimationFrame(pending); };
+}
+
+async function renderDetail(root, ctx, id) {
+  const { fmt } = ctx;
+  ctx.header.append(h("a", { href: "#/tasks", class: "button" }, "All tasks"));
+  let task = await ctx.api("GET", `/tasks/${encodeURIComponent(id)}`);
+  const bar = ctx.progress(task);
+  const facts = h("dl", { class: "facts" });
+  const actions = h("div", { class: "row" });
+  const log = h("pre", { class: "tasks-log", id: "task-log", tabindex: "0", "aria-label": "Task log" });
+  const result = h("div");
+  root.append(h("section", { class: "panel", "aria-labelledby": "task-summary" },
+    h("h2", { id: "task-summary" }, `${task.kind || "task"} ${task.subject || ""}`.trim()),
+    bar, facts, actions, result),
+  h("section", { "aria-labelledby": "task-log-title" }, h("h2", { id: "task-log-title" }, "Log"), log));
+
+  function drawFacts() {
+    const p = task.progress || {};
+    clear(facts).append(
+      h("dt", null, "State"), h("dd", null, badge(task.state)),
+      h("dt", null, "Created"), h("dd", null, fmt.time(task.created)),
+      h("dt", null, "Started"), h("dd", null, fmt.time(task.started)),
+      h("dt", null, "Ended"), h("dd", null, fmt.time(task.ended)),
+      h("dt", null, "Duration"), h("dd", null, fmt.duration(elapsed(task))),
+      h("dt", null, "Throughput"), h("dd", null, fmt.rate(p.rate)),
+      h("dt", null, "Done"), h("dd", null, p.total ? `${fmt.bytes(p.done)} of ${fmt.bytes(p.total)}` : "–"));
+    clear(actions);
+    if (!isFinal(task) && ctx.can("operator")) {
+      const btn = h("button", { type: "button", class: "danger", id: "task-cancel" }, "Cancel task");
+      btn.addEventListener("click", () => cancelTask(ctx, task, btn));
+      actions.append(btn);
+    }
+    clear(result);
+    if (task.error) result.append(h("div", { class: "form-error", role: "alert" }, task.error));
+  }
+  drawFacts();
+
+  let es = null;
+  let retry = 0;
+  let closed = false;
+  function open() {
+    if (closed) return;
+    clear(log);
+    es = new EventSource(`/api/v1/tasks/${encodeURIComponent(id)}/events`);
+    const onTask = (m) => {
+      try { task = JSON.parse(m.data); } catch { return; }
+      bar.update(task);
+      drawFacts();
+      if (isFinal(task)) { es.close(); }
+    };
+    es.addEventListener("state", onTask);
+    es.addEventListener("progress", onTask);
+    es.addEventListener("log", (m) => {
+      let l;
+      try { l = JSON.parse(m.data); } catch { return; }
+      const lvl = String(l.level || "info").toLowerCase();
+      log.append(h("span", { class: `lvl-${lvl}` }, `${fmt.time(l.time)} ${lvl.toUpperCase()} ${l.message}\n`));
+      log.scrollTop = log.scrollHeight;
+    });
+    es.addEventListener("error", () => {
+      es.close();
+      if (!isFinal(task) && !closed) retry = setTimeout(open, 2000);
+    });
+  }
+  open();
+  return () => { closed = true; clearTimeout(retry); if (es) es.close(); };
+}
 
 export default {
   route: "#/tasks",
   title: "Tasks",
   nav: true,
-  async render(root) {
-    root.append(h("p", null, "Coming soon."));
+  async render(root, ctx) {
+    if (ctx.params.length) return renderDetail(root, ctx, ctx.params[0]);
+    return renderList(root, ctx);
   },
 };
