@@ -169,6 +169,10 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("sample VMs: %w", err)
 	}
+	dlog := newLogger(env, "info")
+	for _, s := range samples {
+		dlog.Info("demo: sample VM", "vm", s.Name, "fs", s.FS, "files", s.Files, "bytes", s.Bytes, "disk", o.diskSize)
+	}
 	if demoHooks.started != nil {
 		demoHooks.started(l, samples)
 	}
@@ -395,6 +399,7 @@ func demoSetup(ctx context.Context, addr, user, password string, samples []lab.S
 // incremental backups have something to do.
 func demoChurn(ctx context.Context, l *lab.Lab, samples []lab.Sample, every time.Duration, cfg *serveConfig, env *cliEnv) {
 	log := newLogger(env, cfg.LogLevel)
+	log.Info("demo: the sample VMs write a little data at every interval", "interval", every)
 	var seed [16]byte
 	_, _ = rand.Read(seed[:])
 	rng := mrand.New(mrand.NewPCG(uint64FromBytes(seed[:8]), uint64FromBytes(seed[8:])))
