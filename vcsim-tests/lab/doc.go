@@ -23,6 +23,7 @@
 // objects in each session's registry, so dispatch reaches the wrappers while
 // vcsim's own code keeps seeing its *simulator.VirtualMachine.
 //
-// The lab is test infrastructure: it may expose vim25 types and must never
-// be imported by production code.
+// The lab is test and demonstration infrastructure: it may expose vim25
+// types. Only tests and `appliance demo` (which runs the product against an
+// in-process lab) import it; the engines, web and policy never do.
 package lab
