@@ -18,7 +18,8 @@ type rule struct {
 	denied  []string // our packages it must never import (checked even when allowed is nil)
 }
 
-// rules mirror DESIGN.md and LESSONS.md §7.2. allowed == nil means "anything
+// rules mirror DESIGN.md and LESSONS.md §7.2. The lab (vcsim-tests/...)
+// reaches the binary only through `appliance demo`: no engine may import it. allowed == nil means "anything
 // but denied".
 var rules = []rule{
 	{pkg: "dedup/...", allowed: []string{"dedup/..."}},
@@ -26,13 +27,13 @@ var rules = []rule{
 	{pkg: "vmdk/...", allowed: []string{"vmdk/..."}},
 	{pkg: "diskimage/...", allowed: []string{"diskimage/...", "vmdk/..."}},
 	{pkg: "internal/clock/...", allowed: []string{"internal/clock/..."}},
-	{pkg: "vsphere/...", denied: []string{"repository/...", "dedup/...", "backup/...", "restore/...", "policy/...", "web/...", "cmd/..."}},
-	{pkg: "policy/...", denied: []string{"backup/...", "restore/...", "vsphere/...", "repository/...", "dedup/...", "web/...", "cmd/..."}},
-	{pkg: "backup/...", denied: []string{"restore/...", "policy/...", "web/...", "cmd/..."}},
-	{pkg: "restore/...", denied: []string{"backup/...", "policy/...", "web/...", "cmd/..."}},
-	{pkg: "web/...", denied: []string{"cmd/..."}},
+	{pkg: "vsphere/...", denied: []string{"repository/...", "dedup/...", "backup/...", "restore/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
+	{pkg: "policy/...", denied: []string{"backup/...", "restore/...", "vsphere/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
+	{pkg: "backup/...", denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
+	{pkg: "restore/...", denied: []string{"backup/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
+	{pkg: "web/...", denied: []string{"cmd/...", "vcsim-tests/..."}},
 	// inventory is the one adapter that knows both vsphere and policy.
-	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/..."}},
+	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
 	{pkg: "vmconfig/...", allowed: []string{"vmconfig/..."}},
 }
 
