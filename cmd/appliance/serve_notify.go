@@ -334,14 +334,17 @@ func (s *notifySource) VMs(ctx context.Context) ([]notify.VMStatus, error) {
 	}
 	last := map[string]time.Time{}
 	for _, st := range states {
+		if !st.Selected {
+			continue // no longer in the job: its old error says nothing now
+		}
 		v := byID[st.VM]
-		if v == nil && !haveInv && st.Selected {
+		if v == nil && !haveInv {
 			v = add(st.VM, st.Name)
 		}
 		if v == nil {
 			continue
 		}
-		if !haveInv && st.Selected && jobName[st.Job] != "" && !containsStr(v.Jobs, jobName[st.Job]) {
+		if !haveInv && jobName[st.Job] != "" && !containsStr(v.Jobs, jobName[st.Job]) {
 			v.Jobs = append(v.Jobs, jobName[st.Job])
 		}
 		if st.LastAttempt.After(last[st.VM]) {
