@@ -300,8 +300,15 @@ func TestDailyReportAtLocalTimeAcrossDST(t *testing.T) {
 	}
 	src.mu.Unlock()
 
-	// Autumn: 2026-10-25 has 25 hours; the report stays at 07:00 local.
+	// The wall clock jumps months ahead (a suspended machine): the overdue
+	// report is sent once, at once, then the schedule resumes.
+	waitTimers(t, clk, 1)
 	clk.Set(at(2026, 10, 24, 12, 0))
+	p = parseMail(t, ts.next(t).Data)
+	if !strings.Contains(p.Parts["text/plain"], "to 2026-03-30 07:00 CEST") {
+		t.Errorf("overdue report: %s", p.Parts["text/plain"])
+	}
+	// Autumn: 2026-10-25 has 25 hours; the report stays at 07:00 local.
 	expect(at(2026, 10, 25, 7, 0))
 	expect(at(2026, 10, 26, 7, 0))
 }
