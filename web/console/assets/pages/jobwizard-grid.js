@@ -18,7 +18,7 @@ export function windowGrid(h, initial, onChange) {
   const table = h(
     "table",
     { role: "grid", class: "p2-grid", id: "window-grid", "aria-label": "Backup window: one row per day, one cell per hour", "aria-multiselectable": "true", "aria-describedby": "window-grid-help" },
-    h("thead", null, h("tr", null, h("td", { class: "p2-grid-corner" }), hours.map((x) => h("th", { scope: "col", class: x % 3 ? "p2-minor" : null, "aria-label": `${pad(x)}:00` }, pad(x))))),
+    h("thead", null, h("tr", null, h("td", { class: "p2-grid-corner" }), hours.map((x) => h("th", { scope: "col", class: x % 6 ? (x % 3 ? "p2-minor" : "p2-minor6") : null, "aria-label": `${pad(x)}:00` }, h("span", { class: "p2-hl" }, pad(x)))))),
     h(
       "tbody",
       null,

@@ -73,7 +73,7 @@ export default {
       return;
     }
     root.append(h("p", { class: "loading" }, "Loading…"));
-    const [orig, repos, jobs, settings, inv] = await Promise.all([
+    const [orig, repos, jobs, settings, inv, vmList] = await Promise.all([
       editId ? ctx.api("GET", `/jobs/${encodeURIComponent(editId)}`).then((j) => j.job || j) : Promise.resolve(null),
       ctx.api("GET", "/repositories").catch(() => []),
       ctx.api("GET", "/jobs").catch(() => []),
@@ -89,7 +89,11 @@ export default {
             error: e,
           };
         }),
+      ctx.api("GET", "/vms").catch(() => []),
     ]);
+    // Instance UUID -> name, for the preview (the API names VMs by UUID there).
+    const vmNames = new Map((vmList || []).map((v) => [v.instanceUuid, v.name]));
+    for (const n of inv.nodes) if (n.type === "vm" && vmKey(n)) vmNames.set(vmKey(n), n.name);
     root.replaceChildren();
     const pageName = editId ? `Edit job: ${orig.name}` : "New backup job";
     if (title) title.textContent = pageName;
@@ -464,6 +468,7 @@ export default {
           out.setAttribute("aria-busy", "true");
           out.replaceChildren(h("p", { class: "loading" }, "Computing the preview…"));
           const body = { repository: st.repository, retention: retentionObj() };
+          if (editId) body.job = editId;
           let p;
           try {
             p = await ctx.api("POST", "/retention-preview", body);
@@ -476,13 +481,25 @@ export default {
           if (mine !== seq) return;
           out.setAttribute("aria-busy", "false");
           const decisions = (p && p.decisions) || [];
-          const jobPts = editId ? decisions : decisions;
+          // A new job has no points of its own yet: show what its retention
+          // would do to the points the repository holds for the VMs it selects.
+          const selected = new Set(matchedVMs(st.selection, tree).map(vmKey));
+          const scoped = !editId && selected.size > 0;
+          const jobPts = scoped ? decisions.filter((d) => selected.has(d.vm)) : decisions;
+          const keep = scoped ? jobPts.filter((d) => d.keep).length : pick(p, "keep") ?? 0;
+          const remove = scoped ? jobPts.length - keep : pick(p, "remove") ?? 0;
+          const freed = scoped ? jobPts.filter((d) => !d.keep).reduce((n, d) => n + (d.bytes || 0), 0) : pick(p, "bytesFreed", "bytes_freed") || 0;
           out.replaceChildren(
             h(
               "p",
-              { class: "p2-preview-summary", id: "preview-summary" },
-              `Would keep ${pick(p, "keep") ?? 0} and remove ${pick(p, "remove") ?? 0} restore points, freeing about ${ctx.fmt.bytes(pick(p, "bytesFreed", "bytes_freed") || 0)}.`,
+              { class: "hint" },
+              editId
+                ? "Applied to this job's restore points."
+                : scoped
+                  ? "This job has no restore points yet: the preview applies its retention to the points the repository already holds for the VMs it selects."
+                  : "Applied to every restore point in the repository.",
             ),
+            h("p", { class: "p2-preview-summary", id: "preview-summary" }, `Would keep ${keep} and remove ${remove} restore points, freeing about ${ctx.fmt.bytes(freed)}.`),
             jobPts.length
               ? h(
                   "div",
@@ -500,7 +517,7 @@ export default {
                           "tr",
                           null,
                           h("td", { "data-label": "Point" }, String(d.point || "").slice(0, 12)),
-                          h("td", { "data-label": "VM" }, d.vm_name || d.vmName || d.vm || ""),
+                          h("td", { "data-label": "VM" }, vmNames.get(d.vm) || d.vm || ""),
                           h("td", { "data-label": "Time" }, ctx.fmt.time(d.time)),
                           h("td", { "data-label": "Decision" }, h("span", { class: `badge p2-state p2-state-${d.keep ? "ok" : "warn"}` }, d.keep ? "keep" : "remove"), d.locked ? " (locked)" : ""),
                           h("td", { "data-label": "Why" }, (d.reasons || []).join(", ")),

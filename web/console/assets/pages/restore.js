@@ -157,7 +157,7 @@ export default {
                   h(
                     "label",
                     { for: rid },
-                    h("strong", null, new Date(p.time).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" })),
+                    h("strong", null, new Date(p.time).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit" })),
                     h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label),
                     h("span", { class: "hint" }, `${ctx.fmt.bytes(p.logicalBytes)} · ${p.repository}${p.job ? ` · job ${p.job}` : ""}`),
                     p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : null,

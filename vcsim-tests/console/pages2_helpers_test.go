@@ -1,0 +1,115 @@
+package console
+
+// Helpers of the jobs, job wizard, restore, restore points and repositories
+// page tests (pages2_*_test.go). The session, the demo appliance and apiJS
+// come from main_test.go and helpers_test.go.
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/vmvault/vmvault/internal/browsertest"
+)
+
+// p2API calls the REST API from the signed-in page and decodes the answer's
+// body into out (nil: ignore it). It returns the HTTP status.
+func p2API(t *testing.T, b *browsertest.Browser, method, path string, body any, out any) int {
+	t.Helper()
+	js := ""
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			t.Fatalf("encode %s %s body: %v", method, path, err)
+		}
+		js = fmt.Sprintf("JSON.stringify(%s)", j)
+	}
+	res := browsertest.Eval[apiAnswer[json.RawMessage]](b, apiJS(method, path, js))
+	if out != nil && res.Status < 300 && len(res.Body) > 0 && string(res.Body) != "null" {
+		if err := json.Unmarshal(res.Body, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, res.Body, err)
+		}
+	}
+	return res.Status
+}
+
+// p2Center returns the centre of the first element matching sel in
+// viewport pixels, after scrolling it into view.
+func p2Center(t *testing.T, b *browsertest.Browser, sel string) (x, y float64) {
+	t.Helper()
+	p := browsertest.Eval[[]float64](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return [];
+		e.scrollIntoView({block: "center", inline: "center"}); const r = e.getBoundingClientRect();
+		return [r.left + r.width / 2, r.top + r.height / 2]; })()`, sel))
+	if len(p) != 2 {
+		t.Fatalf("no element %s at %s", sel, b.URL())
+	}
+	return p[0], p[1]
+}
+
+// p2Drag presses the left mouse button on from, moves across to to and
+// releases there: a user painting the window grid.
+func p2Drag(t *testing.T, b *browsertest.Browser, from, to string) {
+	t.Helper()
+	x0, y0 := p2Center(t, b, from)
+	x1, y1 := p2Center(t, b, to)
+	acts := []chromedp.Action[chromedp.Void]{
+		chromedp.MouseEvent(chromedp.MouseMoved, x0, y0),
+		chromedp.MouseEvent(chromedp.MousePressed, x0, y0, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+	}
+	const steps = 8
+	for i := 1; i <= steps; i++ {
+		x := x0 + (x1-x0)*float64(i)/steps
+		y := y0 + (y1-y0)*float64(i)/steps
+		acts = append(acts, chromedp.MouseEvent(chromedp.MouseMoved, x, y, chromedp.ButtonLeft))
+	}
+	acts = append(acts, chromedp.MouseEvent(chromedp.MouseReleased, x1, y1, chromedp.ButtonLeft, chromedp.ClickCount(1)))
+	b.Do("drag "+from+" to "+to, acts...)
+}
+
+// p2Key sends one key, with Shift when shift is set, to the focused element.
+func p2Key(b *browsertest.Browser, key string, shift bool) {
+	var opts []chromedp.KeyOption
+	if shift {
+		opts = append(opts, chromedp.KeyModifiers(chromedp.ModifierShift))
+	}
+	b.Do("key "+key, chromedp.KeyEvent(key, opts...))
+}
+
+// p2Cell selects the window grid cell of day (0 = Monday) and hour.
+func p2Cell(day, hour int) string {
+	return fmt.Sprintf(`#window-grid td[data-day="%d"][data-hour="%d"]`, day, hour)
+}
+
+// p2Unique makes a name unique per run (the suite may run twice against
+// one appliance while iterating with VMVAULT_APPLIANCE_BIN).
+func p2Unique(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
+}
+
+// p2WaitJS is WaitJS with a timeout for backups, restores and checks.
+func p2WaitJS(b *browsertest.Browser, d time.Duration, expr, what string) {
+	old := b.Timeout
+	b.Timeout = d
+	defer func() { b.Timeout = old }()
+	b.WaitJS(expr, what)
+}
+
+// p2Value reads the value of the input matching sel.
+func p2Value(b *browsertest.Browser, sel string) string {
+	return browsertest.Eval[string](b, fmt.Sprintf(`(document.querySelector(%q) || {value: ""}).value`, sel))
+}
+
+// p2Attr reads an attribute of the first element matching sel ("" if none).
+func p2Attr(b *browsertest.Browser, sel, attr string) string {
+	return browsertest.Eval[string](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? (e.getAttribute(%q) || "") : ""; })()`, sel, attr))
+}
+
+// p2Progress is the expression "the progress element sel reached 100% and
+// succeeded" (the shell's progress bars and the job run bar keep
+// data-percent and data-state current).
+func p2Progress(sel string) string {
+	return fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.dataset.percent === "100" && e.dataset.state === "succeeded"; })()`, sel)
+}

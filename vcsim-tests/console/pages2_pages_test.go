@@ -1,0 +1,106 @@
+package console
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vmvault/vmvault/internal/browsertest"
+)
+
+// TestPages2Viewports opens every page of the jobs, restore, restore points
+// and repositories part at 1280x800 and at 400x800: each renders its data
+// without a console error and without a horizontal scroll bar on the page
+// (wide tables scroll inside their own box, the window grid fits).
+func TestPages2Viewports(t *testing.T) {
+	b := signedIn(t)
+	pages := []struct{ route, ready string }{
+		{"#/jobs", "#jobs-table"},
+		{"#/jobs/demo-vms", ".p2-history .p2-run, .p2-history .empty"},
+		{"#/job-wizard", "#job-name"},
+		{"#/restore", "input[name=vm]"},
+		{"#/restore-points", ".p2-vm-group"},
+		{"#/repositories", "#repositories-table"},
+		{"#/repositories/demo", ".usage-chart"},
+	}
+	for _, size := range []struct{ w, h int64 }{{1280, 800}, {400, 800}} {
+		b.Viewport(size.w, size.h)
+		for _, p := range pages {
+			b.Go(p.route)
+			b.WaitVisible(p.ready)
+			if over := browsertest.Eval[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
+				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx", p.route, size.w, over)
+			}
+			b.CheckConsole()
+		}
+		// The window grid's 24 hours fit the width.
+		b.Go("#/job-wizard")
+		b.Fill("#job-name", "viewport")
+		b.Click("#wizard-next")
+		b.Click(`.p2-tree li[data-name="web-01"] > .p2-tree-line > input[data-node]`)
+		for range 2 {
+			b.Click("#wizard-next")
+		}
+		b.WaitVisible("#window-grid")
+		if over := browsertest.Eval[int](b, `(() => { const w = document.querySelector(".p2-grid-wrap"); return w.scrollWidth - w.clientWidth; })()`); over > 0 {
+			t.Errorf("window grid at %dpx: scrolls sideways by %dpx", size.w, over)
+		}
+	}
+}
+
+// TestPages2WindowModel checks the window grid's model, imported as the
+// console serves it, against the API's window JSON: round trips, ranges
+// across midnight, words, openings and the next opening in a time zone.
+func TestPages2WindowModel(t *testing.T) {
+	b := signedIn(t)
+	eval := func(expr string) string {
+		t.Helper()
+		return browsertest.Eval[string](b, fmt.Sprintf(`(async () => { const W = await import("/assets/pages/jobwizard-window.js");
+			const R = await import("/assets/pages/jobwizard-retention.js"); const T = await import("/assets/pages/jobwizard-tree.js");
+			const v = (%s); return typeof v === "string" ? v : JSON.stringify(v); })()`, expr))
+	}
+	tests := []struct{ name, expr, want string }{
+		{"round trip of the default window",
+			`JSON.stringify(W.windowFromGrid(W.gridFromWindow({location: "Europe/Paris", days: {monday: ["00:00-06:00", "18:00-24:00"], saturday: ["00:00-24:00"]}}).grid, "Europe/Paris"))`,
+			`{"location":"Europe/Paris","days":{"monday":["00:00-06:00","18:00-24:00"],"saturday":["00:00-24:00"]}}`},
+		{"a range across midnight splits at the day",
+			`W.windowFromGrid(W.gridFromWindow({days: {sunday: ["22:00-06:00"]}}).grid).days`,
+			`{"monday":["00:00-06:00"],"sunday":["22:00-24:00"]}`},
+		{"an end of 00:00 is midnight",
+			`W.windowFromGrid(W.gridFromWindow({days: {friday: ["20:00-00:00"]}}).grid).days`,
+			`{"friday":["20:00-24:00"]}`},
+		{"minutes round outwards and say so",
+			`W.gridFromWindow({days: {monday: ["22:30-23:15"]}}).approximate + " " + W.describeWindow({days: {monday: ["22:30-23:15"]}})`,
+			`true Monday: 22:00–24:00 (rounded to whole hours)`},
+		{"days with the same hours are grouped",
+			`W.describeWindow({days: {monday: ["01:00-02:00"], tuesday: ["01:00-02:00"], wednesday: ["01:00-02:00"], saturday: ["00:00-24:00"]}})`,
+			`Monday–Wednesday: 01:00–02:00; Saturday: all day`},
+		{"openings join across midnight and the weekend",
+			`W.describeOpenings(W.gridFromWindow({days: {friday: ["18:00-24:00"], saturday: ["00:00-24:00"], sunday: ["00:00-24:00"], monday: ["00:00-06:00"]}}).grid)`,
+			`["Friday 18:00 until Monday 06:00 (60 h)"]`},
+		{"never and always",
+			`W.describeGrid(W.emptyGrid()).concat(W.describeGrid(W.emptyGrid().map(r => r.map(() => true))))`,
+			`["Never open: paint at least one hour.","Always open, around the clock."]`},
+		{"next opening in the window's zone",
+			`W.nextOpening({location: "America/New_York", days: {monday: ["22:00-06:00"]}}, new Date("2026-11-29T19:00:00Z")).next.toISOString()`,
+			`2026-12-01T03:00:00.000Z`},
+		{"open now, and when it closes",
+			`(() => { const n = W.nextOpening({location: "UTC", days: {sunday: ["00:00-24:00"], monday: ["00:00-06:00"]}}, new Date("2026-11-29T19:00:00Z")); return n.openNow + " " + n.closes.toISOString(); })()`,
+			`true 2026-11-30T06:00:00.000Z`},
+		{"retention presets and words",
+			`R.describeRetention(R.retentionFor("daily-weekly-monthly")) + " | " + R.retentionFor("few").preset + " | " + R.presetOf({last: 7, weekly: 4, monthly: 3})`,
+			`7 daily, 4 weekly, 12 monthly | few | few`},
+		{"retention that keeps nothing is refused",
+			`R.validateRetention({preset: "", last: 0})`,
+			`{"retention":"keeps nothing: set at least one count"}`},
+		{"selection: a folder with a name exclusion",
+			`(() => { const tr = T.buildTree([{id: "f", type: "folder", name: "vm", parent: ""}, {id: "v1", type: "vm", name: "web-01", parent: "f", instance_uuid: "u1"}, {id: "v2", type: "vm", name: "db-TEST", parent: "f", instance_uuid: "u2"}]);
+				const s = T.emptySelection(); T.toggleInclude(s, tr.byId.get("f"), true); s.exclude.names.push("*-test");
+				return T.matchedVMs(s, tr).map(n => n.name).join(",") + " " + JSON.stringify(T.compactSelection(s)); })()`,
+			`web-01 {"containers":[{"kind":"folder","id":"f","name":"vm"}],"exclude":{"names":["*-test"]}}`},
+	}
+	for _, tc := range tests {
+		if got := eval(tc.expr); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}

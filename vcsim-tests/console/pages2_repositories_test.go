@@ -1,0 +1,32 @@
+package console
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestPages2RepositoryCheck runs a check of the demo's repository from its
+// page to completion and sees the result and the last check recorded.
+func TestPages2RepositoryCheck(t *testing.T) {
+	b := signedIn(t)
+	var repos []struct {
+		Name string `json:"name"`
+	}
+	if st := p2API(t, b, "GET", "/repositories", nil, &repos); st != 200 || len(repos) == 0 {
+		t.Fatalf("GET /repositories: %d %v", st, repos)
+	}
+	b.Go("#/repositories")
+	b.WaitText("#repositories-table", repos[0].Name)
+	b.Click(fmt.Sprintf(`#repositories-table tr[data-repository=%q] a`, repos[0].Name))
+	b.WaitText("#page-title", "Repository: "+repos[0].Name)
+	b.WaitVisible(".usage-chart")
+	b.WaitJS(`document.querySelectorAll(".usage-chart circle").length > 0`, "usage samples in the chart")
+	b.WaitText("#repo-dedup", "×")
+	b.Click("#run-check")
+	b.WaitVisible("#check-progress")
+	p2WaitJS(b, 2*time.Minute, p2Progress("#check-progress"), "the check's progress at 100%, succeeded")
+	b.WaitText("#check-result", "no problems found")
+	b.WaitText("#last-check", "no problems found")
+	b.CheckConsole()
+}

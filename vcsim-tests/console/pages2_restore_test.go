@@ -1,0 +1,70 @@
+package console
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPages2RestoreNewVM restores web-01's newest point as a new VM with a
+// new name through the restore wizard, watches the progress reach 100%,
+// sees the new VM's name in the result and checks through the API that the
+// VM exists in vCenter.
+func TestPages2RestoreNewVM(t *testing.T) {
+	b := signedIn(t)
+	b.Go("#/restore")
+	b.WaitVisible(`input[name=vm][data-name="web-01"]`)
+	// Next without a VM says what is missing.
+	b.Click("#restore-vm .p2-next")
+	b.WaitText("#restore-vm .field-error", "Choose a VM")
+	b.Click(`input[name=vm][data-name="web-01"]`)
+	b.Click("#restore-vm .p2-next")
+
+	// The timeline: points grouped by day, newest first; take the newest.
+	b.WaitVisible("#restore-point .p2-day")
+	b.WaitText("#restore-point .p2-days", "Today")
+	b.Click(`#restore-point input[name=point]`)
+	b.Click("#restore-point .p2-next")
+
+	b.WaitVisible("#mode-new")
+	b.Click(`label[for="mode-new"]`)
+	b.Click("#restore-mode .p2-next")
+
+	name := p2Unique("web-01-copy")
+	b.WaitVisible("#restore-name")
+	b.Fill("#restore-name", name)
+	// The datastore list shows free space; the demo's datastore has plenty.
+	b.WaitText("#restore-ds", "free of")
+	b.Select("#restore-ds", "LocalDS_0")
+	b.WaitText("#ds-space", "has enough free space")
+	b.Click("#restore-target .p2-next")
+
+	b.WaitText("#restore-summary", name)
+	b.WaitText("#restore-summary", "LocalDS_0")
+	b.Click("#restore-start")
+	b.WaitVisible("#restore-progress")
+	p2WaitJS(b, 3*time.Minute, p2Progress("#restore-progress"), "the restore's progress at 100%, succeeded")
+	b.WaitText("#restored-vm-name", name)
+	b.CheckConsole()
+
+	var vms []struct {
+		Name        string `json:"name"`
+		InInventory bool   `json:"inInventory"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
+			t.Fatalf("GET /vms: %d", st)
+		}
+		found := false
+		for _, v := range vms {
+			found = found || (v.Name == name && v.InInventory)
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored VM %q is not in the inventory: %+v", name, vms)
+		}
+		time.Sleep(time.Second) // the inventory is cached for a few seconds
+	}
+}
