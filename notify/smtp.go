@@ -190,9 +190,6 @@ func NewSender(cfg SMTPConfig) (*Sender, error) {
 	return s, nil
 }
 
-// Recipients returns the default recipients.
-func (s *Sender) Recipients() []string { return append([]string(nil), s.cfg.To...) }
-
 // Send delivers m, retrying transient failures (4xx replies, connection
 // failures, timeouts) with a doubling backoff. Permanent failures (5xx,
 // refused authentication, no STARTTLS, a bad certificate) are returned at
