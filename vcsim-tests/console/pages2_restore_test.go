@@ -68,3 +68,67 @@ func TestPages2RestoreNewVM(t *testing.T) {
 		time.Sleep(time.Second) // the inventory is cached for a few seconds
 	}
 }
+
+// TestPages2RestoreOverOriginalAsksTwice checks the strong confirmation of
+// a restore over the original VM: the VM's name must be typed, and the
+// final confirmation dialog (Cancel focused) starts nothing when cancelled.
+func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
+	b := signedIn(t)
+	var vms []struct {
+		InstanceUUID string `json:"instanceUuid"`
+		Name         string `json:"name"`
+	}
+	if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
+		t.Fatalf("GET /vms: %d", st)
+	}
+	uuid := ""
+	for _, v := range vms {
+		if v.Name == "web-01" {
+			uuid = v.InstanceUUID
+		}
+	}
+	type taskInfo struct {
+		Kind string `json:"kind"`
+	}
+	restores := func() int {
+		var ts []taskInfo
+		if st := p2API(t, b, "GET", "/tasks?limit=1000", nil, &ts); st != 200 {
+			t.Fatalf("GET /tasks: %d", st)
+		}
+		n := 0
+		for _, x := range ts {
+			if x.Kind == "restore" {
+				n++
+			}
+		}
+		return n
+	}
+	before := restores()
+
+	b.Go("#/restore?vm=" + uuid) // straight to web-01's timeline
+	b.WaitVisible(`#restore-point input[name=point]`)
+	b.Click(`#restore-point input[name=point]`)
+	b.Click("#restore-point .p2-next")
+	b.WaitVisible("#mode-original")
+	b.Click(`label[for="mode-original"]`)
+	b.Click("#restore-mode .p2-next")
+	b.WaitVisible("#confirm-name")
+	b.WaitText("#restore-target .p2-danger-box", "overwrites the disks")
+	b.Click("#restore-target .p2-next")
+	b.WaitText("#restore-target .field-error", "Type web-01 exactly")
+	b.Fill("#confirm-name", "web-01")
+	b.Click("#restore-target .p2-next")
+	b.WaitText("#restore-start", "Overwrite the VM")
+	b.Click("#restore-start")
+	b.WaitVisible("#confirm[open]")
+	if f := b.Focused(); f != "#confirm-cancel" {
+		t.Errorf("focus in the overwrite confirmation = %s, want #confirm-cancel", f)
+	}
+	b.Click("#confirm-cancel")
+	b.WaitGone("#confirm[open]")
+	b.WaitVisible("#restore-summary")
+	if after := restores(); after != before {
+		t.Fatalf("restore tasks: %d before, %d after a cancelled overwrite", before, after)
+	}
+	b.CheckConsole()
+}

@@ -142,6 +142,27 @@ async function listPage(root, ctx) {
     return () => watchers.forEach((w) => w.stop());
   }
   const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
+  const lastRunCell = (last) => (last ? [stateBadge(h, runState(last)), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never");
+  // Live: a job event (started, finished) refreshes that job's last run.
+  const pending = new Map();
+  const unsub = ctx.stream(null, (ev) => {
+    if (!ev || !ev.job || !String(ev.kind || "").startsWith("job.")) return;
+    clearTimeout(pending.get(ev.job));
+    pending.set(
+      ev.job,
+      setTimeout(async () => {
+        const cell = document.getElementById(`last-run-${ev.job}`);
+        if (!cell) return;
+        try {
+          const r = await ctx.api("GET", `/jobs/${encodeURIComponent(ev.job)}/runs?limit=1`);
+          cell.replaceChildren(...[].concat(lastRunCell(Array.isArray(r) ? r[0] : null)));
+        } catch {
+          /* the next event tries again */
+        }
+      }, 300),
+    );
+  });
+  watchers.push({ stop: () => { unsub(); pending.forEach((x) => clearTimeout(x)); } });
   const vmCount = (j) => (vms || []).filter((v) => (v.jobs || []).includes(j.id)).length;
   const rows = jobs.map((j, i) => ({ j, last: lastRuns[i] }));
   const table = h(
@@ -195,11 +216,7 @@ async function listPage(root, ctx) {
           h("td", { "data-label": "VMs" }, h("span", null, `${n} now`), h("span", { class: "hint p2-block" }, describeSelection(j.selection, names))),
           h("td", { "data-label": "Repository" }, j.repository),
           h("td", { "data-label": "Window" }, describeWindow(j.window)),
-          h(
-            "td",
-            { "data-label": "Last run" },
-            last ? [stateBadge(h, runState(last)), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never",
-          ),
+          h("td", { "data-label": "Last run", id: `last-run-${j.id}` }, lastRunCell(last)),
           h("td", { "data-label": "Next run" }, nextRunText(ctx, j)),
           h("td", { "data-label": "Actions" }, actions, progressCell),
         );

@@ -180,8 +180,34 @@ export default {
       }
     }
 
+    // Live: new restore points (a backup finished) and deletions elsewhere
+    // show without a reload; the list is fetched again after a quiet second.
+    let refreshTimer = 0;
+    const unsub = ctx.stream(null, (ev) => {
+      if (!ev || !/^vm\.backed-up|^point\.|^restore-point|^retention/.test(String(ev.kind || ""))) return;
+      clearTimeout(refreshTimer);
+      refreshTimer = setTimeout(async () => {
+        if (document.querySelector("#confirm[open]")) return;
+        try {
+          points = (await ctx.api("GET", "/restore-points")) || [];
+          const had = document.activeElement && document.activeElement.dataset ? { point: document.activeElement.dataset.point, action: document.activeElement.dataset.action } : null;
+          draw();
+          if (had && had.point) {
+            const again = document.querySelector(`button[data-point="${CSS.escape(had.point)}"][data-action="${had.action}"]`);
+            if (again) again.focus();
+          }
+        } catch {
+          /* keep what is shown */
+        }
+      }, 1000);
+    });
+
     vmSel.addEventListener("change", draw);
     repoSel.addEventListener("change", draw);
     draw();
+    return () => {
+      unsub();
+      clearTimeout(refreshTimer);
+    };
   },
 };

@@ -208,7 +208,22 @@ async function detailPage(root, ctx, name) {
 
   await load();
   await loadUsage();
-  return () => watchers.forEach((w) => w.stop());
+  // Live: events about this repository (backups into it, maintenance)
+  // refresh its figures without a reload.
+  let timer = 0;
+  const unsub = ctx.stream(null, (ev) => {
+    if (!ev || (ev.repository !== name && !String(ev.kind || "").startsWith("vm.backed-up"))) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      load().catch(() => {});
+      loadUsage();
+    }, 1000);
+  });
+  return () => {
+    unsub();
+    clearTimeout(timer);
+    watchers.forEach((w) => w.stop());
+  };
 }
 
 export default {
