@@ -362,6 +362,13 @@ func (b *Browser) Fill(sel, text string) {
 		chromedp.SendKeys(chromedp.CSS(sel), text, chromedp.NodeVisible))
 }
 
+// SetValue sets a control's value as a picker would (date and time
+// inputs, ranges) and fires input and change.
+func (b *Browser) SetValue(sel, value string) {
+	b.t.Helper()
+	b.Select(sel, value)
+}
+
 // Select chooses the option with the given value in the <select> sel.
 func (b *Browser) Select(sel, value string) {
 	b.t.Helper()

@@ -4,7 +4,7 @@ import { h, clear } from "./lib/dom.js";
 import { Client, ApiError } from "./lib/api.js";
 import { Stream } from "./lib/stream.js";
 import * as fmt from "./lib/fmt.js";
-import { toast, confirm, fieldErrors, progress, feedProgress } from "./lib/ui.js";
+import { toast, confirm, fieldErrors, progress, feedProgress, taskTitle, names, setNameSource } from "./lib/ui.js";
 import pages from "./pages/index.js";
 
 const roleRank = { "restore-only": 1, operator: 2, administrator: 3 };
@@ -26,7 +26,7 @@ let loginMessage = ""; // shown on the login page until the next sign-in
 const ctx = {
   api: (method, path, body) => api.call(method, path, body),
   stream: (onTask, onEvent) => stream.subscribe(onTask, onEvent),
-  confirm, toast, fieldErrors, progress, fmt,
+  confirm, toast, fieldErrors, progress, fmt, taskTitle,
   navigate: (hash) => {
     if (location.hash === hash) route(); else location.hash = hash;
   },
@@ -203,7 +203,20 @@ async function loadMe() {
   } catch { /* settings are optional for display */ }
 }
 
+let namesLoaded = 0;
+async function loadNames() {
+  if (!me || Date.now() - namesLoaded < 10000) return;
+  namesLoaded = Date.now();
+  try {
+    const vms = await api.call("GET", "/vms", undefined, { quiet401: true });
+    for (const v of vms || []) names.set(v.instanceUuid || v.instance_uuid, v.name);
+  } catch { /* names are a nicety */ }
+}
+setNameSource(loadNames);
+
 function signedIn() {
+  namesLoaded = 0;
+  loadNames();
   showChrome(true);
   buildNav();
   if (unfeed) unfeed();

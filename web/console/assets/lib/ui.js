@@ -85,6 +85,25 @@ export function fieldErrors(form, err) {
   return fields.length || 1;
 }
 
+// Task subjects are often VM instance UUIDs: names maps them to VM names
+// (the shell fills it from GET /vms; onUnknown asks it to refresh).
+export const names = new Map();
+let onUnknown = null;
+export function setNameSource(refresh) { onUnknown = refresh; }
+const uuidLike = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// taskTitle is a task's human name: "backup web-01".
+export function taskTitle(t) {
+  if (!t) return "task";
+  let subj = t.subject || "";
+  if (names.has(subj)) subj = names.get(subj);
+  else if (uuidLike.test(subj)) {
+    const r = Array.isArray(t.result) ? t.result.find(x => x && x.vm === subj && x.name) : null;
+    if (r) subj = r.name; else if (onUnknown) onUnknown();
+  }
+  return `${t.kind || "task"} ${subj}`.trim();
+}
+
 const finalStates = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
 export function isFinal(task) { return !!task && finalStates.has(task.state); }
 
@@ -119,7 +138,7 @@ export function progress(task) {
     if (indeterminate) bar.removeAttribute("value"); else bar.value = pc;
     bar.setAttribute("aria-valuetext", `${pc}%`);
     const phase = p.phase ? `${p.phase}` : t.state;
-    clear(label).append(`${t.kind || "task"} ${t.subject || ""}`.trim() + ` — ${phase}`);
+    clear(label).append(`${taskTitle(t)} — ${phase}`);
     const parts = [`${pc}%`];
     if (t.state === "running") {
       if (p.rate) parts.push(fmt.rate(p.rate));

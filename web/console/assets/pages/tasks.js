@@ -1,7 +1,7 @@
 // Tasks: running and recent tasks with live progress; one task's details,
 // log (from its SSE stream) and cancel.
 import { h, clear, table, badge } from "../lib/dom.js";
-import { isFinal } from "../lib/ui.js";
+import { isFinal, taskTitle } from "../lib/ui.js";
 
 function elapsed(t) {
   const start = t.started || t.created;
@@ -11,7 +11,7 @@ function elapsed(t) {
 }
 
 async function cancelTask(ctx, t, btn) {
-  const ok = await ctx.confirm(`Cancel ${t.kind || "task"} ${t.subject || t.id}? Work done so far may be discarded.`,
+  const ok = await ctx.confirm(`Cancel ${taskTitle(t)}? Work done so far may be discarded.`,
     { danger: true, title: "Cancel this task?", ok: "Cancel task" });
   if (!ok) return;
   btn.disabled = true;
@@ -39,7 +39,7 @@ async function renderList(root, ctx) {
   function draw() {
     const rows = tasks.filter(t => !stateSel.value || t.state === stateSel.value);
     clear(list).append(table("!Tasks", [
-      { label: "Task", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, `${t.kind || "task"} ${t.subject || ""}`.trim()) },
+      { label: "Task", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, taskTitle(t)) },
       { label: "State", cell: t => badge(t.state) },
       {
         label: "Progress", cell: (t) => {
@@ -53,7 +53,7 @@ async function renderList(root, ctx) {
       {
         label: "Actions", cell: (t) => {
           if (isFinal(t) || !ctx.can("operator")) return "";
-          const btn = h("button", { type: "button", class: "cancel-task", "aria-label": `Cancel ${t.kind} ${t.subject || t.id}` }, "Cancel");
+          const btn = h("button", { type: "button", class: "cancel-task", "aria-label": `Cancel ${taskTitle(t)}` }, "Cancel");
           btn.addEventListener("click", () => cancelTask(ctx, t, btn));
           return btn;
         },
@@ -87,7 +87,7 @@ async function renderDetail(root, ctx, id) {
   const log = h("pre", { class: "tasks-log", id: "task-log", tabindex: "0", "aria-label": "Task log" });
   const result = h("div");
   root.append(h("section", { class: "panel", "aria-labelledby": "task-summary" },
-    h("h2", { id: "task-summary" }, `${task.kind || "task"} ${task.subject || ""}`.trim()),
+    h("h2", { id: "task-summary" }, taskTitle(task)),
     bar, facts, actions, result),
   h("section", { "aria-labelledby": "task-log-title" }, h("h2", { id: "task-log-title" }, "Log"), log));
 
@@ -109,6 +109,18 @@ async function renderDetail(root, ctx, id) {
     }
     clear(result);
     if (task.error) result.append(h("div", { class: "form-error", role: "alert" }, task.error));
+    const res = task.result;
+    if (Array.isArray(res) && res.length && typeof res[0] === "object") {
+      const keys = Object.keys(res[0]).filter(k => typeof res[0][k] !== "object");
+      result.append(table("Result", keys.map(k => ({
+        label: k,
+        class: /bytes/i.test(k) ? "num" : null,
+        cell: r => (/bytes/i.test(k) ? fmt.bytes(r[k]) : String(r[k] ?? "")),
+      })), res));
+    } else if (res && typeof res === "object") {
+      result.append(h("dl", { class: "facts" }, Object.entries(res).filter(([, v]) => typeof v !== "object")
+        .map(([k, v]) => [h("dt", null, k), h("dd", null, String(v))])));
+    }
   }
   drawFacts();
 
@@ -123,7 +135,8 @@ async function renderDetail(root, ctx, id) {
       try { task = JSON.parse(m.data); } catch { return; }
       bar.update(task);
       drawFacts();
-      if (isFinal(task)) { es.close(); }
+      // The server ends the stream after the final state and its log lines;
+      // the "error" that follows closes it for good.
     };
     es.addEventListener("state", onTask);
     es.addEventListener("progress", onTask);
