@@ -27,7 +27,17 @@ export function buildTree(nodes) {
     if (p && p !== n) p.children.push(n);
     else roots.push(n);
   }
-  const order = (a, b) => (a.type === "vm") - (b.type === "vm") || String(a.name).localeCompare(String(b.name));
+  // Count the VMs below each node (shown next to containers).
+  const count = (n) => (n.vms = n.children.reduce((k, c) => k + count(c), 0) + (n.type === "vm" ? 1 : 0));
+  roots.forEach(count);
+  // A datacenter's datastore and network folders never hold VMs: leave
+  // them out. Its VM folder comes first, where the VMs are.
+  for (const n of byId.values()) {
+    if (n.type !== "datacenter") continue;
+    n.children = n.children.filter((c) => !(c.type === "folder" && (c.name === "datastore" || c.name === "network") && c.vms === 0));
+  }
+  const rank = (n) => (n.type === "vm" ? 2 : n.type === "folder" && n.name === "vm" && byId.get(n.parent)?.type === "datacenter" ? 0 : 1);
+  const order = (a, b) => rank(a) - rank(b) || String(a.name).localeCompare(String(b.name));
   const sortRec = (list) => {
     list.sort(order);
     for (const n of list) sortRec(n.children);

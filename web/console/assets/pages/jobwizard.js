@@ -179,8 +179,8 @@ export default {
       function nodeItem(n) {
         const incId = `inc-${n.id}`;
         const inc = h("input", { type: "checkbox", id: incId, "data-node": n.id, checked: isIncluded(sel, n) });
-        const kind = n.type === "vm" ? "VM" : n.type.replace("-", " ");
-        const label = h("label", { for: incId }, n.name, h("span", { class: "p2-kind" }, ` ${kind}`));
+        const kind = n.type === "vm" ? (n.template ? "template" : "VM") : n.type.replace("-", " ");
+        const label = h("label", { for: incId }, n.name, h("span", { class: "p2-kind" }, ` ${kind}${n.type === "folder" || n.type === "datacenter" ? ` · ${n.vms} VM${n.vms === 1 ? "" : "s"}` : ""}`));
         let exc = null;
         const line = h("div", { class: "p2-tree-line" }, inc, label);
         if (n.type === "vm") {
@@ -217,6 +217,10 @@ export default {
         const m = matchedVMs(sel, tree);
         const names = m.slice(0, 8).map((x) => x.name).join(", ");
         let text = `Selected now: ${m.length} VM${m.length === 1 ? "" : "s"}${m.length ? ` (${names}${m.length > 8 ? ", …" : ""})` : ""}.`;
+        // The tree places VMs in their folders; which host, cluster or pool
+        // runs a VM only the appliance knows when the window opens.
+        const compute = sel.containers.filter((c) => ["cluster", "host", "resourcepool"].includes(c.kind));
+        if (compute.length) text += ` Plus the VMs running in ${compute.map((c) => c.name || c.id).join(", ")} (evaluated at each window).`;
         if (sel.tags.length) text += ` Plus every VM tagged ${sel.tags.join(", ")} (evaluated at each window).`;
         matchOut.textContent = text;
       }
