@@ -310,8 +310,16 @@ func TestRepositoryUsageAndDetail(t *testing.T) {
 	if det.LastCheck == nil || !det.LastCheck.OK || det.LastCheck.Task != info.ID || det.LastCheck.Findings == nil {
 		t.Fatalf("last check %+v", det.LastCheck)
 	}
-	// A maintenance check recorded later as an event takes over.
-	if err := f.db.AddEvent(context.Background(), policy.Event{Time: time.Now().Add(time.Minute), Severity: policy.SeverityError, Kind: policy.EventCheckDamage, Repository: "main", Message: "pack 1234 is missing"}); err != nil {
+	// A later maintenance check of the scheduler (its state and its event) takes over.
+	at := time.Now().Add(time.Minute)
+	if err := f.db.AddEvent(context.Background(), policy.Event{Time: at, Severity: policy.SeverityError, Kind: policy.EventCheckDamage, Repository: "main", Message: "pack 1234 is missing"}); err != nil {
+		t.Fatal(err)
+	}
+	f.do("GET", "/api/v1/repositories/main", nil, ro).json(t, &det)
+	if det.LastCheck == nil || det.LastCheck.Source != "task" {
+		t.Fatalf("an event without maintenance state is not a check: %+v", det.LastCheck)
+	}
+	if err := f.db.PutMaintenance(context.Background(), policy.MaintenanceState{Repository: "main", LastQuickCheck: at}); err != nil {
 		t.Fatal(err)
 	}
 	f.do("GET", "/api/v1/repositories/main", nil, ro).json(t, &det)

@@ -38,3 +38,33 @@ func FuzzWriteBodies(f *testing.F) {
 		}
 	})
 }
+
+// The console's write endpoints: whatever the body, a status below 500
+// and, on error, the one error shape.
+func FuzzConsoleBodies(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"username":"u1","password":"long-password","role":"operator"}`))
+	f.Add(uint8(1), []byte(`{"role":"restore-only"}`))
+	f.Add(uint8(1), []byte(`{"password":"another-password"}`))
+	f.Add(uint8(2), []byte(`{"repository":"main","retention":{"last":1,"weekly":2},"vm":"x"}`))
+	f.Add(uint8(3), []byte(`{"to":"ops@example.com"}`))
+	f.Add(uint8(3), []byte(`{"to":"\"a b\"@[127.0.0.1]"}`))
+	f.Add(uint8(4), []byte(`{"url":"https://vc/sdk","username":"u","password":"p","thumbprint":"AA:BB"}`))
+	fx := newFixture(f, func(c *Config) { c.Mailer = &recordingMailer{}; c.VCenter = staticVCenter{} })
+	targets := []struct{ method, path string }{
+		{"POST", "/api/v1/users"}, {"PUT", "/api/v1/users/u1"}, {"POST", "/api/v1/retention-preview"},
+		{"POST", "/api/v1/settings/smtp/test"}, {"POST", "/api/v1/settings/vcenter/test"},
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		tg := targets[int(which)%len(targets)]
+		req := httptest.NewRequest(tg.method, tg.path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+fx.tokens[auth.RoleAdministrator])
+		rec := httptest.NewRecorder()
+		fx.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s %q: %d %s", tg.method, tg.path, body, rec.Code, rec.Body.Bytes())
+		}
+		if rec.Code >= 400 {
+			resp{status: rec.Code, body: rec.Body.Bytes()}.errBody(t)
+		}
+	})
+}

@@ -290,9 +290,11 @@ type RepositoryDetail struct {
 }
 
 // lastCheck finds the newest finished check of a repository among the
-// tasks (checks run from the API, with their findings) and the events
-// (maintenance checks of the scheduler).
-func (s *Server) lastCheck(ctx context.Context, repo string) *CheckSummary {
+// tasks (checks run from the API, with their findings) and the scheduler's
+// maintenance checks (their event, found around the time the maintenance
+// state records, so no walk through every event).
+func (s *Server) lastCheck(ctx context.Context, ri RepositoryInfo) *CheckSummary {
+	repo := ri.Name
 	var best *CheckSummary
 	if ts, err := s.cfg.Tasks.List(ctx, 1000); err == nil {
 		for _, t := range ts { // newest first
@@ -315,27 +317,33 @@ func (s *Server) lastCheck(ctx context.Context, repo string) *CheckSummary {
 			break
 		}
 	}
-	if s.cfg.Events != nil {
-		from := s.now().AddDate(0, 0, -400)
-		if best != nil {
-			from = best.Time
+	var at time.Time
+	if m := ri.Maintenance; m != nil {
+		at = m.LastQuickCheck
+		if m.LastFullCheck.After(at) {
+			at = m.LastFullCheck
 		}
-		evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: from, Limit: 100000})
-		if err == nil {
-			for i := len(evs) - 1; i >= 0; i-- {
-				e := evs[i]
-				if e.Repository != repo || (e.Kind != policy.EventCheckClean && e.Kind != policy.EventCheckDamage) {
-					continue
-				}
-				if best == nil || e.Time.After(best.Time) {
-					best = &CheckSummary{Time: e.Time, OK: e.Kind == policy.EventCheckClean, Source: "maintenance", Findings: []string{}}
-					if !best.OK {
-						best.Findings = append(best.Findings, e.Message)
-					}
-				}
-				break
+	}
+	if s.cfg.Events == nil || at.IsZero() || (best != nil && best.Time.After(at.Add(time.Minute))) {
+		return best
+	}
+	// The scheduler stamps the state and records the event in the same step.
+	evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: at.Add(-time.Minute), To: at.Add(time.Minute), Limit: 10000})
+	if err != nil {
+		return best
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := evs[i]
+		if e.Repository != repo || (e.Kind != policy.EventCheckClean && e.Kind != policy.EventCheckDamage) {
+			continue
+		}
+		if best == nil || e.Time.After(best.Time) {
+			best = &CheckSummary{Time: e.Time, OK: e.Kind == policy.EventCheckClean, Source: "maintenance", Findings: []string{}}
+			if !best.OK {
+				best.Findings = append(best.Findings, e.Message)
 			}
 		}
+		break
 	}
 	return best
 }
@@ -345,7 +353,7 @@ func (s *Server) repositoryDetail(ctx context.Context, id string) (RepositoryDet
 	if err != nil {
 		return RepositoryDetail{}, err
 	}
-	d := RepositoryDetail{RepositoryInfo: ri, LastCheck: s.lastCheck(ctx, id)}
+	d := RepositoryDetail{RepositoryInfo: ri, LastCheck: s.lastCheck(ctx, ri)}
 	if st := ri.Stats; st != nil {
 		d.DedupRatio, d.CompressionRatio = st.DedupRatio, st.CompressionRatio
 		r := max(st.DiskBytes-st.StoredBytes, 0)

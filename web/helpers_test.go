@@ -129,6 +129,8 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	f.srv = srv
 	f.http = httptest.NewServer(srv.Handler())
 	t.Cleanup(f.http.Close)
+	// Streams end first, or closing the test server waits for them forever.
+	t.Cleanup(srv.Close)
 	for _, role := range []auth.Role{auth.RoleAdministrator, auth.RoleOperator, auth.RoleRestoreOnly} {
 		secret, _, err := am.CreateToken(context.Background(), auth.Principal{User: "admin", Role: auth.RoleAdministrator}, "t-"+string(role), role, 0)
 		if err != nil {
