@@ -93,7 +93,8 @@ export class Stream {
     if (this.stopped || !this.taskSubs.size) return;
     let tasks;
     try {
-      tasks = await this.api.call("GET", "/tasks?limit=50", undefined, { quiet401: true });
+      // Not quiet: a 401 here is how an idle console notices its session expired.
+      tasks = await this.api.call("GET", "/tasks?limit=50");
     } catch { return; }
     if (!Array.isArray(tasks)) return;
     for (const t of tasks) {

@@ -73,6 +73,13 @@ export default {
         { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedup_ratio) },
         { label: "Compression", class: "num", cell: r => fmt.ratio(r.compression_ratio) },
         { label: "Damage", cell: r => (r.damage > 0 ? badge(`${r.damage} damaged`, "damaged") : badge("none", "ok")) },
+        {
+          label: "Last check", cell: (r) => {
+            const c = r.last_check;
+            if (!c) return "never";
+            return [fmt.time(c.time), " ", c.ok ? badge("ok") : badge("failed")];
+          },
+        },
       ], d.repositories || [], "No repositories are configured."));
       recent = (d.recent_events || []).slice(0, 20);
       clear(events).append(eventRows(ctx, recent));

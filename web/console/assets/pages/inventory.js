@@ -126,6 +126,7 @@ export default {
       }
       return h("li", { "data-vm": n.name },
         h("div", { class: "inventory-node" },
+          h("span", { class: "inventory-toggle", "aria-hidden": "true" }),
           h("span", { class: "kind" }, "VM"),
           h("span", { class: "name" }, n.name),
           st && st.protected ? badge("protected") : badge("unprotected"),
@@ -141,7 +142,9 @@ export default {
     function build(n, filtering) {
       if (n.type === "vm") return vmMatches(n) ? vmRow(n) : null;
       const kids = (children.get(n.id) || []).map(c => build(c, filtering)).filter(Boolean);
-      if (!kids.length && filtering) return null;
+      // Filtering hides branches without a match; empty folders (vCenter's
+      // datastore and network folders) are noise here either way.
+      if (!kids.length && (filtering || n.type === "folder")) return null;
       const open = filtering || !collapsed.has(n.id);
       const listId = `inv-${n.id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
       const toggle = h("button", { type: "button", class: "inventory-toggle", "aria-expanded": String(open), "aria-controls": listId, "aria-label": `${open ? "Collapse" : "Expand"} ${kindLabel[n.type] || n.type} ${n.name}` }, open ? "▾" : "▸");
@@ -152,7 +155,7 @@ export default {
         if (again) again.focus();
       });
       return h("li", null,
-        h("div", { class: "inventory-node" }, kids.length ? toggle : null,
+        h("div", { class: "inventory-node" }, kids.length ? toggle : h("span", { class: "inventory-toggle", "aria-hidden": "true" }),
           h("span", { class: "kind" }, kindLabel[n.type] || n.type), h("span", { class: "name" }, n.name)),
         kids.length ? h("ul", { id: listId, hidden: !open }, kids) : null);
     }
