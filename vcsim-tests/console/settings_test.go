@@ -73,8 +73,18 @@ func TestSettings(t *testing.T) {
 	b.WaitText(".toast", "User console-op added.")
 	b.WaitText("#users-list td", "console-op")
 
+	// An administrator sets the new user's password; the user logs in with it.
+	b.Click(`[aria-label="Set the password of console-op"]`)
+	b.WaitVisible("#user-set-pass")
+	if f := b.Focused(); f != "#user-set-pass" {
+		t.Errorf("Set password: focus on %s, want the password field", f)
+	}
+	b.Fill("#user-set-pass", "operator-password-2")
+	b.Keys(kb.Enter)
+	b.WaitText(".toast", "Password of console-op changed.")
+
 	op := browsertest.New(t, demo.URL)
-	op.Login("console-op", "operator-password-1")
+	op.Login("console-op", "operator-password-2")
 	op.WaitText("#user-role", "operator")
 	op.Go("#/settings")
 	pageTitle(t, op, "Settings")

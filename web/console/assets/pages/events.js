@@ -65,6 +65,11 @@ export default {
     range.addEventListener("change", syncCustom);
 
     let events = [];
+    let matched = 0;
+    // The API returns the OLDEST matching events first, up to limit: page
+    // forward from the last one seen and keep the newest 500.
+    const pageSize = 2000;
+    const key = e => `${e.time}|${e.kind}|${e.subject}|${e.message}`;
     let open = false; // the range ends now: live events belong in it
 
     function params() {
@@ -80,7 +85,7 @@ export default {
       if (severity.value) p.set("severity", severity.value);
       if (vm.value) p.set("vm", vm.value);
       if (job.value) p.set("job", job.value);
-      p.set("limit", "500");
+      p.set("limit", String(pageSize));
       return p;
     }
 
@@ -93,7 +98,9 @@ export default {
     }
 
     function draw() {
-      status.textContent = `${events.length} event${events.length === 1 ? "" : "s"}${events.length >= 500 ? " (the newest 500)" : ""}.`;
+      status.textContent = matched > events.length
+        ? `The newest ${events.length} of ${matched} events; narrow the filter to see older ones.`
+        : `${events.length} event${events.length === 1 ? "" : "s"}.`;
       clear(list).append(table("!Events", [
         { label: "Time", cell: e => fmt.time(e.time) },
         { label: "Severity", cell: e => badge(e.severity || "info") },
@@ -112,8 +119,22 @@ export default {
         return;
       }
       try {
-        const got = (await ctx.api("GET", `/events?${params()}`)) || [];
-        events = got.slice().reverse(); // newest first
+        const p = params();
+        let kept = [];
+        let seen = new Set();
+        matched = 0;
+        for (let page = 0; page < 25; page++) {
+          const got = (await ctx.api("GET", `/events?${p}`)) || [];
+          const fresh = got.filter(e => !seen.has(key(e)));
+          matched += fresh.length;
+          kept = kept.concat(fresh).slice(-500);
+          if (got.length < pageSize) break;
+          const last = got[got.length - 1].time;
+          // Events at the boundary time come again on the next page: skip them.
+          seen = new Set(got.filter(e => e.time === last).map(key));
+          p.set("from", last);
+        }
+        events = kept.reverse(); // newest first
         draw();
       } catch (e) {
         if (e.status === 401) return;
@@ -126,6 +147,7 @@ export default {
     const unsub = ctx.stream(null, (e) => {
       if (!matches(e)) return;
       events = [e, ...events].slice(0, 500);
+      matched += 1;
       draw();
     });
     return unsub;

@@ -131,6 +131,35 @@ async function users(ctx, box) {
     h("div", { class: "row" }, field("Username", name), field("Password", pass, "At least 8 characters."), field("Role", role),
       h("div", { class: "field" }, add)));
 
+  const pwBox = h("div", { id: "user-password" });
+
+  // setPassword opens a small form under the table for one user's new password.
+  function setPassword(u, opener) {
+    const input = h("input", { name: "password", id: "user-set-pass", type: "password", autocomplete: "new-password", minlength: "8" });
+    const save = h("button", { type: "submit", class: "primary" }, "Set password");
+    const cancel = h("button", { type: "button" }, "Cancel");
+    const f = h("form", { class: "panel", novalidate: true, "aria-labelledby": "user-set-pass-title" },
+      h("h3", { id: "user-set-pass-title" }, `New password for ${u.username}`),
+      h("div", { class: "row" }, field("New password", input, "At least 8 characters."), h("div", { class: "field" }, save), h("div", { class: "field" }, cancel)));
+    const close = () => { clear(pwBox); if (opener.isConnected) opener.focus(); };
+    cancel.addEventListener("click", close);
+    f.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); close(); } });
+    f.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (input.value.length < 8) { ctx.fieldErrors(f, new ctx.ApiError(0, "validation", "", [{ field: "password", message: "At least 8 characters." }])); return; }
+      busy(save, true);
+      try {
+        await ctx.api("PUT", `/users/${encodeURIComponent(u.username)}`, { password: input.value });
+        ctx.toast(`Password of ${u.username} changed.`, "success");
+        close();
+      } catch (err) {
+        ctx.fieldErrors(f, err);
+      } finally { busy(save, false); }
+    });
+    clear(pwBox).append(f);
+    input.focus();
+  }
+
   async function load() {
     const all = (await ctx.api("GET", "/users")) || [];
     clear(list).append(table("!Users", [
@@ -159,6 +188,8 @@ async function users(ctx, box) {
       {
         label: "Actions", cell: (u) => {
           if (u.source && u.source !== "local") return "";
+          const pw = h("button", { type: "button", class: "user-password", "aria-label": `Set the password of ${u.username}` }, "Set password");
+          pw.addEventListener("click", () => setPassword(u, pw));
           const del = h("button", { type: "button", class: "user-delete", "aria-label": `Delete user ${u.username}` }, "Delete");
           del.addEventListener("click", async () => {
             if (!await ctx.confirm(`Delete the user ${u.username}? They can no longer sign in.`, { danger: true, title: "Delete user?" })) return;
@@ -170,7 +201,7 @@ async function users(ctx, box) {
             }
             load();
           });
-          return del;
+          return h("span", { class: "actions" }, pw, " ", del);
         },
       },
     ], all, "No users."));
@@ -194,7 +225,7 @@ async function users(ctx, box) {
       ctx.fieldErrors(form, err);
     } finally { busy(add, false); }
   });
-  box.append(list, form);
+  box.append(list, pwBox, form);
   await load();
 }
 
