@@ -3,6 +3,8 @@ package console
 import (
 	"testing"
 	"time"
+
+	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
 // TestPages2RestoreNewVM restores web-01's newest point as a new VM with a
@@ -29,7 +31,8 @@ func TestPages2RestoreNewVM(t *testing.T) {
 	b.Click(`label[for="mode-new"]`)
 	b.Click("#restore-mode .p2-next")
 
-	name := p2Unique("web-01-copy")
+	// A name no other test searches for (they look for the sample VMs).
+	name := p2Unique("p2-restored")
 	b.WaitVisible("#restore-name")
 	b.Fill("#restore-name", name)
 	// The datastore list shows free space; the demo's datastore has plenty.
@@ -129,6 +132,53 @@ func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
 	b.WaitVisible("#restore-summary")
 	if after := restores(); after != before {
 		t.Fatalf("restore tasks: %d before, %d after a cancelled overwrite", before, after)
+	}
+	b.CheckConsole()
+}
+
+// TestPages2RestoreRehearsalAndDisk runs the two other kinds of restore
+// from the wizard: a rehearsal (a disconnected copy under a generated name)
+// and a single disk attached to another VM.
+func TestPages2RestoreRehearsalAndDisk(t *testing.T) {
+	b := signedIn(t)
+	for _, mode := range []string{"rehearsal", "disk"} {
+		if mode == "disk" {
+			b.Click("#restore-again") // the wizard starts over in place
+		} else {
+			b.Go("#/restore")
+		}
+		b.WaitVisible(`input[name=vm][data-name="db-01"]`)
+		b.Click(`input[name=vm][data-name="db-01"]`)
+		b.Click("#restore-vm .p2-next")
+		b.WaitVisible(`#restore-point input[name=point]`)
+		b.Click(`#restore-point input[name=point]`)
+		b.Click("#restore-point .p2-next")
+		b.Click(`label[for="mode-` + mode + `"]`)
+		b.Click("#restore-mode .p2-next")
+		if mode == "disk" {
+			b.WaitVisible("#restore-target-vm")
+			b.Click("#restore-target .p2-next") // no target VM yet
+			b.WaitText("#restore-target .field-error", "Choose the VM")
+			// One of vcsim's own VMs, not a sample VM other tests back up.
+			target := browsertest.Eval[string](b, `([...document.querySelectorAll("#restore-target-vm option")].find(o => o.textContent.startsWith("DC0_")) || {value: ""}).value`)
+			if target == "" {
+				t.Fatal("no vcsim VM to attach the disk to")
+			}
+			b.Select("#restore-target-vm", target)
+		} else {
+			b.WaitVisible("#restore-name")
+			b.Fill("#restore-name", "p2-rehearsal")
+		}
+		b.Click("#restore-target .p2-next")
+		b.WaitVisible("#restore-summary")
+		b.Click("#restore-start")
+		b.WaitVisible("#restore-progress")
+		p2WaitJS(b, 3*time.Minute, p2Progress("#restore-progress"), mode+" restore at 100%, succeeded")
+		if mode == "rehearsal" {
+			b.WaitText("#restored-vm-name", "p2-rehearsal-rehearsal-")
+		} else {
+			b.WaitText("#restore-result", "The disk was restored and attached")
+		}
 	}
 	b.CheckConsole()
 }

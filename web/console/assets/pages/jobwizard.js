@@ -668,8 +668,11 @@ export default {
           return;
         }
       }
+      // Only the job's own fields go back: a GET may carry more than PUT accepts.
+      const kept = {};
+      for (const k of ["priority", "concurrency", "maxAttempts"]) if (orig && orig[k] !== undefined) kept[k] = orig[k];
       const job = {
-        ...(orig || {}),
+        ...kept,
         id: st.id,
         name: st.name,
         description: st.description || undefined,

@@ -45,7 +45,10 @@ export default {
     const stepBtns = {};
     stepsList.forEach((k, i) => {
       const b = h("button", { type: "button", class: "p2-step", "data-step": k, disabled: true }, h("span", { class: "p2-step-n" }, String(i + 1)), ` ${titles[k]}`);
-      b.addEventListener("click", () => show(k));
+      b.addEventListener("click", () => {
+        if (panels[current] && panels[current].collect) panels[current].collect();
+        show(k);
+      });
       stepBtns[k] = b;
       stepper.append(h("li", null, b));
     });
@@ -76,7 +79,12 @@ export default {
     }
     const navButtons = (backTo, nextLabel = "Next") => {
       const back = backTo ? h("button", { type: "button", class: "p2-back" }, "Back") : null;
-      if (back) back.addEventListener("click", () => show(backTo));
+      if (back)
+        back.addEventListener("click", () => {
+          // Back keeps what was typed on this step.
+          if (panels[current].collect) panels[current].collect();
+          show(backTo);
+        });
       const next = h("button", { type: "submit", class: "primary p2-next" }, nextLabel);
       return h("div", { class: "p2-wizard-nav" }, back, next);
     };
@@ -247,7 +255,7 @@ export default {
             h(
               "div",
               { class: "field" },
-              h("label", { for: "restore-name" }, st.mode === "rehearsal" ? "Name of the rehearsal VM (optional)" : "Name of the new VM"),
+              h("label", { for: "restore-name" }, st.mode === "rehearsal" ? "Name of the rehearsal VM (optional; the appliance appends -rehearsal- and the time)" : "Name of the new VM"),
               h("input", { id: "restore-name", name: "name", autocomplete: "off", spellcheck: "false", value: st.name ?? (st.mode === "new" ? `${vmName}-restored` : "") }),
             ),
           );
@@ -349,6 +357,7 @@ export default {
           st.networks = {};
           for (const s of f.querySelectorAll("select[data-source]")) if (s.value) st.networks[s.dataset.source] = s.value;
         }
+        panels.target.collect = collect;
         bind("target", () => {
           collect();
           const errs = [];
