@@ -412,3 +412,31 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("recent events %+v", d.RecentEvents)
 	}
 }
+
+// Statistics (a walk of every point) are computed once for many readers
+// and again as soon as the points change.
+func TestRepoStatsCached(t *testing.T) {
+	f := newFixture(t, nil)
+	rs := f.srv.cfg.Repositories.(*RepoSet)
+	ro := bearer(f.tokens[auth.RoleRestoreOnly])
+	runs := func() int { rs.statsMu.Lock(); defer rs.statsMu.Unlock(); return rs.statsRuns }
+	for _, p := range []string{"/api/v1/repositories/main", "/api/v1/dashboard", "/api/v1/repositories/main"} {
+		if r := f.do("GET", p, nil, ro); r.status != 200 {
+			t.Fatalf("%s: %d", p, r.status)
+		}
+	}
+	if n := runs(); n != 1 {
+		t.Fatalf("statistics computed %d times for unchanged points", n)
+	}
+	commitPoint(t, f.repo, testVM, "nightly", time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))
+	var det RepositoryDetail
+	f.do("GET", "/api/v1/repositories/main", nil, ro).json(t, &det)
+	if n := runs(); n != 2 || det.Stats.Points != len(f.points)+1 {
+		t.Fatalf("after a new point: %d computations, %d points", n, det.Stats.Points)
+	}
+	rs.StatsTTL = time.Nanosecond
+	f.do("GET", "/api/v1/repositories/main", nil, ro)
+	if n := runs(); n != 3 {
+		t.Fatalf("after the TTL: %d computations", n)
+	}
+}

@@ -2,9 +2,15 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
@@ -20,6 +26,70 @@ type RepoSet struct {
 	repos map[string]*repository.Repository
 	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
 	Maintenance func(ctx context.Context) ([]policy.MaintenanceState, error)
+	// StatsTTL is how long a repository's statistics (a walk of every
+	// point) serve the dashboard and detail pages while its points do not
+	// change; default 30s.
+	StatsTTL time.Duration
+
+	statsMu    sync.Mutex
+	stats      map[string]statsEntry
+	statsGroup singleflight.Group
+	statsRuns  int // statistics computed (tests)
+}
+
+type statsEntry struct {
+	sig string // the point ids the statistics were computed over
+	at  time.Time
+	st  *repository.Stats
+}
+
+// pointsSig identifies a set of points: statistics stay valid while it does.
+func pointsSig(pts []repository.Point) string {
+	h := sha256.New()
+	for _, p := range pts {
+		h.Write([]byte(p.ID))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cachedStats returns r's statistics, computed at most once per StatsTTL
+// for the same points, and once for concurrent callers. A point added or
+// removed invalidates them at once.
+func (s *RepoSet) cachedStats(ctx context.Context, name string, r *repository.Repository) (*repository.Stats, error) {
+	pts, err := r.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list points of %s: %w", name, err)
+	}
+	sig := pointsSig(pts)
+	ttl := s.StatsTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	s.statsMu.Lock()
+	e, ok := s.stats[name]
+	s.statsMu.Unlock()
+	if ok && e.sig == sig && time.Since(e.at) < ttl {
+		return e.st, nil
+	}
+	v, err, _ := s.statsGroup.Do(name+"\x00"+sig, func() (any, error) {
+		st, err := r.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.statsMu.Lock()
+		if s.stats == nil {
+			s.stats = map[string]statsEntry{}
+		}
+		s.stats[name] = statsEntry{sig: sig, at: time.Now(), st: st}
+		s.statsRuns++
+		s.statsMu.Unlock()
+		return st, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*repository.Stats), nil
 }
 
 // NewRepoSet returns a set over repos (name -> open repository).
@@ -149,7 +219,7 @@ func (s *RepoSet) info(ctx context.Context, name string, r *repository.Repositor
 		ri.Maintenance = &m
 	}
 	if withStats {
-		st, err := r.Stats(ctx)
+		st, err := s.cachedStats(ctx, name, r)
 		if err != nil {
 			return ri, fmt.Errorf("stats of %s: %w", name, err)
 		}
