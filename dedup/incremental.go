@@ -40,7 +40,9 @@ type IncrementalOptions struct {
 	// boundaries, so none is larger.
 	Window int64
 	// MaxExtents: a window that would hold more extents than this is rewritten with CDC
-	// (default 16).
+	// (default 64: with 1 MiB windows, 16 made a chain of 1%-of-the-data 4 KiB incrementals
+	// rewrite a third of the data every third backup, while restores at 64 ran as fast as the
+	// full point's; docs/PERFORMANCE.md section 6).
 	MaxExtents int
 	// MinUse: a parent blob of which the new map would use less than this fraction has every window
 	// that references it rewritten (default 0.25).
@@ -53,7 +55,7 @@ type IncrementalOptions struct {
 // Default slice planner parameters (docs/PERFORMANCE.md section 6 has the measurements).
 const (
 	DefaultWindow        = 1 << 20
-	DefaultMaxExtents    = 16
+	DefaultMaxExtents    = 64
 	DefaultMinUse        = 0.25
 	DefaultRechunkFactor = 1.25
 )
@@ -89,8 +91,9 @@ type Estimate struct {
 	// SliceBytes is what the slice planner re-hashes and stores: the changed bytes outside
 	// compacted windows plus the compacted windows.
 	SliceBytes int64
-	// Windows is the number of windows the slice planner compacts.
-	Windows int
+	// Windows is the number of windows the slice planner compacts, WindowsByCount of them over the
+	// extent limit (the rest because of weakly used blobs).
+	Windows, WindowsByCount int
 }
 
 // IncrementalStats count what Incremental did.
@@ -122,6 +125,7 @@ type sliceplan struct {
 	items   []item
 	runs    []Extent // compacted runs of windows, sorted, disjoint, window-aligned (clipped to size)
 	windows int
+	byCount int
 }
 
 func checkMap(par []MapExtent, size int64) error {
@@ -193,6 +197,7 @@ func newSlicePlan(c Chunker, size int64, par []MapExtent, changed []Extent, o In
 			marked[win] = true
 		}
 	}
+	p.byCount = len(marked)
 	// Weakly used parent blobs: every window referencing them is rewritten. Rewriting removes
 	// references, which can weaken other blobs: iterate to a fixed point (bounded).
 	for range 8 {
@@ -312,7 +317,8 @@ func ChooseIncremental(c Chunker, size int64, parent []MapExtent, changed []Exte
 	if err != nil {
 		return Estimate{}, err
 	}
-	est := Estimate{Method: MethodSlices, Changed: sumExtents(p.changed), SliceBytes: p.sliceBytes(), Windows: p.windows, RechunkBytes: -1}
+	est := Estimate{Method: MethodSlices, Changed: sumExtents(p.changed), SliceBytes: p.sliceBytes(), Windows: p.windows,
+		WindowsByCount: p.byCount, RechunkBytes: -1}
 	ci, ok := c.(*impl)
 	if !ok || ci.checkParent(ParentChunks(parent), size) != nil {
 		return est, nil

@@ -3,8 +3,10 @@ package repository
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 
@@ -275,6 +277,10 @@ type streamJob struct {
 	blobs   []jobBlob
 	regions []jobRegion
 
+	// planning only
+	index map[ID]int // blob id -> index in blobs
+	prev  *streamJob // the job before, for handoffs
+
 	// ordered streaming only
 	done chan struct{}
 	out  [][]byte
@@ -284,7 +290,23 @@ type streamJob struct {
 type jobBlob struct {
 	id     ID
 	loc    blobLoc
-	region int
+	region int      // -1 when from is set
+	from   *handoff // decoded by the previous job, which hands it over
+	to     *handoff // the next job needs it too: publish it
+}
+
+// handoff passes a decoded blob from one job to the next (a blob sliced on
+// both sides of a job boundary is decoded once). The producer publishes a
+// buffer it never reuses; the consumer only reads it.
+type handoff struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+func (h *handoff) publish(data []byte, err error) {
+	h.data, h.err = data, err
+	close(h.done)
 }
 
 type jobRegion struct {
@@ -293,47 +315,76 @@ type jobRegion struct {
 }
 
 const (
-	streamReadMax   = 8 << 20 // stored bytes per job
-	streamRawMax    = 8 << 20 // decoded plaintext bytes per job
-	streamJobMax    = 256     // extents per job
-	streamRegionMax = 8       // pack regions per job
+	streamReadMax = 8 << 20   // stored bytes per job (regions, gaps included)
+	streamRawMax  = 8 << 20   // decoded plaintext bytes per job, and disk bytes per job
+	streamGapMax  = 256 << 10 // a blob this close to a region joins it (the gap is read too)
+)
+
+// Variables so that tests can shrink jobs and exercise handoffs.
+var (
+	streamJobMax    = 256 // extents per job
+	streamRegionMax = 256 // pack regions per job (one pread each)
 )
 
 // add puts extent e (blob location l) into the job; false when the job is full.
 func (j *streamJob) add(e Extent, l blobLoc) bool {
-	for k := len(j.blobs) - 1; k >= 0; k-- {
-		if j.blobs[k].id == e.ID {
-			if len(j.ext) >= streamJobMax {
-				return false
+	if j.index == nil {
+		j.index = map[ID]int{}
+	}
+	if len(j.ext) > 0 && j.raw+e.Length > streamRawMax {
+		return false
+	}
+	if k, ok := j.index[e.ID]; ok {
+		if len(j.ext) >= streamJobMax {
+			return false
+		}
+		j.ext, j.use, j.raw = append(j.ext, e), append(j.use, k), j.raw+e.Length
+		return true
+	}
+	if len(j.ext) > 0 && (len(j.ext) >= streamJobMax || j.decoded+int64(l.RawLen) > streamRawMax) {
+		return false
+	}
+	if j.prev != nil {
+		if k, ok := j.prev.index[e.ID]; ok {
+			pb := &j.prev.blobs[k]
+			if pb.to == nil {
+				pb.to = &handoff{done: make(chan struct{})}
 			}
-			j.ext, j.use, j.raw = append(j.ext, e), append(j.use, k), j.raw+e.Length
+			j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: -1, from: pb.to})
+			j.index[e.ID] = len(j.blobs) - 1
+			j.decoded += int64(l.RawLen)
+			j.ext, j.use, j.raw = append(j.ext, e), append(j.use, len(j.blobs)-1), j.raw+e.Length
 			return true
 		}
 	}
-	if len(j.ext) >= streamJobMax || j.stored+int64(l.StoredLen) > streamReadMax || j.decoded+int64(l.RawLen) > streamRawMax {
-		return len(j.ext) == 0 && j.addBlob(e, l, -1)
-	}
-	ri := -1
+	// Join the region of the same pack that grows least (blobs of one
+	// backup sit close together in its packs, not always adjacent: the
+	// workers append in parallel).
+	lo, hi := int64(l.Offset), int64(l.Offset)+int64(l.StoredLen)
+	ri, grow := -1, int64(hi-lo)
 	for k := len(j.regions) - 1; k >= 0; k-- {
-		if r := j.regions[k]; r.pack == l.Pack && r.off+r.length == int64(l.Offset) {
-			ri = k
-			break
+		r := j.regions[k]
+		if r.pack != l.Pack || lo > r.off+r.length+streamGapMax || hi < r.off-streamGapMax {
+			continue
+		}
+		if g := max(hi, r.off+r.length) - min(lo, r.off) - r.length; g < grow {
+			ri, grow = k, g
 		}
 	}
-	if ri < 0 && len(j.regions) >= streamRegionMax {
+	if len(j.ext) > 0 && (j.stored+grow > streamReadMax || (ri < 0 && len(j.regions) >= streamRegionMax)) {
 		return false
 	}
-	return j.addBlob(e, l, ri)
-}
-
-func (j *streamJob) addBlob(e Extent, l blobLoc, ri int) bool {
 	if ri < 0 {
-		j.regions = append(j.regions, jobRegion{pack: l.Pack, off: int64(l.Offset)})
+		j.regions = append(j.regions, jobRegion{pack: l.Pack, off: lo})
 		ri = len(j.regions) - 1
 	}
-	j.regions[ri].length += int64(l.StoredLen)
+	r := &j.regions[ri]
+	end := max(hi, r.off+r.length)
+	r.off = min(lo, r.off)
+	r.length = end - r.off
+	j.stored += grow
 	j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: ri})
-	j.stored += int64(l.StoredLen)
+	j.index[e.ID] = len(j.blobs) - 1
 	j.decoded += int64(l.RawLen)
 	j.ext, j.use, j.raw = append(j.ext, e), append(j.use, len(j.blobs)-1), j.raw+e.Length
 	return true
@@ -343,14 +394,32 @@ func (j *streamJob) addBlob(e Extent, l blobLoc, ri int) bool {
 // extents. One segment is in memory at a time.
 func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) error {
 	r := d.r
-	var cur *streamJob
-	flush := func() error {
-		if cur == nil {
-			return nil
-		}
-		j := cur
-		cur = nil
+	// A job is held back until the next one is complete: the next one may
+	// still ask it to hand over a blob.
+	var held, cur *streamJob
+	emitJob := func(j *streamJob) error {
+		j.prev, j.index = nil, nil
 		return emit(j)
+	}
+	rotate := func() error {
+		if held != nil {
+			if err := emitJob(held); err != nil {
+				return err
+			}
+		}
+		held, cur = cur, nil
+		return nil
+	}
+	flush := func() error {
+		if err := rotate(); err != nil {
+			return err
+		}
+		if held != nil {
+			j := held
+			held = nil
+			return emitJob(j)
+		}
+		return nil
 	}
 	for _, ref := range d.root.Segs {
 		if err := ctx.Err(); err != nil {
@@ -394,10 +463,12 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 			if cur != nil && cur.add(e, locs[i]) {
 				continue
 			}
-			if err := flush(); err != nil {
-				return err
+			if cur != nil {
+				if err := rotate(); err != nil {
+					return err
+				}
 			}
-			cur = &streamJob{diskAt: e.Offset}
+			cur = &streamJob{diskAt: e.Offset, prev: held}
 			cur.add(e, locs[i])
 		}
 	}
@@ -407,11 +478,24 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 // fetch reads a job's pack regions once each, decodes (verifies) every
 // blob once, and calls use for each extent's bytes in order. bufs holds
 // reusable plaintext buffers (nil: allocate, because use keeps the bytes).
-func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs *[][]byte, use func(i int, b []byte) error) error {
+func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs *[][]byte, use func(i int, b []byte) error) (err error) {
 	r := d.r
 	plain := make([][]byte, len(j.blobs))
+	// A blob handed to the next job gets its own buffer, and the next job
+	// always learns how this one ended.
+	defer func() {
+		for _, bl := range j.blobs {
+			if bl.to != nil {
+				select {
+				case <-bl.to.done:
+				default:
+					bl.to.publish(nil, fmt.Errorf("the job that decodes blob %s failed: %w", bl.id, errOr(err)))
+				}
+			}
+		}
+	}()
 	dst := func(k int) []byte {
-		if bufs == nil {
+		if bufs == nil || j.blobs[k].to != nil {
 			return nil
 		}
 		for len(*bufs) <= k {
@@ -421,8 +505,27 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 	}
 	keep := func(k int, b []byte) {
 		plain[k] = b
-		if bufs != nil {
+		if bl := j.blobs[k]; bl.to != nil {
+			bl.to.publish(b, nil)
+		} else if bufs != nil {
 			(*bufs)[k] = b
+		}
+	}
+	for k, bl := range j.blobs {
+		if bl.from == nil {
+			continue
+		}
+		select {
+		case <-bl.from.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if bl.from.err != nil {
+			return bl.from.err
+		}
+		plain[k] = bl.from.data
+		if bl.to != nil {
+			bl.to.publish(bl.from.data, nil)
 		}
 	}
 	for ri, rg := range j.regions {
@@ -462,6 +565,13 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 		}
 	}
 	return nil
+}
+
+func errOr(err error) error {
+	if err == nil {
+		return errors.New("it ended without decoding it")
+	}
+	return err
 }
 
 // Stream writes the whole disk to w, fetching blobs with parallel workers
@@ -504,15 +614,29 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 	})
 	for range workers {
 		g.Go(func() error {
-			var buf []byte
+			var buf, asm []byte
 			var bufs [][]byte
 			for j := range jobs {
+				// A job's extents are contiguous on the disk: a fragmented
+				// run of slices is assembled and written with one call.
+				if len(j.ext) > 1 {
+					asm = slices.Grow(asm[:0], int(j.raw))[:j.raw]
+				}
 				err := d.fetch(ctx, j, &buf, &bufs, func(i int, b []byte) error {
+					if len(j.ext) > 1 {
+						copy(asm[j.ext[i].Offset-j.diskAt:], b)
+						return nil
+					}
 					if _, err := w.WriteAt(b, j.ext[i].Offset); err != nil {
 						return fmt.Errorf("write at %d: %w", j.ext[i].Offset, err)
 					}
 					return nil
 				})
+				if err == nil && len(j.ext) > 1 {
+					if _, werr := w.WriteAt(asm, j.diskAt); werr != nil {
+						err = fmt.Errorf("write at %d: %w", j.diskAt, werr)
+					}
+				}
 				if err != nil {
 					return err
 				}
@@ -568,8 +692,17 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 			var buf []byte
 			for j := range work {
 				j.out = make([][]byte, len(j.ext))
+				var asm []byte
+				if len(j.ext) > 1 {
+					asm = make([]byte, j.raw)
+					j.out = [][]byte{asm}
+				}
 				j.err = d.fetch(ctx, j, &buf, nil, func(i int, b []byte) error {
-					j.out[i] = b
+					if asm != nil {
+						copy(asm[j.ext[i].Offset-j.diskAt:], b)
+					} else {
+						j.out[i] = b
+					}
 					return nil
 				})
 				close(j.done)
