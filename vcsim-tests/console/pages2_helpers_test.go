@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
@@ -112,4 +113,17 @@ func p2Attr(b *browsertest.Browser, sel, attr string) string {
 // data-percent and data-state current).
 func p2Progress(sel string) string {
 	return fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.dataset.percent === "100" && e.dataset.state === "succeeded"; })()`, sel)
+}
+
+// p2TabTo presses Tab until the focused element matches sel (at most 60
+// times): the control is reachable from the keyboard, in tab order.
+func p2TabTo(t *testing.T, b *browsertest.Browser, sel string) {
+	t.Helper()
+	for range 60 {
+		if browsertest.Eval[bool](b, fmt.Sprintf(`!!document.activeElement && document.activeElement.matches(%q)`, sel)) {
+			return
+		}
+		b.Keys(kb.Tab)
+	}
+	t.Fatalf("%s not reached with Tab (focus on %s)", sel, b.Focused())
 }

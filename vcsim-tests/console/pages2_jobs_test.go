@@ -191,3 +191,62 @@ func TestPages2JobWizard(t *testing.T) {
 		t.Fatalf("GET the deleted job: %d, want 404", st)
 	}
 }
+
+// TestPages2JobWizardKeyboardOnly creates a job with the keyboard alone:
+// Enter moves on from a text field, Tab reaches every control in order,
+// Space ticks a VM, the arrow keys change the retention preset.
+func TestPages2JobWizardKeyboardOnly(t *testing.T) {
+	b := signedIn(t)
+	b.Go("#/job-wizard")
+	b.WaitVisible("#job-name")
+	if f := b.Focused(); f != "#job-name" {
+		t.Fatalf("focus on the wizard's first step = %s, want #job-name", f)
+	}
+	name := p2Unique("Keyboard job")
+	b.Keys(name)
+	id := p2Value(b, "#job-id")
+	b.Keys(kb.Enter)
+	b.WaitVisible(`.p2-step-panel[data-step=vms]:not([hidden])`)
+	if f := b.Focused(); f != "#tree-filter" {
+		t.Fatalf("focus on the VMs step = %s, want #tree-filter", f)
+	}
+	b.Keys("web-01")
+	p2TabTo(t, b, `.p2-tree li[data-name="web-01"] > .p2-tree-line > input[data-node]`)
+	b.Keys(" ")
+	b.WaitText("#selection-match", "Selected now: 1 VM (web-01)")
+	p2TabTo(t, b, "#wizard-next")
+	b.Keys(kb.Enter) // repository: the only one is chosen
+	b.WaitVisible(`.p2-step-panel[data-step=repository]:not([hidden])`)
+	p2TabTo(t, b, "#wizard-next")
+	b.Keys(kb.Enter) // window: the default nights and weekends
+	b.WaitVisible(`.p2-step-panel[data-step=schedule]:not([hidden])`)
+	p2TabTo(t, b, "#wizard-next")
+	b.Keys(kb.Enter)
+	b.WaitVisible(`.p2-step-panel[data-step=retention]:not([hidden])`)
+	if f := b.Focused(); f != "#ret-more" {
+		t.Fatalf("focus on the retention step = %s, want the chosen preset #ret-more", f)
+	}
+	b.Keys(kb.ArrowDown) // More -> Many
+	b.WaitText("#retention-words", "15 most recent")
+	p2TabTo(t, b, "#wizard-next")
+	b.Keys(kb.Enter)
+	b.WaitText("#preview-summary", "Would keep")
+	p2TabTo(t, b, "#wizard-next")
+	b.Keys(kb.Enter)
+	b.WaitText("#job-summary", name)
+	p2TabTo(t, b, "#wizard-save")
+	b.Keys(kb.Enter)
+	b.WaitJS(fmt.Sprintf(`location.hash === %q`, "#/jobs/"+id), "the new job's page")
+	var job struct {
+		Retention struct {
+			Preset string `json:"preset"`
+		} `json:"retention"`
+	}
+	if st := p2API(t, b, "GET", "/jobs/"+id, nil, &job); st != 200 || job.Retention.Preset != "many" {
+		t.Fatalf("GET /jobs/%s: %d, preset %q (want many)", id, st, job.Retention.Preset)
+	}
+	if st := p2API(t, b, "DELETE", "/jobs/"+id, nil, nil); st != 204 {
+		t.Fatalf("DELETE /jobs/%s: %d", id, st)
+	}
+	b.CheckConsole()
+}
