@@ -181,6 +181,11 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			continue // event streams, metrics
 		}
 		schema, _ := js["schema"].(map[string]any)
+		if exv, ok := js["example"]; ok {
+			if errs := sc.check(p+" example", schema, exv); len(errs) > 0 {
+				t.Errorf("GET %s: the documented example does not match the schema:\n  %s", p, strings.Join(errs, "\n  "))
+			}
+		}
 		r := f.admin("GET", subst(p), nil)
 		if r.status != 200 {
 			t.Errorf("GET %s: %d %s", p, r.status, truncate(string(r.body), 200))
@@ -195,6 +200,27 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			t.Errorf("GET %s does not match its schema:\n  %s\nbody: %s", p, strings.Join(errs, "\n  "), truncate(string(r.body), 600))
 		}
 		checked++
+	}
+	// Examples of other methods' responses match their schemas too.
+	examples := 0
+	for _, p := range paths {
+		for m, op := range doc.Paths[p] {
+			for code, rv := range op["responses"].(map[string]any) {
+				content, _ := rv.(map[string]any)["content"].(map[string]any)
+				js, _ := content["application/json"].(map[string]any)
+				exv, ok := js["example"]
+				if !ok {
+					continue
+				}
+				examples++
+				if errs := sc.check(m+" "+p+" "+code+" example", js["schema"].(map[string]any), exv); len(errs) > 0 {
+					t.Errorf("%s %s %s: the documented example does not match the schema:\n  %s", m, p, code, strings.Join(errs, "\n  "))
+				}
+			}
+		}
+	}
+	if examples < 12 {
+		t.Errorf("only %d response examples", examples)
 	}
 	if checked < 20 {
 		t.Fatalf("only %d responses checked", checked)
