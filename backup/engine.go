@@ -222,6 +222,11 @@ type DiskReport struct {
 	ZeroBytes       int64
 	ReusedBytes     int64
 	Duration        time.Duration
+	// Method is how an incremental derived the new map (dedup.MethodRechunk
+	// or dedup.MethodSlices, chosen by the cost rule); empty otherwise.
+	Method dedup.Method
+	// CompactedWindows counts the windows the slice method rewrote with CDC.
+	CompactedWindows int
 }
 
 // Outcome is one VM of BackupVMs.
@@ -732,6 +737,7 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	}
 	rep.BytesRead, rep.ParentBytesRead, rep.NewBytes = out.BytesRead, out.ParentBytesRead, out.NewBytes
 	rep.StoredBytes, rep.ZeroBytes, rep.ReusedBytes, rep.Duration = out.StoredBytes, out.ZeroBytes, out.ReusedBytes, out.Duration
+	rep.Method, rep.CompactedWindows = out.Method, out.Slices.CompactWindows
 	var allocated int64
 	if in.Allocated != nil {
 		for _, a := range in.Allocated {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync/atomic"
@@ -112,4 +113,30 @@ func TestPrefetchReader(t *testing.T) {
 		}
 		p.Close()
 	})
+}
+
+func TestRechunkParentPlan(t *testing.T) {
+	par := []dedup.MapExtent{
+		{Offset: 0, Length: 100}, {Offset: 100, Length: 100}, {Offset: 200, Length: 300, Zero: true},
+		{Offset: 500, Length: 100}, {Offset: 600, Length: 100}, {Offset: 700, Length: 100},
+	}
+	x := func(off, n int64) dedup.Extent { return dedup.Extent{Offset: off, Length: n} }
+	for _, tc := range []struct {
+		name    string
+		changed []dedup.Extent
+		want    []dedup.Extent
+	}{
+		{"none", nil, nil},
+		// The touched chunk and the one after it.
+		{"one", []dedup.Extent{x(10, 5)}, []dedup.Extent{x(0, 100), x(100, 100)}},
+		// Two changes in one chunk: listed once; a zero run is never read.
+		{"same chunk", []dedup.Extent{x(10, 5), x(150, 5), x(160, 5)}, []dedup.Extent{x(0, 100), x(100, 100)}},
+		{"spanning", []dedup.Extent{x(550, 100)}, []dedup.Extent{x(500, 100), x(600, 100), x(700, 100)}},
+		{"last", []dedup.Extent{x(750, 10)}, []dedup.Extent{x(700, 100)}},
+	} {
+		got := rechunkParentPlan(par, tc.changed)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: plan %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
