@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"path/filepath"
@@ -320,5 +321,36 @@ repositories:
 	code, body = api.call("POST", "/api/v1/settings/vcenter/test", map[string]string{"url": "https://elsewhere.example.com", "username": "u"}, csrf)
 	if code != 422 || !strings.Contains(string(body), `"field":"password"`) {
 		t.Fatalf("configured password to another URL: %d %s", code, body)
+	}
+
+	// A console's live stream does not hold the daemon up at shutdown.
+	req, _ := http.NewRequest("GET", api.base+"/api/v1/stream", nil)
+	sres, err := hc.Do(req)
+	if err != nil || sres.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", sres, err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = io.Copy(io.Discard, sres.Body)
+		sres.Body.Close()
+	}()
+	start := time.Now()
+	sd.cancel()
+	select {
+	case <-ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream did not end at shutdown")
+	}
+	select {
+	case code := <-sd.done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, sd.stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the daemon did not stop with a stream open")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("shutdown with a stream open took %s", d)
 	}
 }
