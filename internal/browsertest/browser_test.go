@@ -44,7 +44,7 @@ func testServer(t *testing.T) *httptest.Server {
 		case "/favicon.ico":
 			w.WriteHeader(204)
 		case "/api/v1/auth/me":
-			http.Error(w, `{"error":{"code":"unauthenticated","message":"no"}}`, 401)
+			http.Error(w, `{"error":{"code":"unauthenticated","message":"no"}}`, http.StatusUnauthorized)
 		default:
 			http.NotFound(w, r)
 		}

@@ -58,6 +58,15 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("progress value %d, want 100", v)
 	}
 	b.WaitText(row, "Details")
+	// Live means the SSE stream: the polling fallback (which runs only while
+	// the stream cannot open) never ran. The open stream itself is not in
+	// the resource timings until it ends.
+	for _, u := range browsertest.Eval[[]string](b, `performance.getEntriesByType("resource").map(e => e.name)`) {
+		if strings.Contains(u, "/api/v1/tasks?limit=50") {
+			t.Errorf("the console polled tasks (%s): the live stream did not open", u)
+			break
+		}
+	}
 }
 
 // TestInventory: search narrows the tree to one VM, "Back up now" runs a

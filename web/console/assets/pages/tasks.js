@@ -10,6 +10,14 @@ function elapsed(t) {
   return (end - new Date(start)) / 1000;
 }
 
+// throughput: the live rate while running, the average once finished.
+function throughput(t) {
+  const p = t.progress || {};
+  if (!isFinal(t)) return p.rate;
+  const d = elapsed(t);
+  return d > 0 && p.done > 0 ? p.done / d : null;
+}
+
 async function cancelTask(ctx, t, btn) {
   const ok = await ctx.confirm(`Cancel ${taskTitle(t)}? Work done so far may be discarded.`,
     { danger: true, title: "Cancel this task?", ok: "Cancel task" });
@@ -27,7 +35,7 @@ async function cancelTask(ctx, t, btn) {
 async function renderList(root, ctx) {
   const { fmt } = ctx;
   const stateSel = h("select", { id: "tasks-state", name: "state" },
-    h("option", { value: "" }, "All"), ["running", "queued", "succeeded", "failed", "cancelled"].map(s => h("option", { value: s }, s)));
+    h("option", { value: "" }, "All"), ["running", "queued", "succeeded", "failed", "cancelled", "interrupted"].map(s => h("option", { value: s }, s)));
   stateSel.value = ctx.query.get("state") || "";
   const list = h("div", { id: "tasks-list" });
   root.append(h("form", { class: "row", "aria-label": "Filter tasks", onsubmit: e => e.preventDefault() },
@@ -50,6 +58,7 @@ async function renderList(root, ctx) {
       },
       { label: "Started", cell: t => fmt.time(t.started || t.created) },
       { label: "Duration", class: "num", cell: t => fmt.duration(elapsed(t)) },
+      { label: "Throughput", class: "num", cell: t => fmt.rate(throughput(t)) },
       {
         label: "Actions", cell: (t) => {
           if (isFinal(t) || !ctx.can("operator")) return "";
@@ -99,7 +108,7 @@ async function renderDetail(root, ctx, id) {
       h("dt", null, "Started"), h("dd", null, fmt.time(task.started)),
       h("dt", null, "Ended"), h("dd", null, fmt.time(task.ended)),
       h("dt", null, "Duration"), h("dd", null, fmt.duration(elapsed(task))),
-      h("dt", null, "Throughput"), h("dd", null, fmt.rate(p.rate)),
+      h("dt", null, "Throughput"), h("dd", null, fmt.rate(throughput(task))),
       h("dt", null, "Done"), h("dd", null, p.total ? `${fmt.bytes(p.done)} of ${fmt.bytes(p.total)}` : "–"));
     clear(actions);
     if (!isFinal(task) && ctx.can("operator")) {
