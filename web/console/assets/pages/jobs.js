@@ -181,7 +181,7 @@ async function listPage(root, ctx) {
         const progressCell = h("div", { class: "p2-progress-holder", id: `job-progress-${j.id}` });
         const actions = h("div", { class: "p2-actions" });
         if (isOp) {
-          const b = h("button", { type: "button", "data-action": "run", "data-job": j.id }, "Run now");
+          const b = h("button", { type: "button", "data-action": "run", "data-job": j.id, "aria-label": `Run ${j.name} now` }, "Run now");
           b.addEventListener("click", async () => {
             b.disabled = true;
             const w = await runNow(ctx, j, progressCell, () => {

@@ -185,7 +185,7 @@ export default {
         const line = h("div", { class: "p2-tree-line" }, inc, label);
         if (n.type === "vm") {
           const excId = `exc-${n.id}`;
-          exc = h("input", { type: "checkbox", id: excId, "data-exclude": n.id, checked: isExcluded(sel, n) });
+          exc = h("input", { type: "checkbox", id: excId, "data-exclude": n.id, checked: isExcluded(sel, n), "aria-label": `Exclude ${n.name}` });
           line.append(h("span", { class: "p2-exclude" }, exc, h("label", { for: excId }, "exclude")));
           exc.addEventListener("change", () => {
             toggleExclude(sel, n, exc.checked);

@@ -61,7 +61,7 @@ export default {
       const actions = h("div", { class: "p2-actions" });
       actions.append(h("a", { class: "button", href: `#/restore?point=${encodeURIComponent(p.id)}`, "aria-label": `Restore from the point of ${ctx.fmt.time(p.time)}` }, "Restore"));
       if (canLock) {
-        const b = h("button", { type: "button", "data-action": p.locked ? "unlock" : "lock", "data-point": p.id }, p.locked ? "Unlock" : "Lock");
+        const b = h("button", { type: "button", "data-action": p.locked ? "unlock" : "lock", "data-point": p.id, "aria-label": `${p.locked ? "Unlock" : "Lock"} the restore point of ${ctx.fmt.time(p.time)}` }, p.locked ? "Unlock" : "Lock");
         b.addEventListener("click", () => setLock(p, !p.locked, b));
         actions.append(b);
       }
@@ -70,7 +70,7 @@ export default {
         // keyboard and screen reader users learn why it does nothing.
         const d = h(
           "button",
-          { type: "button", class: p.locked ? null : "danger", "data-action": "delete", "data-point": p.id, "aria-disabled": p.locked ? "true" : null, "aria-describedby": p.locked ? `why-${p.id}` : null, title: p.locked ? LOCKED_WHY : null },
+          { type: "button", class: p.locked ? null : "danger", "data-action": "delete", "data-point": p.id, "aria-label": `Delete the restore point of ${ctx.fmt.time(p.time)}`, "aria-disabled": p.locked ? "true" : null, "aria-describedby": p.locked ? `why-${p.id}` : null, title: p.locked ? LOCKED_WHY : null },
           "Delete",
         );
         d.addEventListener("click", () => del(p));
