@@ -120,11 +120,17 @@ async function renderDetail(root, ctx, id) {
     if (task.error) result.append(h("div", { class: "form-error", role: "alert" }, task.error));
     const res = task.result;
     if (Array.isArray(res) && res.length && typeof res[0] === "object") {
-      const keys = Object.keys(res[0]).filter(k => typeof res[0][k] !== "object");
+      // The VM's UUID adds nothing next to its name.
+      const keys = Object.keys(res[0]).filter(k => typeof res[0][k] !== "object" && !(k === "vm" && "name" in res[0]));
+      const label = k => k.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/_/g, " ").replace(/^./, c => c.toUpperCase());
       result.append(table("Result", keys.map(k => ({
-        label: k,
+        label: label(k),
         class: /bytes/i.test(k) ? "num" : null,
-        cell: r => (/bytes/i.test(k) ? fmt.bytes(r[k]) : String(r[k] ?? "")),
+        cell: (r) => {
+          if (/bytes/i.test(k)) return fmt.bytes(r[k]);
+          const v = String(r[k] ?? "");
+          return /^[0-9a-f]{32,}$/i.test(v) ? h("span", { class: "mono" }, v) : v;
+        },
       })), res));
     } else if (res && typeof res === "object") {
       result.append(h("dl", { class: "facts" }, Object.entries(res).filter(([, v]) => typeof v !== "object")
