@@ -127,3 +127,12 @@ func p2TabTo(t *testing.T, b *browsertest.Browser, sel string) {
 	}
 	t.Fatalf("%s not reached with Tab (focus on %s)", sel, b.Focused())
 }
+
+// p2NoJunk fails when the page shows a JavaScript value that leaked into
+// its text ("null", "undefined", "NaN", "[object Object]").
+func p2NoJunk(t *testing.T, b *browsertest.Browser, where string) {
+	t.Helper()
+	if junk := browsertest.Eval[string](b, `((document.querySelector("main").innerText.match(/\b(null|undefined|NaN)\b|\[object Object\]/) || [""])[0])`); junk != "" {
+		t.Errorf("%s: the page shows %q", where, junk)
+	}
+}

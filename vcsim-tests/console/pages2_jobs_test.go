@@ -102,6 +102,7 @@ func TestPages2JobWizard(t *testing.T) {
 	b.Click("#wizard-next")
 	b.WaitText("#job-summary", name)
 	b.WaitText("#job-summary", "Monday: 20:00–24:00")
+	p2NoJunk(t, b, "wizard summary")
 	b.Click("#wizard-save")
 
 	// The server's field error is shown on the window step, next to the zone.

@@ -27,6 +27,7 @@ func TestPages2Viewports(t *testing.T) {
 		for _, p := range pages {
 			b.Go(p.route)
 			b.WaitVisible(p.ready)
+			p2NoJunk(t, b, p.route)
 			if over := browsertest.Eval[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
 				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx", p.route, size.w, over)
 			}

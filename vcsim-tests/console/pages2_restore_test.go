@@ -43,6 +43,7 @@ func TestPages2RestoreNewVM(t *testing.T) {
 
 	b.WaitText("#restore-summary", name)
 	b.WaitText("#restore-summary", "LocalDS_0")
+	p2NoJunk(t, b, "restore summary")
 	b.Click("#restore-start")
 	b.WaitVisible("#restore-progress")
 	p2WaitJS(b, 3*time.Minute, p2Progress("#restore-progress"), "the restore's progress at 100%, succeeded")
@@ -122,6 +123,7 @@ func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
 	b.Fill("#confirm-name", "web-01")
 	b.Click("#restore-target .p2-next")
 	b.WaitText("#restore-start", "Overwrite the VM")
+	p2NoJunk(t, b, "overwrite summary")
 	b.Click("#restore-start")
 	b.WaitVisible("#confirm[open]")
 	if f := b.Focused(); f != "#confirm-cancel" {

@@ -121,7 +121,7 @@ async function detailPage(root, ctx, name) {
       const findings = lc.findings || lc.problems || [];
       checkBox.replaceChildren(
         h("p", null, lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", ` ${ctx.fmt.time(lc.time)}`, lc.ok === null ? " (result not recorded)" : findings.length ? ` — ${findings.length} finding${findings.length === 1 ? "" : "s"}` : " — no problems found"),
-        findings.length ? h("ul", { class: "p2-findings" }, findings.slice(0, 100).map((f) => h("li", null, typeof f === "string" ? f : `${f.kind ? `${f.kind}: ` : ""}${f.message || JSON.stringify(f)}${f.points && f.points.length ? ` (points ${f.points.map((x) => x.slice(0, 8)).join(", ")})` : ""}`))) : null,
+        findings.length ? h("ul", { class: "p2-findings", id: "check-findings" }, findings.slice(0, 100).map((f) => h("li", null, typeof f === "string" ? f : `${f.kind ? `${f.kind}: ` : ""}${f.message || JSON.stringify(f)}${f.points && f.points.length ? ` (points ${f.points.map((x) => x.slice(0, 8)).join(", ")})` : ""}`))) : "",
       );
     }
     return r;

@@ -405,7 +405,7 @@ export default {
         const startBtn = nav.querySelector("button[type=submit]");
         startBtn.id = "restore-start";
         if (st.mode === "original") startBtn.className = "danger";
-        f.replaceChildren(st.mode === "original" ? h("p", { class: "p2-danger-box" }, "The original VM's disks will be overwritten.") : null, dl, nav);
+        f.replaceChildren(...(st.mode === "original" ? [h("p", { class: "p2-danger-box" }, "The original VM's disks will be overwritten.")] : []), dl, nav);
         bind("summary", start);
       },
       run() {},
