@@ -450,10 +450,63 @@ type DashboardRepository struct {
 	LastCheck        *CheckSummary `json:"last_check"`
 }
 
+// RunningBackup is a backup the scheduler runs now (job runs are not
+// registry tasks): the VM, its job run and its progress.
+type RunningBackup struct {
+	Job          string    `json:"job"`
+	Run          string    `json:"run"`
+	VM           string    `json:"vm"` // the VM's name
+	InstanceUUID string    `json:"instance_uuid"`
+	Started      time.Time `json:"started"`
+	Phase        string    `json:"phase"`
+	Done         int64     `json:"done"`  // bytes
+	Total        int64     `json:"total"` // bytes; 0 while unknown
+	Rate         float64   `json:"rate"`  // bytes per second since it started
+}
+
+// RunningMaintenance is a repository maintenance task the scheduler runs now.
+type RunningMaintenance struct {
+	Repository string    `json:"repository"`
+	Task       string    `json:"task"` // "reclaim", "quick-check", "full-check"
+	Started    time.Time `json:"started"`
+}
+
+// Activity is what the scheduler is doing now.
+type Activity struct {
+	Backups     []RunningBackup      `json:"backups"`
+	Maintenance []RunningMaintenance `json:"maintenance"`
+}
+
+// activity returns the scheduler's running work (empty without one).
+func (s *Server) activity() Activity {
+	a := Activity{Backups: []RunningBackup{}, Maintenance: []RunningMaintenance{}}
+	ss, ok := s.cfg.Scheduler.(SchedulerStatus)
+	if !ok || ss == nil {
+		return a
+	}
+	st := ss.Status()
+	now := time.Now()
+	for _, b := range st.Backups {
+		rb := RunningBackup{Job: b.Job, Run: b.RunID, VM: b.Name, InstanceUUID: b.VM, Started: b.Started,
+			Phase: b.Progress.Phase, Done: b.Progress.BytesDone, Total: b.Progress.BytesTotal}
+		if el := now.Sub(b.Started).Seconds(); el > 0 && rb.Done > 0 {
+			rb.Rate = float64(rb.Done) / el
+		}
+		a.Backups = append(a.Backups, rb)
+	}
+	for _, m := range st.Maintenance {
+		a.Maintenance = append(a.Maintenance, RunningMaintenance{Repository: m.Repository, Task: m.Task, Started: m.Started})
+	}
+	return a
+}
+
 // Dashboard is GET /dashboard.
 type Dashboard struct {
-	VMs          DashboardVMs          `json:"vms"`
-	RunningTasks []task.Info           `json:"running_tasks"`
+	VMs          DashboardVMs `json:"vms"`
+	RunningTasks []task.Info  `json:"running_tasks"`
+	// Scheduler is the scheduler's running backups and maintenance, which
+	// are not registry tasks (running_tasks holds API-started work).
+	Scheduler    Activity              `json:"scheduler"`
 	NextWindow   *NextWindow           `json:"next_window"`
 	Repositories []DashboardRepository `json:"repositories"`
 	RecentEvents []policy.Event        `json:"recent_events"`
@@ -463,7 +516,7 @@ type Dashboard struct {
 func (s *Server) dashboard(c *gin.Context) (any, error) {
 	ctx := c.Request.Context()
 	now := s.now()
-	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}}
+	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}, Scheduler: s.activity()}
 
 	vms, err := s.vmStatuses(ctx, true)
 	if errors.Is(err, ErrUnavailable) {

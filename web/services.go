@@ -26,6 +26,14 @@ type Scheduler interface {
 	Reload(ctx context.Context) error
 }
 
+// SchedulerStatus is what the scheduler is doing now; *policy.Scheduler
+// implements it. When Config.Scheduler implements it too, the dashboard and
+// /stream show the scheduler's running backups and maintenance (which are
+// not tasks of the registry).
+type SchedulerStatus interface {
+	Status() policy.Status
+}
+
 // EventLog reads the appliance's events; internal/state.DB implements it.
 type EventLog interface {
 	Events(ctx context.Context, q state.EventQuery) ([]policy.Event, error)

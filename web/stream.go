@@ -20,6 +20,9 @@ const (
 	// streamTaskEvery is the fastest a /stream client sees one task's
 	// progress: 4 per second, whatever the registry's own throttle.
 	streamTaskEvery = 250 * time.Millisecond
+	// streamActivityEvery is how often /stream looks at the scheduler's
+	// running backups and maintenance (polled: they are not registry tasks).
+	streamActivityEvery = time.Second
 )
 
 // eventHub fans the scheduler's events out to /stream subscribers. publish
@@ -95,9 +98,14 @@ func (s *Server) Close() {
 	})
 }
 
+// idleActivity is the JSON of a scheduler doing nothing.
+const idleActivity = `{"backups":[],"maintenance":[]}`
+
 // stream is GET /stream: "task" events (a task's snapshot, as GET
 // /tasks/{id} without the log) on every state change and at most 4 progress
 // updates a second per task, "event" events as the scheduler records them,
+// "scheduler" (its running backups with their progress, and maintenance:
+// polled once a second, sent when changed, once more when it goes idle),
 // and a keepalive comment when idle. A client that falls behind gets an
 // "error" event and the stream ends; it reconnects and reloads what it shows.
 func (s *Server) stream(c *gin.Context) (any, error) {
@@ -133,6 +141,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 	defer keep.Stop()
 	flush := time.NewTicker(streamTaskEvery)
 	defer flush.Stop()
+	activity := time.NewTicker(streamActivityEvery)
+	defer activity.Stop()
+	var lastActivity []byte // what the client last got (nil: nothing yet)
 	lastSent := map[string]time.Time{}
 	pending := map[string]task.Info{} // progress held back by the throttle
 	dropped := func() {
@@ -146,6 +157,17 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 			return nil, nil
 		case <-keep.C:
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return nil, nil
+			}
+			w.Flush()
+		case <-activity.C:
+			// "scheduler" while the scheduler works, once more when it stops.
+			b, err := json.Marshal(s.activity())
+			if err != nil || string(b) == string(lastActivity) || (lastActivity == nil && string(b) == idleActivity) {
+				continue
+			}
+			lastActivity = b
+			if _, err := fmt.Fprintf(w, "event: scheduler\ndata: %s\n\n", b); err != nil {
 				return nil, nil
 			}
 			w.Flush()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
 )
@@ -241,9 +242,10 @@ func TestSettingsTests(t *testing.T) {
 
 // sseClient reads one /stream connection.
 type sseClient struct {
-	res    *http.Response
-	events chan sseEvent
-	cancel context.CancelFunc
+	res     *http.Response
+	events  chan sseEvent
+	cancel  context.CancelFunc
+	skipped []sseEvent // passed over by next
 }
 
 type sseEvent struct {
@@ -301,6 +303,7 @@ func (c *sseClient) next(t *testing.T, name string) sseEvent {
 			if ev.name == name {
 				return ev
 			}
+			c.skipped = append(c.skipped, ev)
 		case <-timeout:
 			t.Fatalf("no %q event", name)
 		}
@@ -500,4 +503,94 @@ func waitStreams(t *testing.T, f *fixture, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("streams %d, want %d", f.srv.Streams(), n)
+}
+
+// blockingRunner is the backup engine's side of policy.Runner for web's
+// tests: it reports progress and waits to be released.
+type blockingRunner struct {
+	started chan string
+	release chan struct{}
+}
+
+func (b *blockingRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
+	progress(policy.Progress{Phase: "disk 1/1", BytesDone: 1 << 20, BytesTotal: 4 << 20})
+	b.started <- vm.Name
+	select {
+	case <-b.release:
+		return policy.BackupResult{PointID: "0123456789abcdef", Bytes: 4 << 20}, nil
+	case <-ctx.Done():
+		return policy.BackupResult{}, ctx.Err()
+	}
+}
+
+// The scheduler's backups are not registry tasks: the dashboard and the
+// stream show them from the scheduler's status, with their progress, and
+// the stream says when the scheduler goes idle.
+func TestSchedulerActivity(t *testing.T) {
+	f := newFixture(t, nil)
+	if r := f.admin("POST", "/api/v1/jobs", validJob("nightly")); r.status != 201 {
+		t.Fatal(r.status)
+	}
+	runner := &blockingRunner{started: make(chan string, 1), release: make(chan struct{})}
+	sched, err := policy.New(policy.Config{Clock: clock.Real(), Store: f.db, Runner: runner, Inventory: f.inv, OnEvent: f.srv.ObserveEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sched.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.srv.cfg.Scheduler = sched
+
+	ro := bearer(f.tokens[auth.RoleRestoreOnly])
+	c := f.openStream(t, ro)
+	defer c.cancel()
+	if r := f.do("POST", "/api/v1/jobs/nightly/run", nil, bearer(f.tokens[auth.RoleOperator])); r.status != 202 {
+		t.Fatalf("run now: %d %s", r.status, r.body)
+	}
+	select {
+	case <-runner.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backup did not start")
+	}
+	var a Activity
+	if err := json.Unmarshal([]byte(c.next(t, "scheduler").data), &a); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Backups) != 1 || a.Backups[0].VM != "web01" || a.Backups[0].Job != "nightly" || a.Backups[0].Done != 1<<20 || a.Backups[0].Total != 4<<20 || a.Backups[0].Run == "" {
+		t.Fatalf("activity %+v", a)
+	}
+	var d Dashboard
+	f.do("GET", "/api/v1/dashboard", nil, ro).json(t, &d)
+	if len(d.Scheduler.Backups) != 1 || d.Scheduler.Backups[0].InstanceUUID != testVM.InstanceUUID {
+		t.Fatalf("dashboard scheduler %+v", d.Scheduler)
+	}
+	close(runner.release)
+	if err := json.Unmarshal([]byte(c.next(t, "scheduler").data), &a); err != nil || len(a.Backups) != 0 {
+		t.Fatalf("after the backup: %+v %v", a, err)
+	}
+	// The run is in the job's history.
+	var runs []JobRunView
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		f.do("GET", "/api/v1/jobs/nightly/runs", nil, ro).json(t, &runs)
+		if len(runs) == 1 && runs[0].State == "succeeded" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(runs) != 1 || runs[0].State != "succeeded" || runs[0].Trigger != "manual" || len(runs[0].VMs) != 1 || runs[0].VMs[0].RestorePoint != "0123456789abcdef" {
+		t.Fatalf("runs %+v", runs)
+	}
+	// And the scheduler's events reached the stream.
+	kinds := map[string]bool{}
+	for _, ev := range c.skipped {
+		var e policy.Event
+		if ev.name == "event" && json.Unmarshal([]byte(ev.data), &e) == nil && e.Job == "nightly" {
+			kinds[e.Kind] = true
+		}
+	}
+	if !kinds[policy.EventJobStarted] {
+		t.Fatalf("scheduler events on the stream: %v (all: %+v)", kinds, c.skipped)
+	}
 }
