@@ -48,15 +48,18 @@ func TestPages2Viewports(t *testing.T) {
 	}
 }
 
-// TestPages2WindowModel checks the window grid's model, imported as the
-// console serves it, against the API's window JSON: round trips, ranges
-// across midnight, words, openings and the next opening in a time zone.
-func TestPages2WindowModel(t *testing.T) {
+// TestPages2Models checks the pages' pure modules, imported as the console
+// serves them: the window grid against the API's window JSON (round trips,
+// ranges across midnight, words, openings, the next opening in a time zone),
+// retention presets, the selection model, the restore timeline and space
+// check, and the usage chart.
+func TestPages2Models(t *testing.T) {
 	b := signedIn(t)
 	eval := func(expr string) string {
 		t.Helper()
 		return browsertest.Eval[string](b, fmt.Sprintf(`(async () => { const W = await import("/assets/pages/jobwizard-window.js");
 			const R = await import("/assets/pages/jobwizard-retention.js"); const T = await import("/assets/pages/jobwizard-tree.js");
+			const L = await import("/assets/pages/restore-timeline.js"); const C = await import("/assets/pages/repositories-chart.js");
 			const v = (%s); return typeof v === "string" ? v : JSON.stringify(v); })()`, expr))
 	}
 	tests := []struct{ name, expr, want string }{
@@ -98,6 +101,25 @@ func TestPages2WindowModel(t *testing.T) {
 				const s = T.emptySelection(); T.toggleInclude(s, tr.byId.get("f"), true); s.exclude.names.push("*-test");
 				return T.matchedVMs(s, tr).map(n => n.name).join(",") + " " + JSON.stringify(T.compactSelection(s)); })()`,
 			`web-01 {"containers":[{"kind":"folder","id":"f","name":"vm"}],"exclude":{"names":["*-test"]}}`},
+		{"restore points group by local day, newest first",
+			`L.groupByDay([{id: "a", time: new Date(2026, 10, 28, 9).toISOString()}, {id: "b", time: new Date(2026, 10, 29, 8).toISOString()}, {id: "c", time: new Date(2026, 10, 29, 20).toISOString()}], new Date(2026, 10, 29, 21)).map(g => g.label + ":" + g.points.map(p => p.id).join("")).join(" ")`,
+			`Today:cb Yesterday:a`},
+		{"consistency words",
+			`[{consistency: "application"}, {consistency: "filesystem"}, {consistency: ""}, {partial: true}].map(p => L.consistency(p).label).join(", ")`,
+			`application-consistent, file-system-consistent, crash-consistent, partial`},
+		{"VMs deleted from vCenter are restore choices",
+			`L.vmChoices([{instanceUuid: "u1", name: "web", inInventory: true}], [{vm: {instanceUuid: "u1", name: "web"}}, {vm: {instanceUuid: "u9", name: "gone"}}]).map(c => c.name + "/" + c.inInventory + "/" + c.points).join(" ")`,
+			`gone/false/1 web/true/1`},
+		{"datastore space: short blocks thick disks, warns for thin",
+			`[L.datastoreFit({free: 10}, 64, false), L.datastoreFit({free: 10}, 64, true), L.datastoreFit({free: 100}, 64, false)].map(f => f.short + "/" + f.blocking).join(" ")`,
+			`true/true true/false false/false`},
+		{"chart axis rounds to binary units",
+			`[C.niceMax(402653184) / 1048576, C.niceMax(3 * 1073741824) / 1073741824].join(" ")`,
+			`400 4`},
+		{"usage chart is an accessible SVG with both series",
+			`(() => { const s = C.usageChart([{time: "2026-11-01T00:00:00Z", logical_bytes: 100, stored_bytes: 40}, {time: "2026-11-02T00:00:00Z", logical_bytes: 200, stored_bytes: 60}], {fmtBytes: String, fmtDate: String});
+				return [s.getAttribute("role"), s.querySelector("title").textContent, s.querySelectorAll("polyline").length, s.querySelectorAll("circle").length].join(" "); })()`,
+			`img Repository usage over time 2 4`},
 	}
 	for _, tc := range tests {
 		if got := eval(tc.expr); got != tc.want {

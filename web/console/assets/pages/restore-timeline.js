@@ -72,3 +72,12 @@ export function pointSize(p) {
   const sum = disks.reduce((n, d) => n + (d.capacity || 0), 0);
   return sum || (p && p.logicalBytes) || 0;
 }
+
+// datastoreFit says whether a restore of need bytes fits a datastore:
+// short when its free space is below need (thick disks take their full
+// size; thin disks only what is written, so short is then a warning).
+export function datastoreFit(ds, need, thin) {
+  const free = Number(ds && ds.free) || 0;
+  const short = free < need;
+  return { short, blocking: short && !thin };
+}

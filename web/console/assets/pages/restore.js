@@ -4,7 +4,7 @@
 // compute, datastore with free space, network mapping), a summary, then the
 // live progress and the result with the new VM's name.
 import { ensureCSS, pick, taskOf, watchTask, errorText } from "./jobs-common.js";
-import { groupByDay, consistency, pointVM, vmChoices, pointSize } from "./restore-timeline.js";
+import { groupByDay, consistency, pointVM, vmChoices, pointSize, datastoreFit } from "./restore-timeline.js";
 
 const MODES = [
   { id: "new", title: "Restore as a new VM", text: "Creates a new VM from the restore point next to the original. Nothing existing is touched." },
@@ -274,7 +274,7 @@ export default {
             );
           }
           const dsOpts = (dc.datastores || []).map((d) => {
-            const short = d.free < need;
+            const short = datastoreFit(d, need, false).short;
             return h("option", { value: d.name, selected: st.datastore === d.name, "data-short": short ? "true" : null }, `${d.name} — ${ctx.fmt.bytes(d.free)} free of ${ctx.fmt.bytes(d.capacity)}${short ? " — not enough space" : ""}`);
           });
           parts.push(sel("datastore", "restore-ds", "Datastore", [h("option", { value: "" }, "Default (each disk's original datastore)"), ...dsOpts], `The restore needs up to ${ctx.fmt.bytes(need)} (thick); thin disks need less.`));
