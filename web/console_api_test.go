@@ -131,6 +131,8 @@ func TestJobRuns(t *testing.T) {
 		{ID: "nightly/3", Job: "nightly", Missed: true, Start: base.Add(48 * time.Hour), End: base.Add(49 * time.Hour)},
 		{ID: "nightly/4", Job: "nightly", Start: base.Add(72 * time.Hour), VMs: []policy.VMOutcome{{VM: "other", Name: "db01", Status: policy.OutcomeRunning}}},
 		{ID: "other/1", Job: "other", Start: base, End: base.Add(time.Hour)},
+		{ID: "nightly/0a", Job: "nightly", Interrupted: true, ResumedBy: "nightly/0b", Start: base.Add(-48 * time.Hour), End: base.Add(-47 * time.Hour)},
+		{ID: "nightly/0b", Job: "nightly", ResumeOf: "nightly/0a", Start: base.Add(-46 * time.Hour), End: base.Add(-45 * time.Hour)},
 	}
 	for _, r := range runs {
 		if err := f.db.PutRun(ctx, r); err != nil {
@@ -146,6 +148,7 @@ func TestJobRuns(t *testing.T) {
 	r.json(t, &got)
 	want := []struct{ id, state, trigger string }{
 		{"nightly/4", "running", "window"}, {"nightly/3", "missed", "missed"}, {"nightly/2", "partial", "manual"}, {"nightly/1", "succeeded", "window"},
+		{"nightly/0b", "succeeded", "resume"}, {"nightly/0a", "interrupted", "window"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d runs: %s", len(got), r.body)

@@ -111,20 +111,28 @@ type JobRunView struct {
 	Job      string     `json:"job"`
 	Started  time.Time  `json:"started"`
 	Finished *time.Time `json:"finished"` // null while running
-	// State: running, succeeded, partial (some VMs failed), failed, cancelled, missed.
-	State   string  `json:"state"`
-	Trigger string  `json:"trigger"`          // "window", "manual" or "missed"
-	Window  string  `json:"window,omitempty"` // the window occurrence's id (its opening, RFC 3339)
-	VMs     []RunVM `json:"vms"`
+	// State: running, succeeded, partial (some VMs failed), failed,
+	// cancelled, missed, interrupted (the appliance stopped under it).
+	State   string `json:"state"`
+	Trigger string `json:"trigger"`          // "window", "manual", "resume" or "missed"
+	Window  string `json:"window,omitempty"` // the window occurrence's id (its opening, RFC 3339)
+	// ResumeOf is the interrupted run this one resumes; ResumedBy the run
+	// that resumed this interrupted one.
+	ResumeOf  string  `json:"resume_of,omitempty"`
+	ResumedBy string  `json:"resumed_by,omitempty"`
+	VMs       []RunVM `json:"vms"`
 }
 
 func runView(r policy.JobRun) JobRunView {
-	v := JobRunView{ID: r.ID, Job: r.Job, Started: r.Start, Window: r.WindowID, Trigger: "window", VMs: make([]RunVM, 0, len(r.VMs))}
+	v := JobRunView{ID: r.ID, Job: r.Job, Started: r.Start, Window: r.WindowID, Trigger: "window", ResumeOf: r.ResumeOf, ResumedBy: r.ResumedBy,
+		VMs: make([]RunVM, 0, len(r.VMs))}
 	switch {
 	case r.Missed:
 		v.Trigger = "missed"
 	case r.Manual:
 		v.Trigger = "manual"
+	case r.ResumeOf != "":
+		v.Trigger = "resume"
 	}
 	if !r.End.IsZero() {
 		end := r.End
@@ -148,6 +156,8 @@ func runView(r policy.JobRun) JobRunView {
 		v.State = "missed"
 	case r.End.IsZero():
 		v.State = "running"
+	case r.Interrupted:
+		v.State = "interrupted"
 	case bad+cancelled == 0:
 		v.State = "succeeded"
 	case ok > 0:
