@@ -127,6 +127,16 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
+	// The accessibility check names an unlabelled input, a duplicate id and
+	// the missing h1 of the test page.
+	Eval[bool](b, `(() => { const i = document.createElement("input"); i.id = "name"; document.querySelector("main").append(i); return true; })()`)
+	got := strings.Join(b.A11yProblems(), "\n")
+	for _, want := range []string{"unlabelled: input#name", "duplicate id: name", "0 visible h1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("A11yProblems() = %q, want one containing %q", got, want)
+		}
+	}
+
 	p := b.Screenshot("after")
 	if st, err := os.Stat(p); err != nil || st.Size() == 0 {
 		t.Fatalf("screenshot %s: %v", p, err)
