@@ -31,17 +31,19 @@ async function general(ctx, box) {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const errs = [];
-    if (zones.length && !zones.includes(tz.value) && tz.value !== "UTC") errs.push({ field: "timeZone", message: "Choose a time zone from the list." });
+    let known = !!tz.value.trim();
+    try { new Intl.DateTimeFormat("en", { timeZone: tz.value.trim() }); } catch { known = false; }
+    if (!known) errs.push({ field: "timeZone", message: "Choose a time zone from the list (an IANA name such as Europe/Paris)." });
     const n = Number(days.value);
     if (!Number.isInteger(n) || n < 1 || n > 3650) errs.push({ field: "eventRetentionDays", message: "A whole number of days from 1 to 3650." });
     if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return; }
     ctx.fieldErrors(form, null);
     busy(save, true);
     try {
-      const body = { ...st, timeZone: tz.value, eventRetentionDays: n };
+      const body = { ...st, timeZone: tz.value.trim(), eventRetentionDays: n };
       const saved = await ctx.api("PUT", "/settings", body);
       Object.assign(st, saved || body);
-      setTimeZone(tz.value);
+      setTimeZone(tz.value.trim());
       ctx.toast("Settings saved.", "success");
     } catch (err) {
       ctx.fieldErrors(form, err);
