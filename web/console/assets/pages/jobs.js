@@ -30,9 +30,12 @@ function nextRunText(ctx, job) {
   return n.next ? ctx.fmt.time(n.next) : "never";
 }
 
-// runProgress follows a job run started with "run now": a progress bar of
-// the VMs finished, refreshed from GET /jobs/:id/runs on every streamed task
-// or event and at least every 1.5 s. It resolves with the finished run.
+// runProgress follows a job run started with "run now". The run's record
+// (GET /jobs/:id/runs) says which VMs are done; the stream's "scheduler"
+// events carry the bytes of the VMs backing up now, so the bar moves within
+// a VM too. The record is read again on every streamed event, on every
+// change of the running backups and at least every 1.5 s. It resolves with
+// the finished run.
 function runProgress(ctx, jobId, runId, name) {
   const h = ctx.h;
   const bar = h("progress", { max: "100", value: "0", id: `run-bar-${jobId}` });
@@ -42,30 +45,62 @@ function runProgress(ctx, jobId, runId, name) {
   let stopped = false;
   let timer = 0;
   let busy = false;
+  let last = 0;
+  let run = null;
+  let active = []; // the scheduler's running backups of this run
   let resolveDone;
   const done = new Promise((r) => (resolveDone = r));
+
+  const render = () => {
+    if (!run) return;
+    const st = runState(run);
+    const vms = run.vms || [];
+    const fin = vms.filter((v) => !["pending", "running", "queued", ""].includes(vmState(v))).length;
+    let pc = runPercent(run);
+    if (!isRunFinal(run) && vms.length) {
+      const partial = active.reduce((n, b) => n + (b.total > 0 ? Math.min(1, b.done / b.total) : 0), 0);
+      pc = Math.min(99, Math.floor(((fin + partial) / vms.length) * 100));
+    }
+    bar.value = pc;
+    bar.setAttribute("aria-valuetext", `${pc}%`);
+    const now = active.map((b) => `${b.vm}${b.phase ? ` (${b.phase})` : ""}`).join(", ");
+    label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${vms.length} VMs done` : st}${now && !isRunFinal(run) ? ` · now ${now}` : ""}`;
+    const rate = active.reduce((n, b) => n + (b.rate || 0), 0);
+    info.textContent = [`${pc}%`, rate && !isRunFinal(run) ? ctx.fmt.rate(rate) : "", st].filter(Boolean).join(" · ");
+    el.dataset.percent = String(pc);
+    el.dataset.state = st;
+  };
+
+  const finish = () => {
+    stopped = true;
+    clearTimeout(timer);
+    if (es) es.close();
+    unsub();
+  };
+
   const refresh = async () => {
     if (stopped || busy) return;
+    const wait = 700 - (Date.now() - last);
+    if (wait > 0) {
+      // Many stream messages in a burst make one request.
+      clearTimeout(timer);
+      timer = setTimeout(refresh, wait);
+      return;
+    }
     busy = true;
+    last = Date.now();
     try {
       const runs = await ctx.api("GET", `/jobs/${encodeURIComponent(jobId)}/runs?limit=10`);
       const list = Array.isArray(runs) ? runs : (runs && runs.runs) || [];
       const r = (runId && list.find((x) => x.id === runId)) || (!runId && list[0]);
       if (r && !stopped) {
-        const pc = runPercent(r);
-        const st = runState(r);
-        const vms = r.vms || [];
-        const fin = vms.filter((v) => !["pending", "running", "queued", ""].includes(vmState(v))).length;
-        bar.value = pc;
-        bar.setAttribute("aria-valuetext", `${pc}%`);
-        label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${vms.length} VMs done` : st}`;
-        info.textContent = `${pc}% · ${st}`;
-        el.dataset.percent = String(pc);
-        el.dataset.state = st;
+        run = r;
+        if (isRunFinal(r)) active = [];
+        render();
         if (isRunFinal(r)) {
-          stopped = true;
-          clearTimeout(timer);
+          finish();
           resolveDone(r);
+          return;
         }
       }
     } catch (e) {
@@ -78,6 +113,33 @@ function runProgress(ctx, jobId, runId, name) {
       timer = setTimeout(refresh, 1500);
     }
   };
+
+  // The shell's shared stream carries tasks and events; the scheduler's
+  // running backups come as "scheduler" events, read here from a stream of
+  // our own for as long as the run lasts.
+  let es = null;
+  try {
+    es = new EventSource("/api/v1/stream", { withCredentials: true });
+    es.addEventListener("scheduler", (m) => {
+      let a;
+      try {
+        a = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      const mine = ((a && a.backups) || []).filter((b) => b.run === runId || (!runId && b.job === jobId));
+      const changed = mine.length !== active.length || mine.some((b, i) => !active[i] || active[i].vm !== b.vm);
+      active = mine;
+      render();
+      if (changed) refresh();
+    });
+    // The shell's stream reconnects; this one is only a refinement.
+    es.addEventListener("error", () => {
+      if (es) es.close();
+    });
+  } catch {
+    es = null;
+  }
   const unsub = ctx.stream(
     () => refresh(),
     () => refresh(),
@@ -86,11 +148,7 @@ function runProgress(ctx, jobId, runId, name) {
   return {
     el,
     done,
-    stop() {
-      stopped = true;
-      clearTimeout(timer);
-      unsub();
-    },
+    stop: finish,
   };
 }
 
