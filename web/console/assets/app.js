@@ -120,6 +120,9 @@ async function route() {
   clear(main);
   if (!page) {
     page = { title: "Not found", route: "", render: (root) => { root.append(h("p", null, "There is no page at this address. "), h("a", { href: "#/dashboard" }, "Go to the dashboard")); } };
+  } else if (page.role && !ctx.can(page.role)) {
+    const need = page.role;
+    page = { title: page.title, route: page.route, render: (root) => { root.append(h("p", { class: "notice" }, `This page needs the ${need} role; you are signed in as ${me.role}.`)); } };
   }
   const title = h("h1", { tabindex: "-1", id: "page-title" }, page.title);
   const header = h("div", { class: "page-actions" });

@@ -35,6 +35,7 @@ export default {
       h("section", { "aria-labelledby": "dash-events" }, h("h2", { id: "dash-events" }, "Recent events"), events));
 
     const shown = new Map(); // task id -> progress element
+    const timers = [];
     let recent = [];
 
     function showTask(t) {
@@ -44,8 +45,17 @@ export default {
         if (empty) empty.remove();
         el = ctx.progress(t);
         const link = h("a", { href: `#/tasks/${encodeURIComponent(t.id)}`, class: "task-link" }, "Details");
-        running.append(h("div", { class: "dashboard-task", "data-task-row": t.id }, el, link));
+        const row = h("div", { class: "dashboard-task", "data-task-row": t.id }, el, link);
+        running.append(row);
         shown.set(t.id, el);
+        // A finished task stays a minute so its outcome can be read, then goes.
+        el.addEventListener("taskdone", () => {
+          timers.push(setTimeout(() => {
+            row.remove();
+            shown.delete(t.id);
+            if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));
+          }, 60000));
+        });
       } else {
         el.update(t);
       }
@@ -105,6 +115,6 @@ export default {
       clear(events).append(eventRows(ctx, recent));
       reload();
     });
-    return () => { alive = false; unsub(); clearTimeout(reloadTimer); };
+    return () => { alive = false; unsub(); clearTimeout(reloadTimer); timers.forEach(clearTimeout); };
   },
 };
