@@ -41,6 +41,8 @@ export class Stream {
     clearTimeout(this.timer);
     clearTimeout(this.pollTimer);
     this.pollTimer = 0;
+    this.opened = false;
+    this.lastPoll.clear();
     if (this.es) { this.es.close(); this.es = null; }
   }
 
@@ -61,10 +63,13 @@ export class Stream {
     const es = new EventSource("/api/v1/stream", { withCredentials: true });
     this.es = es;
     es.addEventListener("open", () => {
+      const reconnected = this.opened;
       this.opened = true;
       this.backoff = 1000;
       clearTimeout(this.pollTimer);
       this.pollTimer = 0;
+      // Updates sent while we were away are lost: catch up once.
+      if (reconnected) this.fetchTasks(40);
     });
     es.addEventListener("task", (m) => {
       let t;
@@ -90,11 +95,16 @@ export class Stream {
 
   async poll() {
     this.pollTimer = setTimeout(() => this.poll(), 2000);
+    await this.fetchTasks(50);
+  }
+
+  // fetchTasks emits the recent tasks that changed since it last looked.
+  async fetchTasks(limit) {
     if (this.stopped || !this.taskSubs.size) return;
     let tasks;
     try {
       // Not quiet: a 401 here is how an idle console notices its session expired.
-      tasks = await this.api.call("GET", "/tasks?limit=50");
+      tasks = await this.api.call("GET", `/tasks?limit=${limit}`);
     } catch { return; }
     if (!Array.isArray(tasks)) return;
     for (const t of tasks) {
