@@ -72,10 +72,6 @@ func New() *Handler {
 	return h
 }
 
-// Has reports whether p names an embedded asset (tests, and the server's
-// decision between a missing asset and a client route).
-func (h *Handler) Has(p string) bool { _, ok := h.assets[p]; return ok }
-
 // ServeHTTP serves an asset, or index.html for any other path outside
 // /assets/ (client routes). A missing asset is a plain 404 so that a broken
 // module import shows as one instead of as HTML parsed as JavaScript.

@@ -130,7 +130,8 @@ async function route() {
   main.append(h("div", { class: "page-head" }, title, header), root);
   document.title = `${page.title} — vmvault`;
   markNav(page);
-  ctx.params = path.slice((page.route || "").length).split("/").filter(Boolean).map(decodeURIComponent);
+  const decode = (x) => { try { return decodeURIComponent(x); } catch { return x; } };
+  ctx.params = path.slice((page.route || "").length).split("/").filter(Boolean).map(decode);
   ctx.query = new URLSearchParams(query || "");
   ctx.header = header;
   ctx.me = me;
