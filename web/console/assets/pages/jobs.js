@@ -273,7 +273,7 @@ async function listPage(root, ctx) {
           h("td", { "data-label": "Name" }, h("a", { href: `#/jobs/${encodeURIComponent(j.id)}` }, j.name), j.enabled === false ? h("span", { class: "badge p2-state-warn" }, " disabled") : null),
           h("td", { "data-label": "VMs" }, h("span", null, `${n} now`), h("span", { class: "hint p2-block" }, describeSelection(j.selection, names))),
           h("td", { "data-label": "Repository" }, j.repository),
-          h("td", { "data-label": "Window" }, describeWindow(j.window)),
+          h("td", { "data-label": "Window" }, describeWindow(j.window), h("span", { class: "hint p2-block" }, (j.window && j.window.location) || "UTC")),
           h("td", { "data-label": "Last run", id: `last-run-${j.id}` }, lastRunCell(last)),
           h("td", { "data-label": "Next run" }, nextRunText(ctx, j)),
           h("td", { "data-label": "Actions" }, actions, progressCell),

@@ -61,7 +61,9 @@ export function vmChoices(vms, points) {
   for (const p of points || []) {
     const key = pointVM(p);
     if (!out.has(key)) out.set(key, { key, name: (p.vm && p.vm.name) || key, inInventory: false, points: 0 });
-    out.get(key).points++;
+    const c = out.get(key);
+    c.points++;
+    if (!c.newest || new Date(p.time) > new Date(c.newest)) c.newest = p.time;
   }
   return [...out.values()].sort((a, b) => String(a.name).localeCompare(String(b.name)));
 }

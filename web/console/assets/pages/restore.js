@@ -113,7 +113,7 @@ export default {
                   "div",
                   { class: "p2-radio" },
                   h("input", { type: "radio", name: "vm", id: `rvm-${i}`, value: c.key, checked: st.vm === c.key, "data-name": c.name }),
-                  h("label", { for: `rvm-${i}` }, h("strong", null, c.name), h("span", { class: "hint" }, ` ${c.points} restore point${c.points === 1 ? "" : "s"}`), c.inInventory ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
+                  h("label", { for: `rvm-${i}` }, h("strong", null, c.name), h("span", { class: "hint" }, ` ${c.points} restore point${c.points === 1 ? "" : "s"}${c.newest ? `, newest ${ctx.fmt.time(c.newest)}` : ""}`), c.inInventory ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
                 ),
               ),
           );
