@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"bufio"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ type packWriter struct {
 
 	mu      sync.Mutex // guards everything below
 	f       *os.File
+	w       *bufio.Writer // small blobs are gathered into few write calls; flushed by writePackTail
 	size    int64
 	entries []packEntry
 	pbs     []*pendingBlob
@@ -31,6 +33,12 @@ type packWriter struct {
 	done chan struct{} // closed when finalised and indexed (or failed)
 	err  error         // final result, valid after done
 }
+
+// packWriteBuffer gathers appended blobs: an incremental of scattered 4 KiB
+// changes appends thousands of small blobs, one write call each without it.
+// Nothing reads a pack before its tail is written (readers of a pending blob
+// wait until the pack is indexed), and the tail flushes the buffer.
+const packWriteBuffer = 256 << 10
 
 func (r *Repository) packPath(id packID) string {
 	s := id.String()
@@ -57,6 +65,7 @@ func (r *Repository) newPackWriter() (*packWriter, error) {
 		return nil, fmt.Errorf("write pack %s: %w", id, err)
 	}
 	pw.f, pw.size = f, packStart
+	pw.w = bufio.NewWriterSize(f, packWriteBuffer)
 	r.mu.Lock()
 	r.openPacks[id] = pw
 	r.mu.Unlock()
@@ -101,7 +110,7 @@ func (r *Repository) appendBlob(e packEntry, stored []byte, pb *pendingBlob) (*p
 			continue
 		}
 		e.Offset = uint64(pw.size)
-		_, err = pw.f.Write(stored)
+		_, err = pw.w.Write(stored)
 		if err != nil {
 			// A failed append poisons the pack: its tail is unknown.
 			pw.werr = fmt.Errorf("write pack %s: %w", pw.id, err)
@@ -199,7 +208,10 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 		os.Remove(pw.tmpPath)
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
 	}
-	if _, err := pw.f.Write(tail); err != nil {
+	if _, err := pw.w.Write(tail); err != nil {
+		return fail(err)
+	}
+	if err := pw.w.Flush(); err != nil {
 		return fail(err)
 	}
 	pw.size += int64(len(tail))
