@@ -223,10 +223,19 @@ func TestChooseIncremental(t *testing.T) {
 	data := image(rng, 4<<20)
 	s := &blobStore{}
 	m := fullMap(t, c, s, data)
-	// One clustered change of 1 MiB: Rechunk costs about the same and keeps a CDC map.
-	est, err := ChooseIncremental(c, int64(len(data)), m, []Extent{{1 << 20, 1 << 20}}, IncrementalOptions{})
-	if err != nil || est.Method != MethodRechunk || est.RechunkBytes < 1<<20 {
+	// The whole disk rewritten: Rechunk costs the same and keeps a CDC map.
+	est, err := ChooseIncremental(c, int64(len(data)), m, []Extent{{0, int64(len(data))}}, IncrementalOptions{})
+	if err != nil || est.Method != MethodRechunk || est.RechunkBytes != int64(len(data)) {
+		t.Fatalf("whole disk: %+v %v", est, err)
+	}
+	// One clustered change of 1 MiB: Rechunk re-processes the chunks around it too; with a
+	// factor of 1.25 that is accepted.
+	est, err = ChooseIncremental(c, int64(len(data)), m, []Extent{{1 << 20, 1 << 20}}, IncrementalOptions{RechunkFactor: 1.25})
+	if err != nil || est.Method != MethodRechunk || est.RechunkBytes <= 1<<20 {
 		t.Fatalf("clustered change: %+v %v", est, err)
+	}
+	if est, _ := ChooseIncremental(c, int64(len(data)), m, []Extent{{1 << 20, 1 << 20}}, IncrementalOptions{}); est.Method != MethodSlices {
+		t.Fatalf("clustered change, default factor: %+v", est)
 	}
 	// 4 KiB writes every 64 KiB: Rechunk would re-store every touched 16 KiB chunk.
 	var sc []Extent
