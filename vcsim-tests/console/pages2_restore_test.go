@@ -41,8 +41,8 @@ func TestPages2RestoreNewVM(t *testing.T) {
 	b.WaitText("#ds-space", "has enough free space")
 	b.Click("#restore-target .p2-next")
 
-	b.WaitText("#restore-summary", name)
-	b.WaitText("#restore-summary", "LocalDS_0")
+	b.WaitText("#restore-choices", name)
+	b.WaitText("#restore-choices", "LocalDS_0")
 	p2NoJunk(t, b, "restore summary")
 	b.Click("#restore-start")
 	b.WaitVisible("#restore-progress")
@@ -131,7 +131,7 @@ func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
 	}
 	b.Click("#confirm-cancel")
 	b.WaitGone("#confirm[open]")
-	b.WaitVisible("#restore-summary")
+	b.WaitVisible("#restore-choices")
 	if after := restores(); after != before {
 		t.Fatalf("restore tasks: %d before, %d after a cancelled overwrite", before, after)
 	}
@@ -172,7 +172,7 @@ func TestPages2RestoreRehearsalAndDisk(t *testing.T) {
 			b.Fill("#restore-name", "p2-rehearsal")
 		}
 		b.Click("#restore-target .p2-next")
-		b.WaitVisible("#restore-summary")
+		b.WaitVisible("#restore-choices")
 		b.Click("#restore-start")
 		b.WaitVisible("#restore-progress")
 		p2WaitJS(b, 3*time.Minute, p2Progress("#restore-progress"), mode+" restore at 100%, succeeded")

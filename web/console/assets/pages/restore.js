@@ -377,7 +377,7 @@ export default {
         const f = panels.summary.form;
         const p = st.point;
         const mode = MODES.find((m) => m.id === st.mode);
-        const dl = h("dl", { class: "p2-dl", id: "restore-summary" });
+        const dl = h("dl", { class: "p2-dl", id: "restore-choices" });
         const add = (k, v) => dl.append(h("dt", null, k), h("dd", null, v));
         add("VM", (p.vm && p.vm.name) || st.vm);
         add("Restore point", `${ctx.fmt.time(p.time)} · ${consistency(p).label} · ${p.repository}`);
