@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// TestPages2RepositoryCheck runs a check of the demo's repository from its
-// page to completion and sees the result and the last check recorded.
+// TestPages2RepositoryCheck opens the demo's repository from the list (its
+// usage chart and ratios), runs a check from its page to completion and sees
+// the result and the last check recorded, then a reclaim after confirming
+// it.
 func TestPages2RepositoryCheck(t *testing.T) {
 	b := signedIn(t)
 	var repos []struct {
@@ -28,5 +30,17 @@ func TestPages2RepositoryCheck(t *testing.T) {
 	p2WaitJS(b, 2*time.Minute, p2Progress("#check-progress"), "the check's progress at 100%, succeeded")
 	b.WaitText("#check-result", "no problems found")
 	b.WaitText("#last-check", "no problems found")
+
+	// Reclaim says beforehand what it would free, asks, then runs to the end.
+	if got := b.Text("#repo-reclaimable"); got == "" || got == "–" {
+		t.Errorf("reclaim would free: %q", got)
+	}
+	b.WaitText("#reclaim-info", "Reclaim removes the data of deleted restore points")
+	b.Click("#run-reclaim")
+	b.WaitVisible("#confirm[open]")
+	b.Click("#confirm-ok")
+	b.WaitVisible("#reclaim-progress")
+	p2WaitJS(b, 2*time.Minute, p2Progress("#reclaim-progress"), "the reclaim's progress at 100%, succeeded")
+	b.WaitText("#reclaim-result", "Reclaim finished")
 	b.CheckConsole()
 }
