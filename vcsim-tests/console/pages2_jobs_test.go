@@ -198,8 +198,9 @@ func TestPages2JobWizard(t *testing.T) {
 // Space ticks a VM, the arrow keys change the retention preset.
 func TestPages2JobWizardKeyboardOnly(t *testing.T) {
 	b := signedIn(t)
-	b.Go("#/job-wizard")
+	b.Go("#/jobs/new") // the shell README's address for it
 	b.WaitVisible("#job-name")
+	b.WaitJS(`location.hash === "#/job-wizard"`, "#/jobs/new replaced by #/job-wizard")
 	if f := b.Focused(); f != "#job-name" {
 		t.Fatalf("focus on the wizard's first step = %s, want #job-name", f)
 	}

@@ -405,6 +405,17 @@ export default {
   nav: true,
   async render(root, ctx) {
     await ensureCSS();
+    // "#/jobs/new" (the shell README's name for it) opens the wizard.
+    if (ctx.params && ctx.params[0] === "new" && ctx.params.length === 1) {
+      history.replaceState(null, "", "#/job-wizard");
+      ctx.navigate("#/job-wizard");
+      return undefined;
+    }
+    if (ctx.params && ctx.params[1] === "edit") {
+      history.replaceState(null, "", `#/job-wizard/${encodeURIComponent(ctx.params[0])}`);
+      ctx.navigate(`#/job-wizard/${encodeURIComponent(ctx.params[0])}`);
+      return undefined;
+    }
     if (ctx.params && ctx.params[0]) return detailPage(root, ctx, ctx.params[0]);
     return listPage(root, ctx);
   },
