@@ -27,7 +27,7 @@ func TestAccessibility(t *testing.T) {
 		b.Go(r)
 		b.WaitJS(`!!document.getElementById("page-title") && !document.querySelector("main .loading")`, "page "+r)
 		// Let the page load its data and draw its controls.
-		b.WaitJS(`new Promise(res => setTimeout(() => res(true), 700))`, "settle")
+		b.WaitJS(`new Promise(res => setTimeout(() => res(true), 300))`, "settle")
 		if p := b.A11yProblems(); len(p) > 0 {
 			t.Errorf("%s:\n  %s", r, strings.Join(p, "\n  "))
 		}
