@@ -136,3 +136,22 @@ func p2NoJunk(t *testing.T, b *browsertest.Browser, where string) {
 		t.Errorf("%s: the page shows %q", where, junk)
 	}
 }
+
+// p2DemoJobAndRepo returns the id of the demo's first job and the name of
+// its first repository.
+func p2DemoJobAndRepo(t *testing.T, b *browsertest.Browser) (job, repo string) {
+	t.Helper()
+	var jobs []struct {
+		ID string `json:"id"`
+	}
+	var repos []struct {
+		Name string `json:"name"`
+	}
+	if st := p2API(t, b, "GET", "/jobs", nil, &jobs); st != 200 || len(jobs) == 0 {
+		t.Fatalf("GET /jobs: %d, %d jobs", st, len(jobs))
+	}
+	if st := p2API(t, b, "GET", "/repositories", nil, &repos); st != 200 || len(repos) == 0 {
+		t.Fatalf("GET /repositories: %d, %d repositories", st, len(repos))
+	}
+	return jobs[0].ID, repos[0].Name
+}

@@ -14,14 +14,15 @@ import (
 // (wide tables scroll inside their own box, the window grid fits).
 func TestPages2Viewports(t *testing.T) {
 	b := signedIn(t)
+	job, repo := p2DemoJobAndRepo(t, b)
 	pages := []struct{ route, ready string }{
 		{"#/jobs", "#jobs-table"},
-		{"#/jobs/demo-vms", ".p2-history .p2-run, .p2-history .empty"},
+		{"#/jobs/" + job, ".p2-history .p2-run, .p2-history .empty"},
 		{"#/job-wizard", "#job-name"},
 		{"#/restore", "input[name=vm]"},
 		{"#/restore-points", ".p2-vm-group"},
 		{"#/repositories", "#repositories-table"},
-		{"#/repositories/demo", ".usage-chart"},
+		{"#/repositories/" + repo, ".usage-chart"},
 	}
 	for _, size := range []struct{ w, h int64 }{{1280, 800}, {400, 800}} {
 		b.Viewport(size.w, size.h)
@@ -140,10 +141,11 @@ func TestPages2Accessibility(t *testing.T) {
 			t.Errorf("%s:\n  %s", where, strings.Join(p, "\n  "))
 		}
 	}
-	b.Go("#/jobs/demo-vms")
+	job, repo := p2DemoJobAndRepo(t, b)
+	b.Go("#/jobs/" + job)
 	b.WaitVisible(".p2-run, .p2-history .empty")
 	audit("job page")
-	b.Go("#/repositories/demo")
+	b.Go("#/repositories/" + repo)
 	b.WaitVisible(".usage-chart")
 	audit("repository page")
 
