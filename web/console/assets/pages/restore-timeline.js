@@ -1,22 +1,30 @@
 // Restore points on a timeline: grouped by local calendar day, newest first,
 // with the words for their consistency. Pure functions.
 
-// dayKey is the local calendar day of an instant (YYYY-MM-DD).
-export function dayKey(t) {
+// dayKey is the calendar day of an instant (YYYY-MM-DD) in time zone tz
+// (the appliance's, so days match the times the console shows; undefined:
+// the browser's).
+export function dayKey(t, tz) {
   const d = t instanceof Date ? t : new Date(t);
-  const p = (n) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+  let f;
+  try {
+    f = new Intl.DateTimeFormat("en-CA", { timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit" });
+  } catch {
+    f = new Intl.DateTimeFormat("en-CA", { year: "numeric", month: "2-digit", day: "2-digit" });
+  }
+  const p = Object.fromEntries(f.formatToParts(d).map((x) => [x.type, x.value]));
+  return `${p.year}-${p.month}-${p.day}`;
 }
 
 // groupByDay returns [{day, label, points}] newest day first, points newest first.
-export function groupByDay(points, now = new Date()) {
+export function groupByDay(points, now = new Date(), tz) {
   const sorted = [...(points || [])].sort((a, b) => new Date(b.time) - new Date(a.time));
   const groups = [];
   const byDay = new Map();
   for (const p of sorted) {
-    const k = dayKey(p.time);
+    const k = dayKey(p.time, tz);
     if (!byDay.has(k)) {
-      const g = { day: k, label: dayLabel(k, now), points: [] };
+      const g = { day: k, label: dayLabel(k, now, tz), points: [] };
       byDay.set(k, g);
       groups.push(g);
     }
@@ -25,14 +33,12 @@ export function groupByDay(points, now = new Date()) {
   return groups;
 }
 
-export function dayLabel(key, now = new Date()) {
-  const today = dayKey(now);
-  const y = new Date(now);
-  y.setDate(y.getDate() - 1);
-  if (key === today) return "Today";
-  if (key === dayKey(y)) return "Yesterday";
+export function dayLabel(key, now = new Date(), tz) {
+  if (key === dayKey(now, tz)) return "Today";
+  if (key === dayKey(new Date(now.getTime() - 86400000), tz)) return "Yesterday";
   const [yy, mm, dd] = key.split("-").map(Number);
-  return new Date(yy, mm - 1, dd).toLocaleDateString(undefined, { weekday: "long", year: "numeric", month: "long", day: "numeric" });
+  // Noon UTC of that date names the same calendar day in every zone.
+  return new Date(Date.UTC(yy, mm - 1, dd, 12)).toLocaleDateString("en-GB", { timeZone: "UTC", weekday: "long", year: "numeric", month: "long", day: "numeric" });
 }
 
 // consistency says what a point's consistency means to an administrator.

@@ -22,7 +22,14 @@ export default {
     const h = ctx.h;
     const watchers = [];
     root.append(h("p", { class: "loading" }, "Loading…"));
-    const [vms, points] = await Promise.all([ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/restore-points")]);
+    const [vms, points, settings] = await Promise.all([ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/restore-points"), ctx.api("GET", "/settings").catch(() => ({}))]);
+    // Days and times in the appliance's zone, as everywhere in the console.
+    let tz = (settings && (settings.timeZone || settings.time_zone)) || undefined;
+    try {
+      new Intl.DateTimeFormat("en-GB", { timeZone: tz });
+    } catch {
+      tz = undefined;
+    }
     root.replaceChildren();
     const choices = vmChoices(vms, points).filter((c) => c.points > 0);
     const invVMs = (vms || []).filter((v) => v.inInventory);
@@ -134,7 +141,7 @@ export default {
       point() {
         const f = panels.point.form;
         const mine = points.filter((p) => pointVM(p) === st.vm);
-        const groups = groupByDay(mine);
+        const groups = groupByDay(mine, new Date(), tz);
         const dayNav = h("ul", { class: "p2-days", "aria-label": "Days with restore points" });
         const box = h("div", { class: "field", "data-field": "point", role: "radiogroup", "aria-label": "Restore points" });
         const vmName = (choices.find((c) => c.key === st.vm) || {}).name || st.vm;
@@ -165,7 +172,7 @@ export default {
                   h(
                     "label",
                     { for: rid },
-                    h("strong", null, new Date(p.time).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit" })),
+                    h("strong", null, new Date(p.time).toLocaleTimeString("en-GB", { timeZone: tz, hour: "2-digit", minute: "2-digit", second: "2-digit" })),
                     h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label),
                     h("span", { class: "hint" }, `${ctx.fmt.bytes(p.logicalBytes)} · ${p.repository}${p.job ? ` · job ${p.job}` : ""}`),
                     p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : null,
