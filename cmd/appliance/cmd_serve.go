@@ -147,7 +147,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	var inv policy.Inventory
 	var runner *backupRunner
 	var restorer *restoreService
-	var targets *serveTargets // console's inventory, restore targets, vCenter test
+	var targets *serveTargets   // console's inventory, restore targets, vCenter test
+	var vclient *vsphere.Client // nil without vCenter
+	started := time.Now()       // snapshots of ours older than this are stale
 	if vc := cfg.VCenter; vc != nil {
 		pw, err := readSecret(env, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
 		if err != nil {
@@ -172,6 +174,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 			return fmt.Errorf("connect to vCenter %s: %w", vc.URL, err)
 		}
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
+		vclient = client
 		inv = inventory.New(client)
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
@@ -269,8 +272,33 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	schedDone := make(chan error, 1)
 	schedCtx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
+	// The sweep finishes before the scheduler starts, so none of this
+	// process's own snapshots exists yet while it runs.
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		if vclient == nil {
+			return
+		}
+		emit := func(e policy.Event) {
+			if err := db.AddEvent(context.Background(), e); err != nil {
+				log.Error("record event", "err", err)
+			}
+			if observe != nil {
+				observe(e)
+			}
+		}
+		if n, err := sweepStaleSnapshots(schedCtx, vclient, started, log, emit); err != nil && schedCtx.Err() == nil {
+			log.Warn("start-up snapshot sweep", "err", err)
+		} else if n > 0 {
+			log.Info("start-up snapshot sweep", "removed", n)
+		}
+	}()
 	if sched != nil {
-		go func() { schedDone <- sched.Run(schedCtx) }()
+		go func() {
+			<-sweepDone
+			schedDone <- sched.Run(schedCtx)
+		}()
 	} else {
 		schedDone <- nil
 	}
@@ -319,6 +347,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	case err := <-errc:
 		stopSched()
 		<-pruneDone
+		<-sweepDone
 		<-schedDone
 		_ = tasks.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
@@ -337,6 +366,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	// snapshots) and records them as interrupted before it returns.
 	stopSched()
 	<-pruneDone
+	<-sweepDone
 	select {
 	case <-schedDone:
 	case <-sctx.Done():
