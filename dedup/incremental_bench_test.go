@@ -110,6 +110,32 @@ func incremental(b *testing.B, scenario string, old, cur *sparseImage, changed [
 			b.ReportMetric(float64(st.ParentBytesRead)/1e6, "parent-read-MB")
 			b.ReportMetric(float64(added)/1e6, "stored-MB")
 			b.ReportMetric(float64(added)/ch, "stored/changed")
+			if p != defaultTestParams(AlgorithmCDC) {
+				return
+			}
+			// The slice method on the same change: only the changed bytes are new.
+			m := make([]MapExtent, len(parent))
+			for i, x := range parent {
+				m[i] = MapExtent{Offset: x.Off, Length: x.Len, Zero: x.Zero, Blob: i, BlobLen: x.Len}
+			}
+			seen := map[[32]byte]bool{}
+			added = 0
+			ist, err := Incremental(context.Background(), c, cur, old, int64(len(cur.data)), m, changed, IncrementalOptions{}, func(ch Chunk) error {
+				if ch.Data != nil {
+					h := sha256.Sum256(ch.Data)
+					if !known[h] && !seen[h] {
+						seen[h] = true
+						added += int64(ch.Length)
+					}
+				}
+				ReleaseBuffer(ch.Data)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(ist.ParentBytes)/1e6, "slices-parent-read-MB")
+			b.ReportMetric(float64(added)/ch, "slices-stored/changed")
 		})
 	}
 }
