@@ -3,7 +3,8 @@
 //
 // It joins the layers below it: vsphere gives snapshots, changed areas and
 // disk bytes; dedup cuts a disk into chunks; repository stores them. The disk
-// pipeline (WriteDisk) reads a source through the chunker, hashes, compresses
+// pipeline (WriteDisk) reads a source through the chunker (a full read, or an
+// incremental by slices or by re-chunking: INCREMENTAL.md), hashes, compresses
 // and seals chunks in a bounded pool of workers, and returns the disk map to
 // commit. The Engine (BackupVM, BackupVMs) drives one VM at a time through
 // sweep, CBT, snapshot, configuration capture, per-disk read-set choice

@@ -4,9 +4,12 @@
 // github.com/restic/chunker's Rabin fingerprint, and fixed-size chunks), the
 // sparse fast path (unallocated or known-zero areas are never read nor
 // byte-walked: cut positions in zero runs are computed), all-zero chunk
-// recognition by word comparison, and CBT-aware re-chunking, which derives the
-// chunk list of a new disk version from its parent's list while reading from
-// the source only the changed extents.
+// recognition by word comparison, and the two ways an incremental derives a new
+// disk version from its parent's map while reading from the source only the
+// changed extents: CBT-aware re-chunking (Rechunk: an exact CDC map) and the
+// slice planner (Incremental: changed bytes become new pieces, unchanged bytes
+// slices of the parent's blobs, fragmented windows are rewritten with CDC),
+// chosen per disk by ChooseIncremental's cost rule (backup/INCREMENTAL.md).
 //
 // Why the incremental path is exact: restic's chunker restarts its rolling
 // hash at every cut and only tests windows that lie wholly inside the current

@@ -18,6 +18,16 @@
 // the live set, condemned blobs are invisible to deduplication, and deletion
 // waits (a barrier) for every session that started before the condemn step.
 //
+// Slices (format v1.1): a disk map extent may reference a byte range of a
+// data blob, so an incremental stores only the changed bytes and points into
+// its parent's blobs for the rest. Readers decode each blob once per run of
+// extents (blobs sliced across job boundaries are handed over), reclaim keeps
+// a blob while any slice references it, check verifies every slice fits.
+//
+// Close may run while readers are in flight (Check, Reclaim, Stats, disk
+// readers, LoadBlob): it waits for them; calls that start later fail with
+// ErrClosed.
+//
 // Self-healing: Check with ReadData quarantines corrupt blobs in the
 // catalog; deduplication ignores them, so the next backup of the same data
 // stores a fresh copy and every point referencing that id reads again.
