@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/vsphere"
@@ -87,4 +88,54 @@ func kind(k string) (policy.ContainerKind, bool) {
 		return policy.KindResourcePool, true
 	}
 	return "", false
+}
+
+// Tag is a vSphere tag as the console shows it: the id jobs store, the name
+// and the name of its category.
+type Tag struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Category string `json:"category"`
+}
+
+// Tags lists the tags attached to at least one VM, by category then name,
+// from the same vAPI pass as VMs (no listing of its own: the tagging code
+// stays in vsphere). A tag attached to no VM is not listed; selecting by it
+// would match nothing now anyway. Without tags (WithoutTags) it returns none.
+func (i *Inventory) Tags(ctx context.Context) ([]Tag, error) {
+	if !i.tags {
+		return []Tag{}, nil
+	}
+	ps, err := i.src.Placements(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("inventory tags: %w", err)
+	}
+	return TagsOf(ps), nil
+}
+
+// TagsOf returns the distinct tags of the placements, by category, name and
+// id. Tags without an id are left out, as FromPlacements leaves them out.
+func TagsOf(ps []vsphere.Placement) []Tag {
+	seen := map[string]bool{}
+	out := []Tag{}
+	for _, p := range ps {
+		for _, t := range p.Tags {
+			if t.ID == "" || seen[t.ID] {
+				continue
+			}
+			seen[t.ID] = true
+			out = append(out, Tag{ID: t.ID, Name: t.Name, Category: t.Category})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.Category != y.Category {
+			return x.Category < y.Category
+		}
+		if x.Name != y.Name {
+			return x.Name < y.Name
+		}
+		return x.ID < y.ID
+	})
+	return out
 }

@@ -87,3 +87,61 @@ func TestVMsWrapsErrors(t *testing.T) {
 		t.Fatalf("err = %v, want it to wrap vsphere.ErrNotFound", err)
 	}
 }
+
+type fixedSource struct {
+	ps       []vsphere.Placement
+	withTags []bool // what each call asked for
+}
+
+func (f *fixedSource) Placements(_ context.Context, withTags bool) ([]vsphere.Placement, error) {
+	f.withTags = append(f.withTags, withTags)
+	return f.ps, nil
+}
+
+func TestTagsOf(t *testing.T) {
+	prod := vsphere.Tag{ID: "urn:t:prod", Name: "production", Category: "Environment"}
+	gold := vsphere.Tag{ID: "urn:t:gold", Name: "gold", Category: "Backup"}
+	dup := vsphere.Tag{ID: "urn:t:prod2", Name: "production", Category: "Backup"} // same name, other category
+	tests := []struct {
+		name string
+		in   []vsphere.Placement
+		want []Tag
+	}{
+		{"none", nil, []Tag{}},
+		{"distinct, by category then name", []vsphere.Placement{
+			{VMRef: vsphere.VMRef{MoRef: "vm-1"}, Tags: []vsphere.Tag{prod, gold}},
+			{VMRef: vsphere.VMRef{MoRef: "vm-2"}, Tags: []vsphere.Tag{prod, dup, {ID: "", Name: "no id"}}},
+		}, []Tag{
+			{ID: "urn:t:gold", Name: "gold", Category: "Backup"},
+			{ID: "urn:t:prod2", Name: "production", Category: "Backup"},
+			{ID: "urn:t:prod", Name: "production", Category: "Environment"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TagsOf(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("TagsOf =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTagsAsksForTagsUnlessWithout(t *testing.T) {
+	ctx := context.Background()
+	src := &fixedSource{ps: []vsphere.Placement{{VMRef: vsphere.VMRef{MoRef: "vm-1", InstanceUUID: "u"}, Tags: []vsphere.Tag{{ID: "t1", Name: "a", Category: "c"}}}}}
+	inv := &Inventory{src: src, tags: true}
+	got, err := inv.Tags(ctx)
+	if err != nil || len(got) != 1 || got[0] != (Tag{ID: "t1", Name: "a", Category: "c"}) {
+		t.Fatalf("Tags = %+v, %v", got, err)
+	}
+	none, err := inv.WithoutTags().Tags(ctx)
+	if err != nil || len(none) != 0 || none == nil {
+		t.Fatalf("WithoutTags().Tags = %#v, %v; want an empty list", none, err)
+	}
+	if !reflect.DeepEqual(src.withTags, []bool{true}) {
+		t.Fatalf("placements asked %v, want one call with tags (none without)", src.withTags)
+	}
+	if _, err := (&Inventory{src: failingSource{vsphere.ErrNotFound}, tags: true}).Tags(ctx); !errors.Is(err, vsphere.ErrNotFound) {
+		t.Fatalf("err = %v, want it to wrap vsphere.ErrNotFound", err)
+	}
+}

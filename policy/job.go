@@ -39,6 +39,11 @@ type Job struct {
 	Window        Window      `json:"window"`
 	Retention     Retention   `json:"retention"`
 	Quiesce       QuiesceMode `json:"quiesce,omitempty"`
+	// QuiesceRequired fails a VM's backup (leaving no snapshot) when its
+	// guest cannot be quiesced, instead of falling back to a
+	// crash-consistent point with a warning. Not allowed with QuiesceNone.
+	// Absent (false) in jobs saved before it existed, which keep falling back.
+	QuiesceRequired bool `json:"quiesceRequired,omitempty"`
 	Priority      int         `json:"priority"`              // higher runs first when jobs compete
 	Concurrency   int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
 	OnWindowClose CloseAction `json:"onWindowClose,omitempty"`
@@ -112,6 +117,9 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	case "", QuiesceNone, QuiesceFileSystem, QuiesceApplication:
 	default:
 		bad("quiesce", "unknown mode %q (none, filesystem, application)", j.Quiesce)
+	}
+	if j.QuiesceRequired && j.Quiesce == QuiesceNone {
+		bad("quiesceRequired", "cannot require quiescing with quiesce mode none")
 	}
 	switch j.OnWindowClose {
 	case "", CloseFinish, CloseCancel:

@@ -39,6 +39,9 @@ func TestJobValidate(t *testing.T) {
 			[]string{"id", "name", "quiesce", "onWindowClose", "concurrency"}, nil},
 		{"bad id", func(j *Job) { j.ID = "a/b" }, []string{"id"}, nil},
 		{"empty selection", func(j *Job) { j.Selection = Selection{} }, []string{"selection"}, nil},
+		{"quiesce required", func(j *Job) { j.QuiesceRequired = true }, nil, nil},
+		{"quiesce required with the default mode", func(j *Job) { j.Quiesce, j.QuiesceRequired = "", true }, nil, nil},
+		{"quiesce required with mode none", func(j *Job) { j.Quiesce, j.QuiesceRequired = QuiesceNone, true }, []string{"quiesceRequired"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +91,7 @@ func TestJobJSONRoundTrip(t *testing.T) {
 	j := validJob()
 	j.Window.Location = mustLoc(t, "America/New_York")
 	j.Selection.Exclude.Names = []string{"*-tmp"}
+	j.QuiesceRequired = true
 	b, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)
@@ -102,5 +106,29 @@ func TestJobJSONRoundTrip(t *testing.T) {
 	back.Window.Location, j.Window.Location = nil, nil
 	if !reflect.DeepEqual(back, j) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", back, j)
+	}
+}
+
+// A job saved before quiesceRequired existed decodes as falling back, and a
+// job that does not require quiescing writes no field (stored jobs unchanged).
+func TestJobQuiesceRequiredJSON(t *testing.T) {
+	var old Job
+	if err := json.Unmarshal([]byte(`{"id":"j","name":"n","enabled":true,"repository":"main","quiesce":"filesystem"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.QuiesceRequired {
+		t.Fatal("an old job must not require quiescing")
+	}
+	b, err := json.Marshal(validJob())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "quiesceRequired") {
+		t.Fatalf("quiesceRequired written when false: %s", b)
+	}
+	j := validJob()
+	j.QuiesceRequired = true
+	if b, _ = json.Marshal(j); !strings.Contains(string(b), `"quiesceRequired":true`) {
+		t.Fatalf("quiesceRequired not written: %s", b)
 	}
 }

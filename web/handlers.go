@@ -467,6 +467,7 @@ type VMStatus struct {
 	MoRef        string        `json:"moref,omitempty"`
 	InInventory  bool          `json:"inInventory"`         // false: known only from restore points
 	Jobs         []string      `json:"jobs"`                // jobs whose selection matches it
+	Tags         []string      `json:"tags"`                // tag ids (GET /tags names them); empty when not in the inventory
 	Protected    bool          `json:"protected"`           // has a complete restore point
 	LastPoint    *RestorePoint `json:"lastPoint,omitempty"` // newest complete point
 	Points       int           `json:"points"`
@@ -502,7 +503,7 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus
 		order = append(order, v.InstanceUUID)
 	}
 	for _, vm := range inv {
-		st := &VMStatus{InstanceUUID: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, InInventory: true, Jobs: []string{}}
+		st := &VMStatus{InstanceUUID: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, InInventory: true, Jobs: []string{}, Tags: append([]string{}, vm.Tags...)}
 		for _, j := range jobs {
 			if j.Selection.Matches(vm) {
 				st.Jobs = append(st.Jobs, j.ID)
@@ -515,7 +516,7 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus
 		k := vmKey(p.VM)
 		st, ok := byKey[k]
 		if !ok {
-			st = &VMStatus{InstanceUUID: k, Name: p.VM.Name, MoRef: p.VM.MoRef, Jobs: []string{}}
+			st = &VMStatus{InstanceUUID: k, Name: p.VM.Name, MoRef: p.VM.MoRef, Jobs: []string{}, Tags: []string{}}
 			add(st)
 		}
 		st.Points++

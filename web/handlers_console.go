@@ -55,7 +55,62 @@ func (s *Server) inventoryTree(c *gin.Context) (any, error) {
 	if nodes == nil {
 		nodes = []InventoryNode{}
 	}
+	s.tagNodes(c.Request.Context(), nodes)
 	return InventoryResponse{Nodes: nodes}, nil
+}
+
+// tagNodes sets the tags of the VM nodes from the policy inventory (the
+// reading the scheduler selects from). The tree matters more than its
+// tags: when they cannot be read the nodes go without, and GET /tags says
+// why.
+func (s *Server) tagNodes(ctx context.Context, nodes []InventoryNode) {
+	if s.cfg.Inventory == nil {
+		return
+	}
+	vms, err := s.cfg.Inventory.VMs(ctx)
+	if err != nil {
+		s.cfg.Logger.Warn("inventory tree without tags", "err", err)
+		return
+	}
+	byRef := make(map[string][]string, len(vms))
+	byUUID := make(map[string][]string, len(vms))
+	for _, v := range vms {
+		if len(v.Tags) == 0 {
+			continue
+		}
+		if v.MoRef != "" {
+			byRef[v.MoRef] = v.Tags
+		}
+		byUUID[v.InstanceUUID] = v.Tags
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Type != NodeVM {
+			continue
+		}
+		t, ok := byRef[n.ID]
+		if !ok && n.InstanceUUID != "" {
+			t = byUUID[n.InstanceUUID]
+		}
+		if len(t) > 0 {
+			n.Tags = append([]string(nil), t...)
+		}
+	}
+}
+
+// listTags is GET /tags: vSphere's tags with their names and categories.
+func (s *Server) listTags(c *gin.Context) (any, error) {
+	if s.cfg.Tags == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, code: "vcenter_not_configured", msg: "no vCenter is configured on this appliance"}
+	}
+	tags, err := s.cfg.Tags.Tags(c.Request.Context())
+	if err != nil {
+		return nil, fmt.Errorf("read the vSphere tags: %v: %w", err, ErrUnavailable)
+	}
+	if tags == nil {
+		tags = []Tag{}
+	}
+	return tags, nil
 }
 
 func (s *Server) restoreTargets(c *gin.Context) (any, error) {

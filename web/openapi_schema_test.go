@@ -121,7 +121,11 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			Datastores: []TargetDatastore{{Name: "ds", Capacity: 10, Free: 5, Type: "VMFS", Accessible: true}},
 			Networks:   []TargetNetwork{{Name: "VM Network", Type: "Network"}}}}},
 	}
-	f := newFixture(t, func(c *Config) { c.Topology = topo })
+	tags := staticTags{tags: []Tag{{ID: prodTag, Name: "production", Category: "Environment"}}}
+	f := newFixture(t, func(c *Config) { c.Topology = topo; c.Tags = tags })
+	tagged := testVM
+	tagged.Tags = []string{prodTag}
+	f.inv.Set(tagged)
 	ctx := context.Background()
 	if r := f.admin("POST", "/api/v1/jobs", validJob("nightly")); r.status != 201 {
 		t.Fatal(r.status)

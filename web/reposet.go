@@ -14,6 +14,7 @@ import (
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vmconfig"
 )
 
 // JobTag is the restore point tag that names the job a point was made by.
@@ -188,7 +189,41 @@ func (s *RepoSet) Point(ctx context.Context, id string) (RestorePoint, error) {
 	if err != nil {
 		return RestorePoint{}, err
 	}
-	return toAPIPoint(name, p), nil
+	rp := toAPIPoint(name, p)
+	rp.Config, err = s.pointConfig(ctx, name, p)
+	if err != nil {
+		rp.ConfigError = err.Error()
+	}
+	return rp, nil
+}
+
+// pointConfig reads and decodes a point's saved VM configuration; nil, nil
+// when it has none.
+func (s *RepoSet) pointConfig(ctx context.Context, repo string, p repository.Point) (*PointConfig, error) {
+	b, err := s.repos[repo].LoadConfigBlob(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("read the VM configuration: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	c, err := vmconfig.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return configView(c), nil
+}
+
+func configView(c vmconfig.VMConfig) *PointConfig {
+	pc := &PointConfig{Name: c.Name, GuestID: c.GuestID, NumCPU: c.NumCPU, MemoryMB: c.MemoryMB, Firmware: c.Firmware,
+		NICs: make([]PointNIC, len(c.NICs)), Disks: make([]PointConfigDisk, len(c.Disks))}
+	for i, n := range c.NICs {
+		pc.NICs[i] = PointNIC{Label: n.Label, Type: n.Type, Network: n.Network}
+	}
+	for i, d := range c.Disks {
+		pc.Disks[i] = PointConfigDisk{Key: d.Key, Label: d.Label, Capacity: d.CapacityBytes, Datastore: d.Datastore, Skipped: d.Skipped}
+	}
+	return pc
 }
 
 // SetLocked implements Points.

@@ -59,6 +59,7 @@ func (s *Server) table() []route {
 		{"GET", "/api/v1/dashboard", ro, s.dashboard},
 		{"GET", "/api/v1/vms", ro, s.listVMs},
 		{"GET", "/api/v1/inventory", ro, s.inventoryTree},
+		{"GET", "/api/v1/tags", ro, s.listTags},
 		{"GET", "/api/v1/restore-targets", ro, s.restoreTargets},
 		{"GET", "/api/v1/settings", ro, s.getSettings},
 		{"PUT", "/api/v1/settings", adm, s.putSettings},

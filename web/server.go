@@ -45,6 +45,8 @@ type Config struct {
 	Mailer Mailer
 	// Topology serves GET /inventory and /restore-targets; nil: no vCenter (503).
 	Topology Topology
+	// Tags serves GET /tags; nil: no vCenter (503).
+	Tags TagSource
 	// Runs serves GET /jobs/{id}/runs; default: Jobs when it implements RunLog.
 	Runs RunLog
 	// VCenter tests vCenter connections; nil: 501.

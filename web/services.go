@@ -60,6 +60,42 @@ type RestorePoint struct {
 	Disks        []PointDisk       `json:"disks"`
 	Warnings     []string          `json:"warnings,omitempty"`
 	Tags         map[string]string `json:"tags,omitempty"`
+	// Config is the VM configuration the point saved, in GET
+	// /restore-points/{id} only (lists leave it out: one blob read per
+	// point). Absent for points without one (image backups).
+	Config *PointConfig `json:"config,omitempty"`
+	// ConfigError says why a saved configuration could not be read.
+	ConfigError string `json:"config_error,omitempty"`
+}
+
+// PointConfig is what a restore wizard needs of a point's saved VM
+// configuration: its NICs to map to target networks and its disks.
+type PointConfig struct {
+	Name     string            `json:"name"`
+	GuestID  string            `json:"guest_id,omitempty"`
+	NumCPU   int32             `json:"num_cpu"`
+	MemoryMB int32             `json:"memory_mb"`
+	Firmware string            `json:"firmware,omitempty"`
+	NICs     []PointNIC        `json:"nics"`
+	Disks    []PointConfigDisk `json:"disks"`
+}
+
+// PointNIC is a saved network adapter. Network is as the backup recorded it
+// (a port group's name, or a distributed port group's key); POST /restores'
+// networks map takes it as the key.
+type PointNIC struct {
+	Label   string `json:"label"`
+	Type    string `json:"type"`
+	Network string `json:"network"`
+}
+
+// PointConfigDisk is a saved disk with where it lived.
+type PointConfigDisk struct {
+	Key       int32  `json:"key"`
+	Label     string `json:"label"`
+	Capacity  int64  `json:"capacity"`
+	Datastore string `json:"datastore"`
+	Skipped   string `json:"skipped,omitempty"` // why it was not backed up
 }
 
 // VMRef identifies a VM in API responses.
@@ -199,6 +235,9 @@ type InventoryNode struct {
 	InstanceUUID string `json:"instance_uuid,omitempty"`
 	PowerState   string `json:"power_state,omitempty"` // VMs: poweredOn, poweredOff, suspended
 	Template     bool   `json:"template,omitempty"`
+	// Tags are a VM's tag ids (GET /tags names them); absent when it has
+	// none or the tagging service could not be read.
+	Tags []string `json:"tags,omitempty"`
 }
 
 // Inventory node types.
@@ -285,4 +324,19 @@ type VCenterTestResult struct {
 // requests it cannot try (ErrConflict, ErrUnavailable).
 type VCenterTester interface {
 	TestVCenter(ctx context.Context, req VCenterTest) (VCenterTestResult, error)
+}
+
+// Tag is a vSphere tag (GET /tags). Jobs select and exclude VMs by ID: a
+// renamed tag still selects, and two categories may hold the same name.
+type Tag struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Category string `json:"category"`
+}
+
+// TagSource lists vSphere's tags with their names and categories; the
+// daemon implements it over the inventory's vAPI reading, with a short
+// cache. A nil TagSource means no vCenter is configured: GET /tags answers 503.
+type TagSource interface {
+	Tags(ctx context.Context) ([]Tag, error)
 }

@@ -148,6 +148,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	var runner *backupRunner
 	var restorer *restoreService
 	var targets *serveTargets   // console's inventory, restore targets, vCenter test
+	var tagSrc *tagCache        // GET /tags
 	var vclient *vsphere.Client // nil without vCenter
 	started := time.Now()       // snapshots of ours older than this are stale
 	if vc := cfg.VCenter; vc != nil {
@@ -179,6 +180,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
 		targets = newServeTargets(client, vcfg)
+		tagSrc = newTagCache(inventory.New(client))
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
 	am, err := auth.NewManager(acfg)
@@ -226,6 +228,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		TrustProxy:      cfg.API.TrustProxy,
 	}
 	targets.wire(&wcfg)
+	if tagSrc != nil {
+		wcfg.Tags = tagSrc
+	}
 	// Without vCenter there is nothing to back up or restore to: jobs are
 	// stored and validated, the scheduler does not run (run now answers 503)
 	// and POST /backups and /restores answer 501.
@@ -491,9 +496,13 @@ func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Reposi
 	return br
 }
 
-func quiesceFor(m policy.QuiesceMode) backup.QuiesceMode {
+func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 	if m == policy.QuiesceNone {
 		return backup.QuiesceOff
+	}
+	if required {
+		// The job would rather miss the backup than keep a crash-consistent one.
+		return backup.QuiesceRequire
 	}
 	// File-system and application quiescing fall back to a crash-consistent
 	// point with a warning rather than missing the backup.
@@ -522,7 +531,7 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 
 // RunBackup implements policy.Runner.
 func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
-	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce), func(p backup.VMProgress) {
+	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce, job.QuiesceRequired), func(p backup.VMProgress) {
 		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})
 	})
 	if err != nil {

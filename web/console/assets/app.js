@@ -25,7 +25,7 @@ let loginMessage = ""; // shown on the login page until the next sign-in
 
 const ctx = {
   api: (method, path, body) => api.call(method, path, body),
-  stream: (onTask, onEvent) => stream.subscribe(onTask, onEvent),
+  stream: (onTask, onEvent, onScheduler) => stream.subscribe(onTask, onEvent, onScheduler),
   confirm, toast, fieldErrors, progress, fmt, taskTitle,
   navigate: (hash) => {
     if (location.hash === hash) route(); else location.hash = hash;

@@ -1,5 +1,6 @@
 // One shared live-update stream for the whole console: an EventSource on
-// /api/v1/stream ("task" and "event" events), reconnecting with backoff.
+// /api/v1/stream ("task", "event" and "scheduler" events), reconnecting with
+// backoff.
 // While the stream cannot be opened at all, running tasks are polled instead
 // so progress bars still move.
 
@@ -8,6 +9,8 @@ export class Stream {
     this.api = api;
     this.taskSubs = new Set();
     this.eventSubs = new Set();
+    this.schedSubs = new Set();
+    this.lastSched = null;
     this.es = null;
     this.backoff = 1000;
     this.timer = 0;
@@ -17,17 +20,43 @@ export class Stream {
     this.lastPoll = new Map();
   }
 
-  // subscribe(onTask, onEvent) -> unsubscribe. Either callback may be null.
-  subscribe(onTask, onEvent) {
+  // subscribe(onTask, onEvent, onScheduler) -> unsubscribe. Any callback
+  // may be null. The first argument may instead be an options object
+  // {task, event, scheduler}. A new scheduler subscriber gets the last
+  // scheduler status at once (the server sends one only on a change).
+  subscribe(onTask, onEvent, onScheduler) {
+    if (onTask && typeof onTask === "object") {
+      ({ task: onTask = null, event: onEvent = null, scheduler: onScheduler = null } = onTask);
+    }
     const t = onTask ? (x) => onTask(x) : null;
     const e = onEvent ? (x) => onEvent(x) : null;
+    const s = onScheduler ? (x) => onScheduler(x) : null;
     if (t) this.taskSubs.add(t);
     if (e) this.eventSubs.add(e);
+    if (s) {
+      this.schedSubs.add(s);
+      if (this.lastSched) {
+        const last = this.lastSched;
+        queueMicrotask(() => {
+          if (this.schedSubs.has(s)) this.call(s, last, "scheduler");
+        });
+      }
+    }
     this.start();
     return () => {
       if (t) this.taskSubs.delete(t);
       if (e) this.eventSubs.delete(e);
+      if (s) this.schedSubs.delete(s);
     };
+  }
+
+  call(f, x, what) {
+    try { f(x); } catch (err) { console.error(`${what} listener failed`, err); }
+  }
+
+  emitScheduler(st) {
+    this.lastSched = st;
+    for (const f of [...this.schedSubs]) this.call(f, st, "scheduler");
   }
 
   start() {
@@ -43,6 +72,7 @@ export class Stream {
     this.pollTimer = 0;
     this.opened = false;
     this.lastPoll.clear();
+    this.lastSched = null;
     if (this.es) { this.es.close(); this.es = null; }
   }
 
@@ -80,6 +110,11 @@ export class Stream {
       let ev;
       try { ev = JSON.parse(m.data); } catch { return; }
       this.emitEvent(ev);
+    });
+    es.addEventListener("scheduler", (m) => {
+      let st;
+      try { st = JSON.parse(m.data); } catch { return; }
+      this.emitScheduler(st);
     });
     es.addEventListener("error", () => {
       // The browser retries on its own only while the response was a stream;

@@ -24,12 +24,14 @@ export default {
     const { fmt } = ctx;
     const cards = h("div", { class: "dashboard-cards", "aria-label": "Protection summary", role: "group" });
     const running = h("div", { id: "dashboard-running" });
+    const sched = h("div", { id: "dashboard-scheduled" });
     const windowBox = h("div", { id: "dashboard-window" });
     const repos = h("div", { id: "dashboard-repos" });
     const events = h("div", { id: "dashboard-events" });
     root.append(cards,
       h("div", { class: "dashboard-grid" },
         h("section", { class: "panel", "aria-labelledby": "dash-running" }, h("h2", { id: "dash-running" }, "Running tasks"), running),
+        h("section", { class: "panel", "aria-labelledby": "dash-scheduled" }, h("h2", { id: "dash-scheduled" }, "Scheduled backups running"), sched),
         h("section", { class: "panel", "aria-labelledby": "dash-window" }, h("h2", { id: "dash-window" }, "Next backup window"), windowBox)),
       h("section", { "aria-labelledby": "dash-repos" }, h("h2", { id: "dash-repos" }, "Repositories"), repos),
       h("section", { "aria-labelledby": "dash-events" }, h("h2", { id: "dash-events" }, "Recent events"), events));
@@ -61,7 +63,44 @@ export default {
       }
     }
 
+    // showScheduler paints the scheduler's running backups (GET /dashboard's
+    // "scheduler", then the stream's "scheduler" events): one bar per VM,
+    // updated in place so focus and screen readers are not disturbed.
+    const schedRows = new Map(); // run + VM -> {row, bar, info}
+    function showScheduler(a) {
+      const backups = (a && a.backups) || [];
+      const seen = new Set();
+      for (const b of backups) {
+        const key = `${b.run}/${b.instance_uuid || b.vm}`;
+        seen.add(key);
+        let r = schedRows.get(key);
+        if (!r) {
+          const bid = `sched-bar-${schedRows.size}-${Date.now().toString(36)}`;
+          const bar = h("progress", { id: bid, max: "100", value: "0" });
+          const label = h("label", { for: bid, class: "progress-label" });
+          const info = h("span", { class: "progress-info" });
+          const row = h("div", { class: "progress dashboard-sched", "data-sched-vm": b.vm, "data-job": b.job }, label, bar, info);
+          const empty = sched.querySelector(".empty");
+          if (empty) empty.remove();
+          sched.append(row);
+          r = { row, bar, label, info };
+          schedRows.set(key, r);
+        }
+        const pc = b.total > 0 ? Math.min(100, Math.floor((b.done / b.total) * 100)) : 0;
+        r.label.textContent = `${b.vm} · job ${b.job}${b.phase ? ` (${b.phase})` : ""}`;
+        r.bar.value = pc;
+        r.bar.setAttribute("aria-valuetext", `${pc}%`);
+        r.info.textContent = [`${pc}%`, b.total > 0 ? `${fmt.bytes(b.done)} of ${fmt.bytes(b.total)}` : "", b.rate ? fmt.rate(b.rate) : ""].filter(Boolean).join(" · ");
+        r.row.dataset.percent = String(pc);
+      }
+      for (const [key, r] of schedRows) {
+        if (!seen.has(key)) { r.row.remove(); schedRows.delete(key); }
+      }
+      if (!schedRows.size && !sched.querySelector(".empty")) sched.append(h("p", { class: "empty" }, "No scheduled backup is running."));
+    }
+
     function render(d) {
+      showScheduler(d.scheduler);
       const vms = d.vms || {};
       clear(cards).append(
         card("Protected VMs", vms.protected ?? 0, "ok", "#/inventory?status=protected"),
@@ -114,7 +153,7 @@ export default {
       recent = [e, ...recent].slice(0, 20);
       clear(events).append(eventRows(ctx, recent));
       reload();
-    });
+    }, (a) => showScheduler(a));
     return () => { alive = false; unsub(); clearTimeout(reloadTimer); timers.forEach(clearTimeout); };
   },
 };

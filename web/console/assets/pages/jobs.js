@@ -74,7 +74,6 @@ function runProgress(ctx, jobId, runId, name) {
   const finish = () => {
     stopped = true;
     clearTimeout(timer);
-    if (es) es.close();
     unsub();
   };
 
@@ -114,35 +113,18 @@ function runProgress(ctx, jobId, runId, name) {
     }
   };
 
-  // The shell's shared stream carries tasks and events; the scheduler's
-  // running backups come as "scheduler" events, read here from a stream of
-  // our own for as long as the run lasts.
-  let es = null;
-  try {
-    es = new EventSource("/api/v1/stream", { withCredentials: true });
-    es.addEventListener("scheduler", (m) => {
-      let a;
-      try {
-        a = JSON.parse(m.data);
-      } catch {
-        return;
-      }
+  // The shell's shared stream carries the scheduler's running backups
+  // ("scheduler" events) along with tasks and events.
+  const unsub = ctx.stream(
+    () => refresh(),
+    () => refresh(),
+    (a) => {
       const mine = ((a && a.backups) || []).filter((b) => b.run === runId || (!runId && b.job === jobId));
       const changed = mine.length !== active.length || mine.some((b, i) => !active[i] || active[i].vm !== b.vm);
       active = mine;
       render();
       if (changed) refresh();
-    });
-    // The shell's stream reconnects; this one is only a refinement.
-    es.addEventListener("error", () => {
-      if (es) es.close();
-    });
-  } catch {
-    es = null;
-  }
-  const unsub = ctx.stream(
-    () => refresh(),
-    () => refresh(),
+    },
   );
   refresh();
   return {
