@@ -281,8 +281,10 @@ type TargetDatastore struct {
 	Accessible bool   `json:"accessible"`
 }
 
-// TargetNetwork is a network or port group.
+// TargetNetwork is a network or port group. ID is its managed object id: a
+// backup records a distributed port group's NIC by it (PointNIC.Network).
 type TargetNetwork struct {
+	ID   string `json:"id,omitempty"`
 	Name string `json:"name"`
 	Type string `json:"type,omitempty"`
 }

@@ -187,7 +187,7 @@ func restoreTargets(inv *vsphere.Inventory) web.RestoreTargets {
 		}
 		for _, n := range inv.Networks {
 			if under(n.Path, d.Path) {
-				td.Networks = append(td.Networks, web.TargetNetwork{Name: n.Name, Type: n.Type})
+				td.Networks = append(td.Networks, web.TargetNetwork{ID: n.MoRef, Name: n.Name, Type: n.Type})
 			}
 		}
 		rt.Datacenters = append(rt.Datacenters, td)

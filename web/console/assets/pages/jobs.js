@@ -158,6 +158,15 @@ async function runNow(ctx, job, holder, onDone) {
   return w;
 }
 
+// tagNames maps tag ids to {name, category} (GET /tags); empty when vSphere's
+// tags cannot be read (the ids are shown then).
+function tagNames(ctx) {
+  return ctx
+    .api("GET", "/tags")
+    .then((l) => new Map((Array.isArray(l) ? l : []).map((t) => [t.id, t])))
+    .catch(() => new Map());
+}
+
 async function listPage(root, ctx) {
   const h = ctx.h;
   const isAdmin = ctx.can("administrator");
@@ -167,7 +176,7 @@ async function listPage(root, ctx) {
   const body = h("div", { class: "p2-jobs" }, h("p", { class: "loading" }, "Loading jobs…"));
   root.append(status, body);
   const watchers = [];
-  const [jobs, vms] = await Promise.all([ctx.api("GET", "/jobs"), ctx.api("GET", "/vms").catch(() => [])]);
+  const [jobs, vms, tags] = await Promise.all([ctx.api("GET", "/jobs"), ctx.api("GET", "/vms").catch(() => []), tagNames(ctx)]);
   const lastRuns = await Promise.all(
     jobs.map((j) =>
       ctx
@@ -253,7 +262,7 @@ async function listPage(root, ctx) {
           "tr",
           { "data-job": j.id },
           h("td", { "data-label": "Name" }, h("a", { href: `#/jobs/${encodeURIComponent(j.id)}` }, j.name), j.enabled === false ? h("span", { class: "badge p2-state-warn" }, " disabled") : null),
-          h("td", { "data-label": "VMs" }, h("span", null, `${n} now`), h("span", { class: "hint p2-block" }, describeSelection(j.selection, names))),
+          h("td", { "data-label": "VMs" }, h("span", null, `${n} now`), h("span", { class: "hint p2-block" }, describeSelection(j.selection, names, tags))),
           h("td", { "data-label": "Repository" }, j.repository),
           h("td", { "data-label": "Window" }, describeWindow(j.window), h("span", { class: "hint p2-block" }, (j.window && j.window.location) || "UTC")),
           h("td", { "data-label": "Last run", id: `last-run-${j.id}` }, lastRunCell(last)),
@@ -298,7 +307,7 @@ function outcomesTable(ctx, r) {
 
 async function detailPage(root, ctx, id) {
   const h = ctx.h;
-  const [job, vms] = await Promise.all([ctx.api("GET", `/jobs/${encodeURIComponent(id)}`), ctx.api("GET", "/vms").catch(() => [])]);
+  const [job, vms, tags] = await Promise.all([ctx.api("GET", `/jobs/${encodeURIComponent(id)}`), ctx.api("GET", "/vms").catch(() => []), tagNames(ctx)]);
   const j = job.job || job;
   const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
   const title = document.getElementById("page-title");
@@ -329,7 +338,7 @@ async function detailPage(root, ctx, id) {
       "dl",
       { class: "p2-dl" },
       h("dt", null, "Selection"),
-      h("dd", null, describeSelection(j.selection, names)),
+      h("dd", null, describeSelection(j.selection, names, tags)),
       h("dt", null, "Repository"),
       h("dd", null, j.repository),
       h("dt", null, "Window"),
@@ -339,7 +348,7 @@ async function detailPage(root, ctx, id) {
       h("dt", null, "Retention"),
       h("dd", null, describeRetention(j.retention)),
       h("dt", null, "Quiesce"),
-      h("dd", null, j.quiesce || "filesystem"),
+      h("dd", null, `${j.quiesce || "filesystem"}${j.quiesceRequired ? ", required (a VM that cannot be quiesced fails)" : ""}`),
     ),
     progressHolder,
     history,

@@ -128,16 +128,17 @@ export function coveredBy(sel, node, byId) {
 }
 
 // matchedVMs evaluates the selection against the tree the way
-// policy.Selection.Matches does (tags cannot be evaluated here: the inventory
-// list carries no tags, so tag selections are counted separately).
+// policy.Selection.Matches does: VM nodes carry their tag ids (GET
+// /inventory), so tag inclusions and exclusions count too.
 export function matchedVMs(sel, tree) {
   const out = [];
   const pats = sel.exclude.names.map(globToRegExp);
+  const tagged = (n, list) => list.length > 0 && (n.tags || []).some((t) => list.includes(t));
   for (const n of tree.byId.values()) {
     if (n.type !== "vm") continue;
-    if (isExcluded(sel, n)) continue;
+    if (isExcluded(sel, n) || tagged(n, sel.exclude.tags)) continue;
     if (pats.some((re) => re.test(n.name))) continue;
-    if (isIncluded(sel, n) || coveredBy(sel, n, tree.byId)) out.push(n);
+    if (isIncluded(sel, n) || coveredBy(sel, n, tree.byId) || tagged(n, sel.tags)) out.push(n);
   }
   out.sort((a, b) => String(a.name).localeCompare(String(b.name)));
   return out;
@@ -178,8 +179,18 @@ export function validPattern(p) {
   return depth === 0 && !p.endsWith("\\");
 }
 
-// describeSelection: "2 VMs, 1 folder, tag prod; excluding 1 VM, names *-test".
-export function describeSelection(sel, byId) {
+// tagLabel names a tag id "Category / name" from GET /tags (a Map id ->
+// {name, category}); an id it does not know (a tag attached to no VM now, or
+// deleted) stays the id.
+export function tagLabel(id, tags) {
+  const t = tags && tags.get(id);
+  if (!t) return id;
+  return t.category ? `${t.category} / ${t.name}` : t.name;
+}
+
+// describeSelection: "2 VMs, 1 folder, tag Environment / production;
+// excluding 1 VM, names *-test". tags (optional) names tag ids.
+export function describeSelection(sel, byId, tags) {
   const s = normalizeSelection(sel);
   const parts = [];
   const name = (id) => {
@@ -189,11 +200,11 @@ export function describeSelection(sel, byId) {
   };
   if (s.vms.length) parts.push(s.vms.length <= 3 ? s.vms.map(name).join(", ") : `${s.vms.length} VMs`);
   for (const c of s.containers) parts.push(`${c.kind} ${c.name || (byId && byId.get(c.id) && byId.get(c.id).name) || c.id}`);
-  if (s.tags.length) parts.push(`tag${s.tags.length > 1 ? "s" : ""} ${s.tags.join(", ")}`);
+  if (s.tags.length) parts.push(`tag${s.tags.length > 1 ? "s" : ""} ${s.tags.map((t) => tagLabel(t, tags)).join(", ")}`);
   const ex = [];
   if (s.exclude.vms.length) ex.push(s.exclude.vms.map(name).join(", "));
   if (s.exclude.names.length) ex.push(`names ${s.exclude.names.join(", ")}`);
-  if (s.exclude.tags.length) ex.push(`tags ${s.exclude.tags.join(", ")}`);
+  if (s.exclude.tags.length) ex.push(`tag${s.exclude.tags.length > 1 ? "s" : ""} ${s.exclude.tags.map((t) => tagLabel(t, tags)).join(", ")}`);
   let out = parts.length ? parts.join("; ") : "nothing";
   if (ex.length) out += ` — excluding ${ex.join("; ")}`;
   return out;

@@ -8,7 +8,7 @@ import { DAYS, gridFromWindow, windowFromGrid, describeGrid, describeOpenings, h
 import { PRESETS, FIELDS, retentionFor, presetOf, describeRetention, validateRetention, normalize } from "./jobwizard-retention.js";
 import {
   buildTree, vmKey, normalizeSelection, compactSelection, isIncluded, isExcluded, toggleInclude, toggleExclude,
-  coveredBy, matchedVMs, validPattern, describeSelection,
+  coveredBy, matchedVMs, validPattern, describeSelection, tagLabel,
 } from "./jobwizard-tree.js";
 import { windowGrid } from "./jobwizard-grid.js";
 
@@ -16,12 +16,12 @@ const QUIESCE = [
   {
     id: "application",
     title: "Application-consistent",
-    text: "VMware Tools quiesces the guest together with its applications (VSS writers on Windows), so databases restore without recovery. If the guest cannot be quiesced, the backup still runs crash-consistent and says so in a warning.",
+    text: "VMware Tools quiesces the guest together with its applications (VSS writers on Windows), so databases restore without recovery. If the guest cannot be quiesced, the backup runs crash-consistent and says so in a warning, unless quiescing is required below.",
   },
   {
     id: "filesystem",
     title: "File-system-consistent (recommended)",
-    text: "VMware Tools flushes the guest's file systems before the snapshot. If the guest cannot be quiesced, the backup still runs crash-consistent and says so in a warning.",
+    text: "VMware Tools flushes the guest's file systems before the snapshot. If the guest cannot be quiesced, the backup runs crash-consistent and says so in a warning, unless quiescing is required below.",
   },
   {
     id: "none",
@@ -36,7 +36,7 @@ const OWNERS = [
   ["vms", ["selection"]],
   ["repository", ["repository"]],
   ["schedule", ["window", "onWindowClose"]],
-  ["retention", ["retention", "quiesce", "concurrency", "maxAttempts", "priority"]],
+  ["retention", ["retention", "quiesce", "quiesceRequired", "concurrency", "maxAttempts", "priority"]],
 ];
 
 function split(s) {
@@ -73,7 +73,7 @@ export default {
       return;
     }
     root.append(h("p", { class: "loading" }, "Loading…"));
-    const [orig, repos, jobs, settings, inv, vmList] = await Promise.all([
+    const [orig, repos, jobs, settings, inv, vmList, tagRes] = await Promise.all([
       editId ? ctx.api("GET", `/jobs/${encodeURIComponent(editId)}`).then((j) => j.job || j) : Promise.resolve(null),
       ctx.api("GET", "/repositories").catch(() => []),
       ctx.api("GET", "/jobs").catch(() => []),
@@ -90,7 +90,13 @@ export default {
           };
         }),
       ctx.api("GET", "/vms").catch(() => []),
+      ctx
+        .api("GET", "/tags")
+        .then((t) => ({ list: Array.isArray(t) ? t : [], error: null }))
+        .catch((e) => ({ list: [], error: e })),
     ]);
+    // Tag id -> {id, name, category}: selections store ids, people read names.
+    const tagsById = new Map(tagRes.list.map((t) => [t.id, t]));
     // Instance UUID -> name, for the preview (the API names VMs by UUID there).
     const vmNames = new Map((vmList || []).map((v) => [v.instanceUuid, v.name]));
     for (const n of inv.nodes) if (n.type === "vm" && vmKey(n)) vmNames.set(vmKey(n), n.name);
@@ -116,6 +122,7 @@ export default {
       preset: orig ? presetOf(orig.retention) : "more",
       retention: orig ? normalize(orig.retention) : normalize(retentionFor("more")),
       quiesce: (orig && orig.quiesce) || "filesystem",
+      quiesceRequired: !!(orig && orig.quiesceRequired),
     };
     const retentionObj = () => (st.preset === "custom" ? { preset: "", ...st.retention } : retentionFor(st.preset));
 
@@ -160,21 +167,79 @@ export default {
       };
     }
 
+    // tagBox is the tag picker: every tag by "category / name" with an
+    // include and an exclude box (the selection stores tag ids). Tags the
+    // job names that vSphere no longer lists stay, by id, so they can be
+    // removed. Without the tagging service it falls back to id fields.
+    function tagBox(sel, changed) {
+      if (tagRes.error) {
+        const inc = h("input", { name: "selection.tags", id: "sel-tags", value: sel.tags.join(", "), autocomplete: "off", spellcheck: "false" });
+        const exc = h("input", { name: "selection.exclude.tags", id: "sel-extags", value: sel.exclude.tags.join(", "), autocomplete: "off", spellcheck: "false" });
+        for (const i of [inc, exc]) i.addEventListener("input", changed);
+        return {
+          el: h(
+            "div",
+            null,
+            h("p", { class: "notice", role: "status" }, `vSphere's tags are not available (${errorText(tagRes.error)}); enter tag ids by hand.`),
+            h("div", { class: "field" }, h("label", { for: "sel-tags" }, "Also include VMs with these tag ids (comma-separated)"), inc),
+            h("div", { class: "field" }, h("label", { for: "sel-extags" }, "Exclude VMs with these tag ids (comma-separated)"), exc),
+          ),
+          read() {
+            sel.tags = split(inc.value);
+            sel.exclude.tags = split(exc.value);
+          },
+        };
+      }
+      const counts = new Map();
+      for (const n of tree.byId.values()) if (n.type === "vm") for (const t of n.tags || []) counts.set(t, (counts.get(t) || 0) + 1);
+      const list = [...tagRes.list];
+      for (const id of [...sel.tags, ...sel.exclude.tags]) if (!tagsById.has(id) && !list.some((t) => t.id === id)) list.push({ id, name: id, category: "", unknown: true });
+      const boxes = [];
+      const rowsEl = list.map((t, i) => {
+        const label = t.unknown ? t.id : tagLabel(t.id, tagsById);
+        const inc = h("input", { type: "checkbox", id: `tag-inc-${i}`, "data-tag-include": t.id, checked: sel.tags.includes(t.id), "aria-label": `Include VMs tagged ${label}` });
+        const exc = h("input", { type: "checkbox", id: `tag-exc-${i}`, "data-tag-exclude": t.id, checked: sel.exclude.tags.includes(t.id), "aria-label": `Exclude VMs tagged ${label}` });
+        inc.addEventListener("change", () => {
+          if (inc.checked) exc.checked = false;
+          changed();
+        });
+        exc.addEventListener("change", () => {
+          if (exc.checked) inc.checked = false;
+          changed();
+        });
+        boxes.push({ id: t.id, inc, exc });
+        const n = counts.get(t.id) || 0;
+        return h(
+          "li",
+          { class: "p2-tag", "data-tag-label": label },
+          h("span", { class: "p2-tag-name" }, label),
+          h("span", { class: "hint" }, t.unknown ? " · not on any VM now" : ` · ${n} VM${n === 1 ? "" : "s"} now`),
+          h("span", { class: "p2-tag-boxes" }, inc, h("label", { for: `tag-inc-${i}` }, "include"), " ", exc, h("label", { for: `tag-exc-${i}` }, "exclude")),
+        );
+      });
+      return {
+        el: h(
+          "fieldset",
+          { class: "p2-fieldset field", "data-field": "selection.tags", id: "tag-picker" },
+          h("legend", null, "Tags"),
+          h("p", { class: "hint" }, "Include protects every VM carrying the tag, including VMs tagged later; exclude leaves them out whatever else selects them."),
+          rowsEl.length ? h("ul", { class: "p2-tags" }, rowsEl) : h("p", { class: "empty" }, "No VM carries a vSphere tag."),
+        ),
+        read() {
+          sel.tags = boxes.filter((b) => b.inc.checked).map((b) => b.id);
+          sel.exclude.tags = boxes.filter((b) => b.exc.checked).map((b) => b.id);
+        },
+      };
+    }
+
     // ---- step 2: VMs and containers
     function stepVMs() {
       const sel = st.selection;
       const matchOut = h("p", { class: "p2-match", id: "selection-match", "aria-live": "polite" });
       const filter = h("input", { type: "search", id: "tree-filter", placeholder: "Filter by name", autocomplete: "off" });
       const treeBox = h("div", { class: "p2-tree", "data-field": "selection", tabindex: "-1", role: "group", "aria-labelledby": "tree-label" });
-      const tags = h("input", { name: "selection.tags", id: "sel-tags", value: sel.tags.join(", "), autocomplete: "off" });
       const exNames = h("input", { name: "selection.exclude.names", id: "sel-exnames", value: sel.exclude.names.join(", "), autocomplete: "off", spellcheck: "false" });
-      const exTags = h("input", { name: "selection.exclude.tags", id: "sel-extags", value: sel.exclude.tags.join(", "), autocomplete: "off" });
-      const knownTags = new Set();
-      for (const n of tree.byId.values()) for (const t of n.tags || []) knownTags.add(t);
-      const tagList = h("datalist", { id: "known-tags" }, [...knownTags].sort().map((t) => h("option", { value: t })));
-      tags.setAttribute("list", "known-tags");
-      exTags.setAttribute("list", "known-tags");
-
+      const tagPicker = tagBox(sel, () => refresh());
       const rows = new Map(); // node id -> {li, inc, exc}
       function nodeItem(n) {
         const incId = `inc-${n.id}`;
@@ -221,15 +286,14 @@ export default {
         // runs a VM only the appliance knows when the window opens.
         const compute = sel.containers.filter((c) => ["cluster", "host", "resourcepool"].includes(c.kind));
         if (compute.length) text += ` Plus the VMs running in ${compute.map((c) => c.name || c.id).join(", ")} (evaluated at each window).`;
-        if (sel.tags.length) text += ` Plus every VM tagged ${sel.tags.join(", ")} (evaluated at each window).`;
+        if (sel.tags.length) text += ` Tags are evaluated again at each window (${sel.tags.map((t) => tagLabel(t, tagsById)).join(", ")}).`;
         matchOut.textContent = text;
       }
       function readInputs() {
-        sel.tags = split(tags.value);
+        tagPicker.read();
         sel.exclude.names = split(exNames.value);
-        sel.exclude.tags = split(exTags.value);
       }
-      for (const i of [tags, exNames, exTags]) i.addEventListener("input", refresh);
+      exNames.addEventListener("input", refresh);
       filter.addEventListener("input", () => {
         const q = filter.value.trim().toLowerCase();
         for (const { li, n } of rows.values()) {
@@ -249,9 +313,8 @@ export default {
           h("div", { class: "field" }, h("label", { for: "tree-filter" }, "Filter VMs"), filter),
           treeBox,
         ),
-        h("div", { class: "field" }, h("label", { for: "sel-tags" }, "Also include VMs with these tags (comma-separated)"), tags, tagList),
+        tagPicker.el,
         h("div", { class: "field" }, h("label", { for: "sel-exnames" }, "Exclude VM names matching (comma-separated patterns, e.g. *-test, tmp?)"), exNames),
-        h("div", { class: "field" }, h("label", { for: "sel-extags" }, "Exclude VMs with these tags (comma-separated)"), exTags),
         matchOut,
       );
       refresh();
@@ -432,12 +495,32 @@ export default {
           h("label", { for: `q-${q.id}` }, h("strong", null, q.title), h("span", { class: "hint p2-block" }, q.text)),
         ),
       );
+      const required = h("input", { type: "checkbox", name: "quiesceRequired", id: "q-required", checked: st.quiesceRequired && st.quiesce !== "none", "aria-describedby": "q-required-hint" });
+      const requiredHint = h(
+        "p",
+        { class: "hint", id: "q-required-hint" },
+        "Without it, a VM whose guest cannot be quiesced (VMware Tools not running or quiescing failed) is still backed up, crash-consistent, with a warning. With it, that VM's backup fails instead: its snapshot is removed, no restore point is made for it in that run and the run reports the reason; the scheduler retries it while the window is open. Choose it only when a crash-consistent point is worse than none.",
+      );
+      const syncRequired = () => {
+        const none = form.querySelector("input[name=quiesce]:checked")?.value === "none";
+        required.disabled = none;
+        if (none) required.checked = false;
+      };
       const form = h(
         "form",
         { novalidate: true },
         h("fieldset", { class: "p2-fieldset field", "data-field": "retention" }, h("legend", null, "Retention: which restore points to keep"), presetRadios, h("div", { class: "p2-counts" }, counts), desc),
-        h("fieldset", { class: "p2-fieldset field", "data-field": "quiesce" }, h("legend", null, "Quiescing"), quiesce),
+        h(
+          "fieldset",
+          { class: "p2-fieldset field", "data-field": "quiesce" },
+          h("legend", null, "Quiescing"),
+          quiesce,
+          h("div", { class: "field p2-check", "data-field": "quiesceRequired" }, required, h("label", { for: "q-required" }, "Require quiescing: fail the VM's backup rather than fall back to crash-consistent")),
+          requiredHint,
+        ),
       );
+      for (const r of form.querySelectorAll("input[name=quiesce]")) r.addEventListener("change", syncRequired);
+      syncRequired();
       fill();
       return {
         key: "retention",
@@ -450,6 +533,7 @@ export default {
           if (st.preset === "custom") for (const f of FIELDS) st.retention[f.key] = inputs[f.key].value === "" ? 0 : Number(inputs[f.key].value);
           const q = form.querySelector("input[name=quiesce]:checked");
           st.quiesce = q ? q.value : "filesystem";
+          st.quiesceRequired = st.quiesce !== "none" && required.checked;
         },
         validate() {
           return Object.entries(validateRetention(retentionObj())).map(([field, message]) => ({ field, message }));
@@ -559,11 +643,11 @@ export default {
           };
           dl.replaceChildren(
             ...row("Name", `${st.name} (${st.id})${st.enabled ? "" : " — disabled"}`, "basics"),
-            ...row("VMs", describeSelection(st.selection, tree.byId), "vms"),
+            ...row("VMs", describeSelection(st.selection, tree.byId, tagsById), "vms"),
             ...row("Repository", st.repository, "repository"),
             ...row("Window", `${describeGrid(st.grid).join("; ")} (${st.location}); when it closes: ${st.onWindowClose === "cancel" ? "cancel" : "finish"}`, "schedule"),
             ...row("Retention", describeRetention(retentionObj()), "retention"),
-            ...row("Quiescing", (QUIESCE.find((q) => q.id === st.quiesce) || {}).title || st.quiesce, "retention"),
+            ...row("Quiescing", `${(QUIESCE.find((q) => q.id === st.quiesce) || {}).title || st.quiesce}${st.quiesceRequired ? " — required: a VM that cannot be quiesced fails" : st.quiesce === "none" ? "" : " — falls back to crash-consistent"}`, "retention"),
           );
         },
         collect() {},
@@ -682,6 +766,7 @@ export default {
         window: windowFromGrid(st.grid, st.location),
         retention: retentionObj(),
         quiesce: st.quiesce,
+        quiesceRequired: st.quiesceRequired || undefined,
         onWindowClose: st.onWindowClose,
       };
       if (!job.description) delete job.description;

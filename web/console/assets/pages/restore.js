@@ -104,6 +104,80 @@ export default {
     };
     const fieldErr = (form, list) => ctx.fieldErrors(form, list && list.length ? { status: 0, code: "validation", message: "Please correct the fields marked.", fields: list } : null);
 
+    // netName shows a recorded network by name: a backup records a NIC on a
+    // distributed port group by its id ("dvportgroup-12").
+    const netName = (src) => {
+      for (const d of (st.targets && st.targets.datacenters) || []) {
+        const n = (d.networks || []).find((x) => x.id === src || x.name === src);
+        if (n) return n.name;
+      }
+      return src;
+    };
+
+    // networkParts is the NIC mapping of the target step: one row per
+    // network the point's NICs were on (the API maps networks, so NICs on
+    // one network move together), defaulting to the network of the same
+    // name (or id) in the datacenter and flagging a network it lacks.
+    function networkParts(dc) {
+      const nets = dc.networks || [];
+      const cfg = st.detail && st.detail.config;
+      const nics = (cfg && cfg.nics) || [];
+      const out = [];
+      if (st.detail && st.detail.error) out.push(h("p", { class: "notice", role: "status" }, `The restore point's configuration could not be read (${errorText(st.detail.error)}); its adapters keep their networks.`));
+      else if (st.detail && st.detail.config_error) out.push(h("p", { class: "notice", role: "status" }, `The restore point's configuration could not be read (${st.detail.config_error}).`));
+      const bySrc = new Map();
+      for (const n of nics) {
+        if (!n.network) continue;
+        if (!bySrc.has(n.network)) bySrc.set(n.network, []);
+        bySrc.get(n.network).push(n);
+      }
+      const disks = (cfg && cfg.disks) || [];
+      if (disks.length)
+        out.push(
+          h(
+            "div",
+            { class: "field", id: "restore-saved-disks" },
+            h("p", { class: "p2-sub" }, "Disks in this restore point"),
+            h("ul", { class: "p2-words" }, disks.map((d) => h("li", null, `${d.label || `disk ${d.key}`} — ${ctx.fmt.bytes(d.capacity)}${d.datastore ? ` on ${d.datastore}` : ""}${d.skipped ? ` (not backed up: ${d.skipped})` : ""}`))),
+          ),
+        );
+      if (!cfg) return out;
+      if (!bySrc.size) {
+        out.push(h("p", { class: "hint", id: "restore-no-nics" }, nics.length ? "The VM's adapters had no network; they are restored unconnected." : "The VM had no network adapter."));
+        return out;
+      }
+      const rows = [...bySrc.entries()].map(([src, list], i) => {
+        const same = nets.find((n) => n.id === src || n.name === src);
+        const srcName = same ? same.name : src;
+        const chosen = st.netChoice && st.netChoice[src] !== undefined ? st.netChoice[src] : same ? same.name : "";
+        const nicText = list.map((n) => `${n.label || "adapter"} (${n.type || "NIC"})`).join(", ");
+        const hintId = `net-${i}-hint`;
+        const select = h(
+          "select",
+          { id: `net-${i}`, name: `networks.${src}`, "data-source": src, "data-source-name": srcName, "data-same": same ? same.name : "", "data-nics": nicText, "aria-describedby": hintId },
+          same ? null : h("option", { value: "", selected: !chosen }, "Choose a network…"),
+          nets.map((n) => h("option", { value: n.name, selected: chosen === n.name }, n.id === src || n.name === src ? `${n.name} (same network)` : n.name)),
+        );
+        return h(
+          "div",
+          { class: "p2-nic-row field", "data-nic-network": src },
+          h("label", { for: `net-${i}` }, `${nicText} on ${srcName}`),
+          select,
+          h("p", { class: same ? "hint" : "hint p2-space-bad", id: hintId }, same ? `Connects to ${same.name} unless you choose another network.` : `${srcName} does not exist in ${dc.name}: choose where to connect ${list.length === 1 ? "this adapter" : "these adapters"}.`),
+        );
+      });
+      out.push(
+        h(
+          "fieldset",
+          { class: "p2-fieldset", "data-field": "networks", id: "restore-networks" },
+          h("legend", null, "Network mapping"),
+          h("p", { class: "hint" }, st.mode === "rehearsal" ? "Each network the VM's adapters were on, and the network to put them on (a rehearsal leaves them disconnected)." : "Each network the VM's adapters were on, and the network to connect them to."),
+          rows,
+        ),
+      );
+      return out;
+    }
+
     const render = {
       // ---- 1. VM
       vm() {
@@ -228,6 +302,17 @@ export default {
             st.targetsError = e;
           }
         }
+        // The point's saved configuration (its NICs and disks) comes with
+        // the point itself, read once per point.
+        if (st.mode !== "disk" && st.mode !== "original" && (!st.detail || st.detail.id !== st.point.id)) {
+          try {
+            st.detail = await ctx.api("GET", `/restore-points/${encodeURIComponent(st.point.id)}`);
+          } catch (e) {
+            st.detail = { id: st.point.id, error: e };
+          }
+          st.networks = null;
+          st.netChoice = null;
+        }
         if (current !== "target") return;
         const T = st.targets || { datacenters: [] };
         const dcs = T.datacenters || [];
@@ -287,30 +372,7 @@ export default {
           parts.push(sel("datastore", "restore-ds", "Datastore", [h("option", { value: "" }, "Default (each disk's original datastore)"), ...dsOpts], `The restore needs up to ${ctx.fmt.bytes(need)} (thick); thin disks need less.`));
           parts.push(h("p", { id: "ds-space", class: "p2-space", "aria-live": "polite" }));
           parts.push(h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "restore-thin", name: "thin", checked: !!st.thin }), h("label", { for: "restore-thin" }, "Thin-provision the disks")));
-          if (st.mode !== "disk") {
-            const nets = dc.networks || [];
-            const nics = st.point.nics || st.point.networks || [];
-            const sources = nics.length ? nics.map((n) => (typeof n === "string" ? n : n.network || n.name)).filter(Boolean) : nets.map((n) => n.name);
-            const uniq = [...new Set(sources)];
-            if (uniq.length) {
-              parts.push(
-                h(
-                  "fieldset",
-                  { class: "p2-fieldset", "data-field": "networks" },
-                  h("legend", null, "Network mapping"),
-                  h("p", { class: "hint" }, nics.length ? "Each network the VM's adapters were on, and where to connect them." : "Adapters on a network keep it unless you map it to another one here."),
-                  uniq.map((src, i) =>
-                    h(
-                      "div",
-                      { class: "p2-nic-row" },
-                      h("label", { for: `net-${i}` }, `Adapters on ${src}`),
-                      h("select", { id: `net-${i}`, name: `networks.${src}`, "data-source": src }, [h("option", { value: "" }, `keep ${src}`), ...nets.filter((n) => n.name !== src).map((n) => h("option", { value: n.name, selected: st.networks && st.networks[src] === n.name }, n.name))]),
-                    ),
-                  ),
-                ),
-              );
-            }
-          }
+          if (st.mode !== "disk") parts.push(...networkParts(dc));
           parts.push(h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "restore-poweron", name: "powerOn", checked: !!st.powerOn, disabled: st.mode === "disk" ? true : null }), h("label", { for: "restore-poweron" }, "Power the VM on afterwards")));
         }
         f.replaceChildren(...parts, navButtons("mode"));
@@ -336,6 +398,7 @@ export default {
             st.folder = "";
             st.compute = "";
             st.datastore = "";
+            st.netChoice = null;
             render.target();
           });
         if (dsSel) dsSel.addEventListener("change", checkSpace);
@@ -362,7 +425,12 @@ export default {
           st.thin = c("thin");
           st.powerOn = c("powerOn");
           st.networks = {};
-          for (const s of f.querySelectorAll("select[data-source]")) if (s.value) st.networks[s.dataset.source] = s.value;
+          st.netChoice = {};
+          for (const s of f.querySelectorAll("select[data-source]")) {
+            st.netChoice[s.dataset.source] = s.value;
+            // Only a change is sent: a network kept by name needs no entry.
+            if (s.value && s.value !== s.dataset.same) st.networks[s.dataset.source] = s.value;
+          }
         }
         panels.target.collect = collect;
         bind("target", () => {
@@ -374,6 +442,8 @@ export default {
           if (st.mode === "disk" && !st.targetVm) errs.push({ field: "targetVm", message: "Choose the VM to attach the disk to." });
           const opt = dsSel && dsSel.selectedOptions[0];
           if (opt && opt.dataset.short === "true" && !st.thin) errs.push({ field: "datastore", message: `Not enough free space on ${st.datastore} for ${ctx.fmt.bytes(need)}.` });
+          for (const s of f.querySelectorAll("select[data-source]"))
+            if (!s.value) errs.push({ field: s.name, message: `${s.dataset.sourceName} does not exist in ${st.datacenter}: choose the network to connect ${s.dataset.nics} to.` });
           if (errs.length) return fieldErr(f, errs);
           fieldErr(f, null);
           show("summary");
@@ -405,7 +475,7 @@ export default {
           add("Disks", st.thin ? "thin" : "as backed up");
         }
         const maps = Object.entries(st.networks || {});
-        if (maps.length) add("Networks", maps.map(([a, b]) => `${a} → ${b}`).join(", "));
+        if (maps.length) add("Networks", maps.map(([a, b]) => `${netName(a)} → ${b}`).join(", "));
         if (st.mode === "original") add("Power", st.powerOff ? "power off first" : "leave as is");
         else if (st.mode !== "disk") add("Power on", st.powerOn ? "yes" : "no");
         const nav = navButtons("target", st.mode === "original" ? "Overwrite the VM" : "Start restore");

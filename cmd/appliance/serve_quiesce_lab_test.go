@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/backup"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+)
+
+func TestQuiesceFor(t *testing.T) {
+	tests := []struct {
+		mode     policy.QuiesceMode
+		required bool
+		want     backup.QuiesceMode
+	}{
+		{"", false, backup.QuiescePrefer},
+		{policy.QuiesceFileSystem, false, backup.QuiescePrefer},
+		{policy.QuiesceApplication, false, backup.QuiescePrefer},
+		{"", true, backup.QuiesceRequire},
+		{policy.QuiesceFileSystem, true, backup.QuiesceRequire},
+		{policy.QuiesceApplication, true, backup.QuiesceRequire},
+		{policy.QuiesceNone, false, backup.QuiesceOff},
+		{policy.QuiesceNone, true, backup.QuiesceOff}, // refused by validation; never quiesce if it got through
+	}
+	for _, tc := range tests {
+		if got := quiesceFor(tc.mode, tc.required); got != tc.want {
+			t.Errorf("quiesceFor(%q, %v) = %q, want %q", tc.mode, tc.required, got, tc.want)
+		}
+	}
+}
+
+// The daemon against the lab, for the job's quiesce requirement and the
+// console's tags: a job that requires quiescing fails the VM whose Tools are
+// not running, with the reason, makes no restore point and leaves no
+// snapshot, while the same job without the requirement backs the VM up
+// crash-consistent with a warning. GET /tags names the lab's tag and GET
+// /vms carries it on the tagged VM only.
+func TestServeQuiesceRequiredAndTags(t *testing.T) {
+	ctx := context.Background()
+	l, err := lab.Start(ctx, lab.Options{DiskCapacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	const vm = "DC0_H0_VM0"
+	if err := l.WriteDisk(vm, 0, 0, randBytes(11, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetToolsRunning(vm, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TagVMs(ctx, "Environment", "production", "DC0_H0_VM1"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "repo-pass")
+	cfgYAML := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: %s
+vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-q"})
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	api := &apiClient{t: t, base: "http://" + sd.addr, hc: hc}
+	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-q"}, nil)
+	if code != 200 {
+		t.Fatalf("admin login: %d %s", code, body)
+	}
+	var login struct{ CSRFToken string }
+	_ = json.Unmarshal(body, &login)
+	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+
+	// Tags: named, with their category, and on the tagged VM only.
+	code, body = api.call("GET", "/api/v1/tags", nil, nil)
+	var tags []struct{ ID, Name, Category string }
+	if err := json.Unmarshal(body, &tags); code != 200 || err != nil || len(tags) != 1 || tags[0].Name != "production" || tags[0].Category != "Environment" || tags[0].ID == "" {
+		t.Fatalf("GET /tags: %d %s", code, body)
+	}
+	var vms []struct {
+		InstanceUUID string
+		Name         string
+		Tags         []string
+	}
+	code, body = api.call("GET", "/api/v1/vms", nil, nil)
+	if err := json.Unmarshal(body, &vms); code != 200 || err != nil {
+		t.Fatalf("GET /vms: %d %s", code, body)
+	}
+	uuid := map[string]string{}
+	for _, v := range vms {
+		uuid[v.Name] = v.InstanceUUID
+		want := []string{}
+		if v.Name == "DC0_H0_VM1" {
+			want = []string{tags[0].ID}
+		}
+		if !slices.Equal(v.Tags, want) {
+			t.Errorf("GET /vms: %s tags %v, want %v", v.Name, v.Tags, want)
+		}
+	}
+
+	// A job cannot require quiescing and turn it off.
+	bad := quiesceJob("bad", uuid[vm], "none", true)
+	if code, body := api.call("POST", "/api/v1/jobs", bad, csrf); code != 422 || !strings.Contains(string(body), "quiesceRequired") {
+		t.Fatalf("job requiring quiescing with quiesce none: %d %s", code, body)
+	}
+
+	run := func(id string, required bool) (state, errText, point string) {
+		t.Helper()
+		if code, body := api.call("POST", "/api/v1/jobs", quiesceJob(id, uuid[vm], "filesystem", required), csrf); code != 201 {
+			t.Fatalf("job %s: %d %s", id, code, body)
+		}
+		if code, body := api.call("POST", "/api/v1/jobs/"+id+"/run", nil, csrf); code != 202 {
+			t.Fatalf("run %s: %d %s", id, code, body)
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			_, body := api.call("GET", "/api/v1/jobs/"+id+"/runs", nil, nil)
+			var runs []struct {
+				State string
+				VMs   []struct {
+					State, Error string
+					Point        string `json:"restore_point"`
+				}
+			}
+			_ = json.Unmarshal(body, &runs)
+			if len(runs) == 1 && runs[0].State != "running" {
+				if len(runs[0].VMs) != 1 {
+					t.Fatalf("run of %s: %s", id, body)
+				}
+				v := runs[0].VMs[0]
+				return v.State, v.Error, v.Point
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the run of %s did not finish: %s", id, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	state, reason, point := run("strict", true)
+	if state != "failed" || point != "" || !strings.Contains(reason, "could not be quiesced") || !strings.Contains(reason, "require") {
+		t.Fatalf("required quiescing on a VM without Tools: state %q, point %q, error %q; want failed with the reason and no point", state, point, reason)
+	}
+	if snaps, err := l.Snapshots(vm); err != nil || len(snaps) != 0 {
+		t.Fatalf("snapshots left after the failed backup: %v, %v", snaps, err)
+	}
+	if _, body := api.call("GET", "/api/v1/restore-points?job=strict", nil, nil); strings.TrimSpace(string(body)) != "[]" {
+		t.Fatalf("restore points of the failed job: %s", body)
+	}
+
+	state, reason, point = run("lenient", false)
+	if state != "succeeded" || point == "" {
+		t.Fatalf("preferred quiescing: state %q, error %q, point %q; want a crash-consistent point", state, reason, point)
+	}
+	_, body = api.call("GET", "/api/v1/restore-points/"+point, nil, nil)
+	var rp struct {
+		Consistency string
+		Warnings    []string
+	}
+	if err := json.Unmarshal(body, &rp); err != nil || rp.Consistency != string(backup.ConsistencyCrash) || !strings.Contains(strings.Join(rp.Warnings, " "), "quiesced") {
+		t.Fatalf("the fallback point: %s", body)
+	}
+	if snaps, err := l.Snapshots(vm); err != nil || len(snaps) != 0 {
+		t.Fatalf("snapshots left after the backup: %v, %v", snaps, err)
+	}
+}
+
+// quiesceJob is a job of one VM whose window lies three days ahead, so only
+// run now starts it during the test.
+func quiesceJob(id, vm, quiesce string, required bool) map[string]any {
+	day := strings.ToLower(time.Now().UTC().Add(72 * time.Hour).Weekday().String())
+	return map[string]any{"id": id, "name": id, "enabled": true, "repository": "main", "quiesce": quiesce, "quiesceRequired": required,
+		"maxAttempts": 1,
+		"selection":   map[string]any{"vms": []string{vm}},
+		"window":      map[string]any{"location": "UTC", "days": map[string]any{day: []string{"10:00-11:00"}}},
+		"retention":   map[string]any{"last": 3}}
+}
