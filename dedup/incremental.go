@@ -467,10 +467,9 @@ func (v *windowView) allocated(r Extent) []Extent {
 		}
 		out = append(out, Extent{Offset: a - v.base, Length: b - a})
 	}
-	for _, it := range v.p.items {
-		if it.end() <= r.Offset || it.off >= r.Offset+r.Length {
-			continue
-		}
+	items := v.p.items
+	for i := sort.Search(len(items), func(i int) bool { return items[i].end() > r.Offset }); i < len(items) && items[i].off < r.Offset+r.Length; i++ {
+		it := items[i]
 		if it.par >= 0 && v.p.par[it.par].Zero {
 			continue
 		}
