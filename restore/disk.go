@@ -198,6 +198,11 @@ func (e *Engine) DownloadDisk(ctx context.Context, req DownloadRequest) (Result,
 	}
 	digest := h.Sum()
 	hashed = true
+	// A cancellation that arrives after the last byte still wins: the caller
+	// was told nothing will appear, so nothing is published.
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("restore disk %d of %s: %w", req.Disk, p.ID, err)
+	}
 	if err := tmp.Sync(); err != nil {
 		return Result{}, fmt.Errorf("sync output: %w", err)
 	}
