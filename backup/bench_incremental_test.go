@@ -199,8 +199,9 @@ func BenchmarkIncrementalChange(b *testing.B) {
 			var out *DiskResult
 			p, out, d = incremental(p, changed)
 			res.chainInc = append(res.chainInc, d.Round(time.Millisecond))
-			b.Logf("rep %d: chain %d: %.2fs read %.1f MiB parent read %.1f MiB new %.1f MiB, %d windows compacted (%d over the extent limit), %d slices, writedisk %.2fs",
-				rep, i+1, d.Seconds(), mb(out.BytesRead), mb(out.ParentBytesRead), mb(out.NewBytes), out.Slices.CompactWindows, out.Estimate.WindowsByCount, out.Slices.SlicedExtents, out.Duration.Seconds())
+			b.Logf("rep %d: chain %d: %.2fs read %.1f MiB parent read %.1f MiB new %.1f MiB, %d windows compacted (%d over the extent limit), %d slices, open parent %.2fs, pipeline %.2fs, put disk %.2fs, commit %.2fs",
+				rep, i+1, d.Seconds(), mb(out.BytesRead), mb(out.ParentBytesRead), mb(out.NewBytes), out.Slices.CompactWindows, out.Estimate.WindowsByCount, out.Slices.SlicedExtents,
+				phases.open.Seconds(), out.Duration.Seconds(), phases.putDisk.Seconds(), phases.commit.Seconds())
 		}
 		// Alternate, best of three each: the machine is shared.
 		res.restoreFull, res.restoreChain = time.Hour, time.Hour

@@ -279,31 +279,56 @@ func (s *Session) PutDisk(ctx context.Context, size int64, extents []Extent) (ID
 		return root, fmt.Errorf("put disk: extents cover %d bytes, size is %d", off, size)
 	}
 	// Every data blob must exist and be long enough; mark them used in
-	// batches. Whether an extent is a slice follows from the blob's length.
+	// batches, each id once (an incremental's map slices one blob many
+	// times). Whether an extent is a slice follows from the blob's length.
 	const batch = 4096
+	known := map[ID]refInfo{}
+	inBatch := map[ID]bool{}
 	ids := make([]ID, 0, batch)
-	idx := make([]int, 0, batch)
-	for i := 0; i < len(ext); i++ {
-		if !ext[i].Zero {
-			ids, idx = append(ids, ext[i].ID), append(idx, i)
+	var pend []int
+	flush := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if len(ids) == batch || (i == len(ext)-1 && len(ids) > 0) {
-			if err := ctx.Err(); err != nil {
-				return root, err
-			}
+		if len(ids) > 0 {
 			info, err := s.referenceAll(ctx, "put disk", ids)
 			if err != nil {
+				return err
+			}
+			for k, id := range ids {
+				known[id] = info[k]
+			}
+		}
+		for _, j := range pend {
+			sl, err := checkDataRef(ext[j], known[ext[j].ID])
+			if err != nil {
+				return fmt.Errorf("put disk: %w", err)
+			}
+			ext[j].Slice = sl
+		}
+		ids, pend = ids[:0], pend[:0]
+		clear(inBatch)
+		return nil
+	}
+	for i := range ext {
+		if ext[i].Zero {
+			continue
+		}
+		if id := ext[i].ID; !inBatch[id] {
+			if _, ok := known[id]; !ok {
+				ids = append(ids, id)
+				inBatch[id] = true
+			}
+		}
+		pend = append(pend, i)
+		if len(ids) == batch {
+			if err := flush(); err != nil {
 				return root, err
 			}
-			for k, j := range idx {
-				sl, err := checkDataRef(ext[j], info[k])
-				if err != nil {
-					return root, fmt.Errorf("put disk: %w", err)
-				}
-				ext[j].Slice = sl
-			}
-			ids, idx = ids[:0], idx[:0]
 		}
+	}
+	if err := flush(); err != nil {
+		return root, err
 	}
 	// Segments: extents grouped by the span their start offset falls in.
 	dr := diskRoot{Size: size, Span: segmentSpan}
