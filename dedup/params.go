@@ -98,9 +98,11 @@ type Chunk struct {
 	// Zero is set for all-zero chunks: recognised by word comparison or known from the sparse map,
 	// never hashed, never stored.
 	Zero bool
-	// Parent (Rechunk only) is the index in parentChunks of a parent chunk that this chunk is exactly
-	// (same offset and length, bytes unchanged) and that was NOT read; -1 otherwise. A zero chunk
-	// carved out of a coalesced zero parent extent has Parent -1 and Zero set.
+	// Parent (Rechunk and Incremental) is the index in the parent's list of an extent whose bytes at
+	// the same disk offsets this chunk is (unchanged, NOT read); -1 otherwise. Rechunk: the chunk is
+	// exactly that parent chunk (same offset and length). Incremental: the chunk lies within that
+	// parent extent (a slice of it: blob offset = the extent's Skip + Offset - its Offset). A zero
+	// chunk carved out of a coalesced zero parent extent has Parent -1 and Zero set.
 	Parent int
 }
 
