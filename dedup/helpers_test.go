@@ -202,6 +202,10 @@ func dataExtents(rng *rand.Rand, b []byte) []Extent {
 			out = append(out, Extent{int64(off), int64(end - off)})
 		}
 	}
+	if out == nil {
+		// Nothing allocated: an empty map, not nil (which means the whole disk).
+		out = []Extent{}
+	}
 	return out
 }
 
