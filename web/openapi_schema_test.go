@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/vmconfig"
 )
 
 // schemaChecker validates JSON values against the subset of OpenAPI 3
@@ -126,6 +127,14 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	tagged := testVM
 	tagged.Tags = []string{prodTag}
 	f.inv.Set(tagged)
+	// GET /restore-points/{id} answers with a saved configuration too.
+	cfgBlob, err := vmconfig.Encode(vmconfig.VMConfig{Version: vmconfig.Version, Name: "app01", NumCPU: 1, MemoryMB: 512,
+		Disks: []vmconfig.DiskConfig{{Key: 2000, Label: "Hard disk 1", CapacityBytes: 49152, Datastore: "LocalDS_0"}},
+		NICs:  []vmconfig.NICConfig{{Key: 4000, Label: "Network adapter 1", Type: "vmxnet3", Network: "VM Network"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPoint := commitConfigPoint(t, f.repo, cfgBlob)
 	ctx := context.Background()
 	if r := f.admin("POST", "/api/v1/jobs", validJob("nightly")); r.status != 201 {
 		t.Fatal(r.status)
@@ -156,7 +165,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		case strings.HasPrefix(p, "/api/v1/jobs/"):
 			ids["{id}"] = "nightly"
 		case strings.HasPrefix(p, "/api/v1/restore-points/"):
-			ids["{id}"] = f.points[0].ID
+			ids["{id}"] = cfgPoint.ID
 		case strings.HasPrefix(p, "/api/v1/repositories/"):
 			ids["{id}"] = "main"
 		case strings.HasPrefix(p, "/api/v1/tasks/"):
