@@ -99,8 +99,11 @@ export default {
       if (!schedRows.size && !sched.querySelector(".empty")) sched.append(h("p", { class: "empty" }, "No scheduled backup is running."));
     }
 
-    function render(d) {
-      showScheduler(d.scheduler);
+    // schedSeq counts the stream's scheduler updates: a GET /dashboard
+    // answer older than the last one does not paint over it.
+    let schedSeq = 0;
+    function render(d, seq = schedSeq) {
+      if (seq === schedSeq) showScheduler(d.scheduler);
       const vms = d.vms || {};
       clear(cards).append(
         card("Protected VMs", vms.protected ?? 0, "ok", "#/inventory?status=protected"),
@@ -143,7 +146,8 @@ export default {
       if (reloadTimer) return;
       reloadTimer = setTimeout(async () => {
         reloadTimer = 0;
-        try { if (alive) render(await ctx.api("GET", "/dashboard")); } catch { /* next event retries */ }
+        const seq = schedSeq;
+        try { if (alive) render(await ctx.api("GET", "/dashboard"), seq); } catch { /* next event retries */ }
       }, 2000);
     };
     const unsub = ctx.stream((t) => {
@@ -153,7 +157,10 @@ export default {
       recent = [e, ...recent].slice(0, 20);
       clear(events).append(eventRows(ctx, recent));
       reload();
-    }, (a) => showScheduler(a));
+    }, (a) => {
+      schedSeq++;
+      showScheduler(a);
+    });
     return () => { alive = false; unsub(); clearTimeout(reloadTimer); timers.forEach(clearTimeout); };
   },
 };
