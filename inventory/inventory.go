@@ -103,14 +103,27 @@ type Tag struct {
 // stays in vsphere). A tag attached to no VM is not listed; selecting by it
 // would match nothing now anyway. Without tags (WithoutTags) it returns none.
 func (i *Inventory) Tags(ctx context.Context) ([]Tag, error) {
+	tags, _, err := i.TagListing(ctx)
+	return tags, err
+}
+
+// TagListing is Tags with, from the same reading, each VM's tag ids by the
+// VM's managed object id (VMs without tags are left out).
+func (i *Inventory) TagListing(ctx context.Context) (tags []Tag, byVM map[string][]string, err error) {
 	if !i.tags {
-		return []Tag{}, nil
+		return []Tag{}, map[string][]string{}, nil
 	}
 	ps, err := i.src.Placements(ctx, true)
 	if err != nil {
-		return nil, fmt.Errorf("inventory tags: %w", err)
+		return nil, nil, fmt.Errorf("inventory tags: %w", err)
 	}
-	return TagsOf(ps), nil
+	byVM = map[string][]string{}
+	for _, vm := range FromPlacements(ps) {
+		if len(vm.Tags) > 0 && vm.MoRef != "" {
+			byVM[vm.MoRef] = vm.Tags
+		}
+	}
+	return TagsOf(ps), byVM, nil
 }
 
 // TagsOf returns the distinct tags of the placements, by category, name and

@@ -134,12 +134,16 @@ func TestTagsAsksForTagsUnlessWithout(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != (Tag{ID: "t1", Name: "a", Category: "c"}) {
 		t.Fatalf("Tags = %+v, %v", got, err)
 	}
+	tags, byVM, err := inv.TagListing(ctx)
+	if err != nil || len(tags) != 1 || !reflect.DeepEqual(byVM, map[string][]string{"vm-1": {"t1"}}) {
+		t.Fatalf("TagListing = %+v, %v, %v", tags, byVM, err)
+	}
 	none, err := inv.WithoutTags().Tags(ctx)
 	if err != nil || len(none) != 0 || none == nil {
 		t.Fatalf("WithoutTags().Tags = %#v, %v; want an empty list", none, err)
 	}
-	if !reflect.DeepEqual(src.withTags, []bool{true}) {
-		t.Fatalf("placements asked %v, want one call with tags (none without)", src.withTags)
+	if !reflect.DeepEqual(src.withTags, []bool{true, true}) {
+		t.Fatalf("placements asked %v, want one call with tags per listing (none without)", src.withTags)
 	}
 	if _, err := (&Inventory{src: failingSource{vsphere.ErrNotFound}, tags: true}).Tags(ctx); !errors.Is(err, vsphere.ErrNotFound) {
 		t.Fatalf("err = %v, want it to wrap vsphere.ErrNotFound", err)

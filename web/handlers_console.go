@@ -59,29 +59,39 @@ func (s *Server) inventoryTree(c *gin.Context) (any, error) {
 	return InventoryResponse{Nodes: nodes}, nil
 }
 
-// tagNodes sets the tags of the VM nodes from the policy inventory (the
-// reading the scheduler selects from). The tree matters more than its
-// tags: when they cannot be read the nodes go without, and GET /tags says
-// why.
+// tagNodes sets the tags of the VM nodes: from the tag source's cached
+// reading when it offers VM tags (VMTagSource), else from the policy
+// inventory (the reading the scheduler selects from). The tree matters
+// more than its tags: when they cannot be read the nodes go without, and
+// GET /tags says why.
 func (s *Server) tagNodes(ctx context.Context, nodes []InventoryNode) {
-	if s.cfg.Inventory == nil {
-		return
-	}
-	vms, err := s.cfg.Inventory.VMs(ctx)
-	if err != nil {
-		s.cfg.Logger.Warn("inventory tree without tags", "err", err)
-		return
-	}
-	byRef := make(map[string][]string, len(vms))
-	byUUID := make(map[string][]string, len(vms))
-	for _, v := range vms {
-		if len(v.Tags) == 0 {
-			continue
+	byRef := map[string][]string{}
+	byUUID := map[string][]string{}
+	if vt, ok := s.cfg.Tags.(VMTagSource); ok && vt != nil {
+		m, err := vt.VMTags(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("inventory tree without tags", "err", err)
+			return
 		}
-		if v.MoRef != "" {
-			byRef[v.MoRef] = v.Tags
+		byRef = m
+	} else {
+		if s.cfg.Inventory == nil {
+			return
 		}
-		byUUID[v.InstanceUUID] = v.Tags
+		vms, err := s.cfg.Inventory.VMs(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("inventory tree without tags", "err", err)
+			return
+		}
+		for _, v := range vms {
+			if len(v.Tags) == 0 {
+				continue
+			}
+			if v.MoRef != "" {
+				byRef[v.MoRef] = v.Tags
+			}
+			byUUID[v.InstanceUUID] = v.Tags
+		}
 	}
 	for i := range nodes {
 		n := &nodes[i]

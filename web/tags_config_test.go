@@ -196,3 +196,30 @@ func TestPointConfig(t *testing.T) {
 		})
 	}
 }
+
+type cachedTags struct {
+	staticTags
+	byVM map[string][]string
+}
+
+func (c cachedTags) VMTags(context.Context) (map[string][]string, error) { return c.byVM, c.err }
+
+// With a tag source that knows each VM's tags (the daemon's cached
+// listing), GET /inventory takes them from it, not from the inventory.
+func TestInventoryTreeTagsFromTagSource(t *testing.T) {
+	topo := staticTopology{nodes: []InventoryNode{
+		{ID: "vm-42", Type: NodeVM, Name: "web01", Path: "/DC0/vm/web01", InstanceUUID: testVM.InstanceUUID},
+		{ID: "vm-43", Type: NodeVM, Name: "db01", Path: "/DC0/vm/db01"},
+	}}
+	src := cachedTags{byVM: map[string][]string{"vm-43": {prodTag}}}
+	f := newFixture(t, func(c *Config) { c.Topology = topo; c.Tags = src; c.Inventory = failingInventory{} })
+	var inv InventoryResponse
+	f.admin("GET", "/api/v1/inventory", nil).json(t, &inv)
+	got := map[string][]string{}
+	for _, n := range inv.Nodes {
+		got[n.ID] = n.Tags
+	}
+	if want := map[string][]string{"vm-42": nil, "vm-43": {prodTag}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("GET /inventory tags %v, want %v", got, want)
+	}
+}

@@ -20,10 +20,11 @@ const tagsTTL = 15 * time.Second
 
 // tagLister is the one inventory call the cache needs; *inventory.Inventory has it.
 type tagLister interface {
-	Tags(ctx context.Context) ([]inventory.Tag, error)
+	TagListing(ctx context.Context) ([]inventory.Tag, map[string][]string, error)
 }
 
-// tagCache implements web.TagSource. Reads within ttl share one listing;
+// tagCache implements web.TagSource and web.VMTagSource (the tags of the
+// console's inventory tree). Reads within ttl share one listing;
 // concurrent misses share one read; a failed read is not cached.
 type tagCache struct {
 	src tagLister
@@ -33,6 +34,7 @@ type tagCache struct {
 	group singleflight.Group
 	mu    sync.Mutex
 	tags  []web.Tag
+	byVM  map[string][]string
 	at    time.Time
 	reads int // listings done (tests)
 }
@@ -41,13 +43,30 @@ func newTagCache(src tagLister) *tagCache {
 	return &tagCache{src: src, ttl: tagsTTL, now: time.Now}
 }
 
+// tagListing is one cached listing.
+type tagListing struct {
+	tags []web.Tag
+	byVM map[string][]string
+}
+
 // Tags implements web.TagSource.
 func (c *tagCache) Tags(ctx context.Context) ([]web.Tag, error) {
+	l, err := c.listing(ctx)
+	return l.tags, err
+}
+
+// VMTags implements web.VMTagSource: tag ids by VM managed object id.
+func (c *tagCache) VMTags(ctx context.Context) (map[string][]string, error) {
+	l, err := c.listing(ctx)
+	return l.byVM, err
+}
+
+func (c *tagCache) listing(ctx context.Context) (tagListing, error) {
 	c.mu.Lock()
 	if c.tags != nil && c.now().Sub(c.at) < c.ttl {
-		t := c.tags
+		l := tagListing{c.tags, c.byVM}
 		c.mu.Unlock()
-		return t, nil
+		return l, nil
 	}
 	c.mu.Unlock()
 	ch := c.group.DoChan("tags", func() (any, error) {
@@ -55,27 +74,27 @@ func (c *tagCache) Tags(ctx context.Context) ([]web.Tag, error) {
 		// the others waiting on the same read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		ts, err := c.src.Tags(rctx)
+		ts, byVM, err := c.src.TagListing(rctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]web.Tag, len(ts))
+		l := tagListing{tags: make([]web.Tag, len(ts)), byVM: byVM}
 		for i, t := range ts {
-			out[i] = web.Tag{ID: t.ID, Name: t.Name, Category: t.Category}
+			l.tags[i] = web.Tag{ID: t.ID, Name: t.Name, Category: t.Category}
 		}
 		c.mu.Lock()
-		c.tags, c.at = out, c.now()
+		c.tags, c.byVM, c.at = l.tags, l.byVM, c.now()
 		c.reads++
 		c.mu.Unlock()
-		return out, nil
+		return l, nil
 	})
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return tagListing{}, ctx.Err()
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, r.Err
+			return tagListing{}, r.Err
 		}
-		return r.Val.([]web.Tag), nil
+		return r.Val.(tagListing), nil
 	}
 }

@@ -17,14 +17,14 @@ type countingTags struct {
 	err   error
 }
 
-func (c *countingTags) Tags(context.Context) ([]inventory.Tag, error) {
+func (c *countingTags) TagListing(context.Context) ([]inventory.Tag, map[string][]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
 	if c.err != nil {
-		return nil, c.err
+		return nil, nil, c.err
 	}
-	return []inventory.Tag{{ID: "urn:t:1", Name: "production", Category: "Environment"}}, nil
+	return []inventory.Tag{{ID: "urn:t:1", Name: "production", Category: "Environment"}}, map[string][]string{"vm-1": {"urn:t:1"}}, nil
 }
 
 func TestTagCache(t *testing.T) {
@@ -51,6 +51,9 @@ func TestTagCache(t *testing.T) {
 	before := src.calls
 	if _, err := c.Tags(ctx); err != nil || src.calls != before {
 		t.Fatalf("a read within the TTL listed again (%d -> %d, %v)", before, src.calls, err)
+	}
+	if byVM, err := c.VMTags(ctx); err != nil || src.calls != before || len(byVM["vm-1"]) != 1 {
+		t.Fatalf("VMTags within the TTL = %v, %v (%d -> %d listings)", byVM, err, before, src.calls)
 	}
 	now = now.Add(tagsTTL)
 	src.err = errors.New("vAPI login refused")
