@@ -16,6 +16,8 @@
 //     or cluster keeps protecting its VMs. Name is carried for display only.
 //   - Tags are tag ids ("urn:vmomi:InventoryServiceTag:…"), not names: a
 //     renamed tag still selects, and two categories may share a tag name.
+//     Tags and TagListing name them (category and name) for the console,
+//     from the same vAPI reading: only tags attached to some VM are listed.
 //   - A VM whose configuration vCenter cannot report (no instance UUID:
 //     inaccessible, orphaned, still being created) is left out: policy keys
 //     every decision and every restore point by instance UUID, and such a VM

@@ -8,14 +8,14 @@
 // every response example against its schema); Server-Sent Events for one
 // task and, on /stream, for every task and event of the appliance (bounded
 // per client, slow clients dropped, ended by Close or the task registry's
-// Close); the console's endpoints (dashboard, inventory tree, restore
-// targets, job runs, retention previews, repository usage, users,
+// Close); the console's endpoints (dashboard, inventory tree, vSphere
+// tags, restore targets, job runs, retention previews, repository usage, users,
 // connection tests); the browser security headers of every response;
 // /healthz and /metrics. The console's files are web/console's.
 //
 // web depends on small service interfaces declared here (JobStore,
 // Scheduler, Points, Repositories, Backups, Restores, EventLog, RunLog,
-// Topology, VCenterTester, Mailer, ...), so the
+// Topology, TagSource, VCenterTester, Mailer, ...), so the
 // engines can be wired by cmd without web knowing how they work. RepoSet is
 // the Points and Repositories implementation over open repositories, and
 // RepoMaintainer the policy.Maintainer over the same set.
