@@ -1,9 +1,11 @@
 package repository
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -155,7 +157,14 @@ func indexPackTx(tx *bolt.Tx, id packID, size uint64, entries []packEntry) error
 	if err := packs.Put(id[:], encodePackInfo(packInfo{Count: uint32(len(entries)), Size: size})); err != nil {
 		return err
 	}
-	for _, e := range entries {
+	// Keys in order: bbolt splits and rebalances far less (thousands of small
+	// blobs per pack after a scattered incremental).
+	sorted := make([]*packEntry, len(entries))
+	for i := range entries {
+		sorted[i] = &entries[i]
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return bytes.Compare(sorted[i].ID[:], sorted[j].ID[:]) < 0 })
+	for _, e := range sorted {
 		if old, ok := lookupTx(tx, e.ID); ok && old.State == blobStateLive && old.Pack != id {
 			if pv := packs.Get(old.Pack[:]); pv != nil {
 				if pi, err := decodePackInfo(pv); err == nil && pi.State == blobStateLive {
