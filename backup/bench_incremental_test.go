@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"testing"
@@ -158,8 +159,12 @@ func BenchmarkIncrementalChange(b *testing.B) {
 			}
 			phases.open = time.Since(start)
 			defer pr.Close()
-			p, out, _ := commit(DiskInput{Source: f, Size: size, Parent: &ParentDisk{Reader: pr, Extents: pr.Extents(),
-				Changed: mergeExtents(changed), Method: force, Options: iopts}}, parent.ID)
+			var p repository.Point
+			var out *DiskResult
+			pprof.Do(ctx, pprof.Labels("phase", "inc"), func(context.Context) {
+				p, out, _ = commit(DiskInput{Source: f, Size: size, Parent: &ParentDisk{Reader: pr, Extents: pr.Extents(),
+					Changed: mergeExtents(changed), Method: force, Options: iopts}}, parent.ID)
+			})
 			return p, out, time.Since(start)
 		}
 		full, fres, d := commit(DiskInput{Source: f, Size: size, Allocated: alloc}, "")

@@ -185,6 +185,15 @@ type result struct {
 	ext    repository.Extent
 	added  bool
 	stored int
+	n      int // Group chunks: the blob's length
+}
+
+// group is the blob of the last dedup Group chunk the collector passed: the
+// InGroup chunks after it are slices of it.
+type group struct {
+	id  repository.ID
+	n   int64
+	set bool
 }
 
 // WriteDisk streams one disk through the chunker into the store and returns
@@ -306,6 +315,7 @@ func WriteDisk(ctx context.Context, store ChunkStore, chunker dedup.Chunker, in 
 	// The collector puts results back in disk order. Out-of-order results wait
 	// in pending, which holds at most InFlight+Workers small entries.
 	var extents []repository.Extent
+	var grp group
 	pending := map[int]job{}
 	next := 0
 	lastReport := time.Now()
@@ -331,10 +341,26 @@ func WriteDisk(ctx context.Context, store ChunkStore, chunker dedup.Chunker, in 
 				}
 				delete(pending, next)
 				next++
+				c := p.chunk
+				if c.Group {
+					// Stored, but no extent yet: its pieces follow as slices.
+					grp = group{id: p.res.ext.ID, n: int64(p.res.n), set: true}
+					if p.res.added {
+						res.NewBytes += int64(p.res.n)
+					}
+					res.StoredBytes += int64(p.res.stored)
+					continue
+				}
+				if c.InGroup {
+					if !grp.set || c.Skip < 0 || c.Skip+int64(c.Length) > grp.n {
+						return fmt.Errorf("chunker put %d+%d at %d of a group blob of %d bytes (internal error)", c.Skip, c.Length, c.Offset, grp.n)
+					}
+					p.res.ext.ID = grp.id
+				}
 				extents = appendExtent(extents, p.res)
 				res.Chunks++
-				c := p.chunk
 				switch {
+				case c.InGroup:
 				case c.Zero:
 					res.ZeroBytes += int64(c.Length)
 				case c.Parent >= 0:
@@ -381,6 +407,13 @@ func process(ctx context.Context, store ChunkStore, in DiskInput, j *job) error 
 	case c.Zero:
 		ext.Zero = true
 		dedup.ReleaseBuffer(c.Data)
+	case c.InGroup:
+		// A slice of the last Group chunk's blob: the collector, which sees
+		// chunks in order, fills in the blob id.
+		if c.Data != nil {
+			return fmt.Errorf("chunk at %d: grouped chunk with its own data (internal error)", c.Offset)
+		}
+		ext.Skip, ext.Slice = c.Skip, true
 	case c.Parent >= 0:
 		if in.Parent == nil || c.Parent >= len(in.Parent.Extents) {
 			return fmt.Errorf("chunker reused parent chunk %d that does not exist", c.Parent)
@@ -394,6 +427,15 @@ func process(ctx context.Context, store ChunkStore, in DiskInput, j *job) error 
 		ext.ID = pe.ID
 		ext.Skip = pe.Skip + (c.Offset - pe.Offset)
 		ext.Slice = pe.Slice || c.Offset != pe.Offset || int64(c.Length) != pe.Length
+	case c.Group:
+		id, added, stored, err := store.PutChunk(ctx, c.Data)
+		n := len(c.Data)
+		dedup.ReleaseBuffer(c.Data)
+		if err != nil {
+			return fmt.Errorf("store the changed pieces from offset %d: %w", c.Offset, err)
+		}
+		ext.ID = id
+		j.res = result{added: added, stored: stored, n: n}
 	default:
 		if len(c.Data) != c.Length {
 			return fmt.Errorf("chunk at %d: %d bytes of data for length %d", c.Offset, len(c.Data), c.Length)

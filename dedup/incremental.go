@@ -106,6 +106,7 @@ type IncrementalStats struct {
 	CompactBytes    int64 // bytes of those windows
 	SlicedExtents   int   // chunks emitted as references into parent extents
 	NewPieces       int   // new data pieces (changed bytes outside compacted windows)
+	Groups          int   // blobs holding the data pieces of one window back to back (2+ pieces each)
 	ZeroPieces      int   // changed pieces that read as zeros (holes)
 	CompactedChunks int   // chunks cut by CDC in compacted windows
 }
@@ -349,7 +350,12 @@ func ParentChunks(m []MapExtent) []ParentChunk {
 // Incremental derives a new disk map from its parent's map without reading the parent, except in
 // the windows it compacts: each changed extent is read from src exactly once and emitted as new
 // data pieces (cut at window boundaries, so at most Window bytes each; all-zero pieces as Zero
-// chunks); every unchanged byte is emitted as a reference into the parent extent that holds it
+// chunks). When two or more pieces of one window hold data, they are coalesced: one Group chunk
+// (Length 0) carries their bytes back to back as one blob, and each piece follows as an InGroup
+// chunk, a slice of it (Skip = its place in the blob) — per-blob costs (hash, seal, catalog entry)
+// are then paid per window, not per CBT extent, and the same changes at the same places still
+// make the same blob. A lone piece (a whole window, or the only one with data) stays a plain data
+// chunk. Every unchanged byte is emitted as a reference into the parent extent that holds it
 // (Chunk.Parent = its index in parent, Offset and Length within that extent). Windows that would
 // hold more than MaxExtents extents, or reference a parent blob of which the new map keeps less than
 // MinUse, are rewritten: their current content (changed bytes from src, the rest from parent) is cut
@@ -377,6 +383,72 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 		return nil
 	}
 	ii := 0
+	// The changed pieces of the window being emitted, when two or more of them hold data: they are
+	// read into one buffer and emitted as one Group chunk (one blob), each piece as a slice of it.
+	grpWin := int64(-1)
+	grp := map[int]int64{}            // item index -> Skip in the group blob, or -1 for a zero piece
+	lone, loneData := -1, []byte(nil) // the window's only data piece when the others read as zeros
+	w := p.o.Window
+	// readPiece reads the changed bytes [lo, hi) into dst.
+	readPiece := func(dst []byte, lo int64) error {
+		n, err := src.ReadAt(dst, lo)
+		st.SourceBytes += int64(n)
+		if n < len(dst) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read changed bytes at %d (%d bytes): %w", lo, len(dst), err)
+		}
+		return nil
+	}
+	// group reads the changed pieces of window win starting at item j (all inside [a, b): compacted
+	// runs are whole windows) and emits their Group chunk when two or more hold data.
+	group := func(j int, win, a, b int64) error {
+		grpWin = win
+		clear(grp)
+		lone, loneData = -1, nil
+		var idx []int
+		var total int64
+		for k := j; k < len(p.items) && p.items[k].off < b && p.items[k].off/w == win; k++ {
+			if it := p.items[k]; it.par < 0 {
+				idx = append(idx, k)
+				total += min(b, it.end()) - max(a, it.off)
+			}
+		}
+		if len(idx) < 2 {
+			return nil // a lone piece (or a whole window) stays a plain data chunk
+		}
+		buf := getBuffer(int(total))
+		var fill int64
+		var data []int
+		for _, k := range idx {
+			it := p.items[k]
+			lo, hi := max(a, it.off), min(b, it.end())
+			dst := buf[fill : fill+hi-lo]
+			if err := readPiece(dst, lo); err != nil {
+				ReleaseBuffer(buf)
+				return err
+			}
+			if isZero(dst) {
+				grp[k] = -1
+				continue
+			}
+			grp[k] = fill
+			fill += hi - lo
+			data = append(data, k)
+		}
+		switch len(data) {
+		case 0:
+			ReleaseBuffer(buf)
+			return nil
+		case 1: // it is at buf[0:fill]: a plain data chunk
+			delete(grp, data[0])
+			lone, loneData = data[0], buf[:fill]
+			return nil
+		}
+		st.Groups++
+		return out(Chunk{Offset: max(a, p.items[j].off), Data: buf[:fill], Parent: -1, Group: true})
+	}
 	// emitRange emits the naive map's items clipped to [a, b).
 	emitRange := func(a, b int64) error {
 		for ii < len(p.items) && p.items[ii].end() <= a {
@@ -389,22 +461,32 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 			it := p.items[j]
 			lo, hi := max(a, it.off), min(b, it.end())
 			ch := Chunk{Offset: lo, Length: int(hi - lo), Parent: -1}
+			if it.par < 0 && it.off/w != grpWin {
+				if err := group(j, it.off/w, a, b); err != nil {
+					return err
+				}
+			}
+			skip, grouped := grp[j]
 			switch {
 			case it.par >= 0 && parentMap[it.par].Zero:
 				ch.Zero = true
 			case it.par >= 0:
 				ch.Parent = it.par
 				st.SlicedExtents++
+			case grouped && skip < 0:
+				ch.Zero = true
+				st.ZeroPieces++
+			case grouped:
+				ch.InGroup, ch.Skip = true, skip
+				st.NewPieces++
+			case j == lone:
+				ch.Data, loneData = loneData, nil
+				st.NewPieces++
 			default:
 				buf := getBuffer(ch.Length)
-				n, err := src.ReadAt(buf, lo)
-				st.SourceBytes += int64(n)
-				if n < len(buf) {
+				if err := readPiece(buf, lo); err != nil {
 					ReleaseBuffer(buf)
-					if err == nil || errors.Is(err, io.EOF) {
-						err = io.ErrUnexpectedEOF
-					}
-					return fmt.Errorf("read changed bytes at %d (%d bytes): %w", lo, len(buf), err)
+					return err
 				}
 				if isZero(buf) {
 					ReleaseBuffer(buf)

@@ -62,14 +62,42 @@ func runIncremental(t testing.TB, c *impl, s *blobStore, parentData []byte, pare
 	par := &recorder{data: parentData}
 	var m []MapExtent
 	var next int64
+	grp, grpLen, grpUsed, grpWin := -1, int64(0), int64(0), int64(-1)
+	w := o.withDefaults(c).Window
+	endGroup := func() {
+		if grp >= 0 && grpUsed != grpLen {
+			t.Fatalf("group blob %d of %d bytes: its pieces use %d", grp, grpLen, grpUsed)
+		}
+	}
 	st, err := Incremental(context.Background(), c, src, par, int64(len(cur)), parent, changed, o, func(ch Chunk) error {
 		defer ReleaseBuffer(ch.Data)
+		if ch.Group {
+			if ch.Offset != next || ch.Length != 0 || len(ch.Data) == 0 || ch.InGroup || ch.Zero || ch.Parent != -1 {
+				t.Fatalf("group chunk %+v (%d bytes) at expected offset %d", ch, len(ch.Data), next)
+			}
+			endGroup()
+			grp, grpLen, grpUsed = s.put(ch.Data), int64(len(ch.Data)), 0
+			return nil
+		}
 		if ch.Offset != next || ch.Length <= 0 {
 			t.Fatalf("chunk at %d+%d, expected offset %d", ch.Offset, ch.Length, next)
 		}
 		next += int64(ch.Length)
 		e := MapExtent{Offset: ch.Offset, Length: int64(ch.Length), Zero: ch.Zero}
 		switch {
+		case ch.InGroup:
+			// Pieces use their group's bytes back to back, in disk order, within one window.
+			if grp < 0 || ch.Data != nil || ch.Zero || ch.Parent != -1 || ch.Skip != grpUsed || ch.Skip+int64(ch.Length) > grpLen {
+				t.Fatalf("grouped chunk at %d+%d skip %d: group %d has %d bytes, %d used", ch.Offset, ch.Length, ch.Skip, grp, grpLen, grpUsed)
+			}
+			if grpUsed == 0 {
+				grpWin = ch.Offset / w
+			}
+			if ch.Offset/w != grpWin || (ch.Offset+int64(ch.Length)-1)/w != grpWin {
+				t.Fatalf("grouped chunk at %d+%d outside its group's window %d", ch.Offset, ch.Length, grpWin)
+			}
+			grpUsed += int64(ch.Length)
+			e.Blob, e.BlobLen, e.Skip = grp, grpLen, ch.Skip
 		case ch.Zero:
 		case ch.Parent >= 0:
 			p := parent[ch.Parent]
@@ -93,6 +121,7 @@ func runIncremental(t testing.TB, c *impl, s *blobStore, parentData []byte, pare
 	if err != nil {
 		t.Fatal(err)
 	}
+	endGroup()
 	if next != int64(len(cur)) {
 		t.Fatalf("chunks cover %d of %d bytes", next, len(cur))
 	}
@@ -105,6 +134,24 @@ func runIncremental(t testing.TB, c *impl, s *blobStore, parentData []byte, pare
 		t.Fatalf("parent read %d bytes (stats %d) with %d compacted windows", par.total(), st.ParentBytes, st.CompactWindows)
 	}
 	return m, st
+}
+
+// coalesced reports whether one blob of m holds, back to back, the bytes of two extents that are
+// not adjacent on the disk: the coalesced pieces of a window, with parent bytes between them (a
+// parent blob sliced around a change skips the changed bytes in the blob too).
+func coalesced(m []MapExtent) bool {
+	type end struct{ disk, blob int64 }
+	last := map[int]end{}
+	for _, e := range m {
+		if e.Zero {
+			continue
+		}
+		if l, ok := last[e.Blob]; ok && l.disk < e.Offset && l.blob == e.Skip {
+			return true
+		}
+		last[e.Blob] = end{e.Offset + e.Length, e.Skip + e.Length}
+	}
+	return false
 }
 
 // windowCounts returns the largest number of extents touching one window.
@@ -156,7 +203,7 @@ func TestIncrementalChain(t *testing.T) {
 			data := image(rng, size)
 			s := &blobStore{}
 			m := fullMap(t, c, s, data)
-			compacted := 0
+			compacted, groups, sliced := 0, 0, false
 			for step := range 14 {
 				cur := append([]byte(nil), data...)
 				var changed []Extent
@@ -172,6 +219,8 @@ func TestIncrementalChain(t *testing.T) {
 				var st IncrementalStats
 				m, st = runIncremental(t, c, s, data, m, cur, changed, o)
 				compacted += st.CompactWindows
+				groups += st.Groups
+				sliced = sliced || coalesced(m)
 				if got := render(s, m, int64(size)); !bytes.Equal(got, cur) {
 					t.Fatalf("%s seed %d step %d: rendered disk differs", alg, seed, step)
 				}
@@ -183,6 +232,9 @@ func TestIncrementalChain(t *testing.T) {
 			}
 			if compacted == 0 {
 				t.Errorf("%s seed %d: 14 incrementals never compacted a window", alg, seed)
+			}
+			if groups == 0 || !sliced {
+				t.Errorf("%s seed %d: 14 incrementals made %d group blobs; a map holding two distant slices of one blob: %v", alg, seed, groups, sliced)
 			}
 		}
 	}

@@ -104,6 +104,16 @@ type Chunk struct {
 	// parent extent (a slice of it: blob offset = the extent's Skip + Offset - its Offset). A zero
 	// chunk carved out of a coalesced zero parent extent has Parent -1 and Zero set.
 	Parent int
+	// Group (Incremental only) marks a chunk that covers no disk bytes (Length 0, Offset = its
+	// first piece's offset): Data holds the bytes of the InGroup chunks that follow it, back to
+	// back, to be stored as ONE blob. Incremental coalesces the changed pieces of one window this
+	// way, so that 10,000 scattered 4 KiB writes cost one hash, seal and catalog entry per window
+	// instead of one per write.
+	Group bool
+	// InGroup (Incremental only): the chunk's bytes are [Skip, Skip+Length) of the last Group
+	// chunk's Data (a slice of that blob); Data is nil, Parent -1.
+	InGroup bool
+	Skip    int64
 }
 
 // ParentChunk is one extent of a parent disk's chunk list. A Zero extent may be a coalesced run of

@@ -68,11 +68,47 @@ func sliceMap(t testing.TB, s *Session, parent []Extent, img []byte, changed [][
 			add(e)
 		}
 	}
+	// Coalesce, as the backup engine does, the changed ranges of one window
+	// that hold data into one blob: each becomes a slice of it.
+	const window = 128 << 10
+	type place struct {
+		id   ID
+		skip int64
+	}
+	grouped := map[int]place{}
+	for i := 0; i < len(changed); {
+		win := changed[i][0] / window
+		var idx []int
+		var blob []byte
+		j := i
+		for ; j < len(changed) && changed[j][0]/window == win; j++ {
+			c := changed[j]
+			if (c[1]-1)/window == win && !isZero(img[c[0]:c[1]]) {
+				idx = append(idx, j)
+				blob = append(blob, img[c[0]:c[1]]...)
+			}
+		}
+		i = max(j, i+1)
+		if len(idx) < 2 {
+			continue
+		}
+		id, _, _, err := s.PutChunk(ctx, blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var skip int64
+		for _, k := range idx {
+			grouped[k] = place{id, skip}
+			skip += int64(changed[k][1] - changed[k][0])
+		}
+	}
 	var at int64
-	for _, c := range changed {
+	for i, c := range changed {
 		keep(at, int64(c[0]))
 		b := img[c[0]:c[1]]
-		if isZero(b) {
+		if g, ok := grouped[i]; ok {
+			add(Extent{Offset: int64(c[0]), Length: int64(len(b)), ID: g.id, Skip: g.skip})
+		} else if isZero(b) {
 			add(Extent{Offset: int64(c[0]), Length: int64(len(b)), Zero: true})
 		} else {
 			id, _, _, err := s.PutChunk(ctx, b)
@@ -112,6 +148,7 @@ func TestSliceChain(t *testing.T) {
 			img := testDisk(3, 3<<20+12345)
 			pts := []Point{backup(t, r, "vm", testTime, img)}
 			imgs := [][]byte{img}
+			coalesced := 0
 			for i := 1; i <= 8; i++ {
 				_, parent, err := r.DiskExtents(ctx, pts[i-1].ID, 0)
 				if err != nil {
@@ -150,6 +187,12 @@ func TestSliceChain(t *testing.T) {
 				if slices == 0 {
 					t.Fatalf("point %d has no slices", i)
 				}
+				if coalescedExtents(got) {
+					coalesced++
+				}
+			}
+			if coalesced == 0 {
+				t.Fatal("no point holds two slices of one blob, back to back in it, at distant disk ranges")
 			}
 			for i, p := range pts {
 				verifyPoint(t, r, p.ID, imgs[i])
@@ -172,6 +215,25 @@ func TestSliceChain(t *testing.T) {
 			requireClean(t, r)
 		})
 	}
+}
+
+// coalescedExtents reports whether one blob of m holds, back to back, the
+// bytes of two slices at disk ranges that are not adjacent (the changed
+// pieces of a window stored as one blob; a blob sliced around a change skips
+// the changed bytes in the blob too).
+func coalescedExtents(m []Extent) bool {
+	type end struct{ disk, blob int64 }
+	last := map[ID]end{}
+	for _, e := range m {
+		if e.Zero {
+			continue
+		}
+		if l, ok := last[e.ID]; ok && l.disk < e.Offset && l.blob == e.Skip && e.Slice {
+			return true
+		}
+		last[e.ID] = end{e.Offset + e.Length, e.Skip + e.Length}
+	}
+	return false
 }
 
 func mergeRange(ch [][2]int, c [2]int) [][2]int {
