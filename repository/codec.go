@@ -46,7 +46,7 @@ func zstdLevel(l string) zstd.EncoderLevel {
 // scattered 4 KiB writes stores thousands of such blobs; the bytes saved by
 // a stronger level on them are few. 64 KiB covers the blobs an incremental
 // makes by coalescing the 4 KiB pieces of one window (up to 16 of them; at
-// 16 KiB the tenth of those blobs above it took most of the compression
+// 16 KiB the ~15% of those blobs above it took most of the compression
 // time of the 10,000-write incremental), while a full backup's CDC chunks
 // (1 MiB average) stay at the configured level.
 const smallBlob = 64 << 10
