@@ -86,13 +86,49 @@ func (c *Client) CreateSnapshot(ctx context.Context, vm VMRef, opts SnapshotOpti
 	}
 	info, err := c.waitTask(ctx, res.Returnval, opts.Progress)
 	if err != nil {
+		if ctx.Err() != nil {
+			// vCenter goes on with the task after we stop waiting: the
+			// snapshot would appear with nobody left to remove it.
+			c.discardSnapshotTask(vm, res.Returnval)
+		}
 		return nil, snapshotError(vm, err)
 	}
 	ref, ok := info.Result.(types.ManagedObjectReference)
 	if !ok {
 		return nil, fmt.Errorf("snapshot %s: task returned %T, not a snapshot: %w", vm.Name, info.Result, ErrSnapshotFailed)
 	}
-	return c.Snapshot(ctx, vm, ref.Value)
+	snap, err := c.Snapshot(ctx, vm, ref.Value)
+	if err != nil {
+		// The caller never learns this snapshot: remove it here.
+		c.discardSnapshot(vm, ref.Value)
+		return nil, err
+	}
+	return snap, nil
+}
+
+// abandonTimeout bounds the clean-up of a snapshot whose creation was
+// cancelled. A daemon shutting down waits for it only up to its own grace;
+// whatever is still left then is removed by the next start's sweep.
+const abandonTimeout = 2 * time.Minute
+
+// discardSnapshotTask waits (detached from the cancelled context) for a
+// snapshot task we stopped waiting for and removes the snapshot it made.
+func (c *Client) discardSnapshotTask(vm VMRef, task types.ManagedObjectReference) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	info, err := c.waitTask(ctx, task, nil)
+	if err != nil {
+		return // the task failed: no snapshot, or the sweep finds it
+	}
+	if ref, ok := info.Result.(types.ManagedObjectReference); ok {
+		_ = c.RemoveSnapshot(ctx, vm, ref.Value)
+	}
+}
+
+func (c *Client) discardSnapshot(vm VMRef, moref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	_ = c.RemoveSnapshot(ctx, vm, moref)
 }
 
 func snapshotError(vm VMRef, err error) error {
