@@ -1,7 +1,9 @@
-// Tasks: running and recent tasks with live progress; one task's details,
-// log (from its SSE stream) and cancel.
+// Tasks: running and recent tasks with live progress, and the backups the
+// scheduler runs (tasks-scheduled.js); one task's details, log (from its SSE
+// stream) and cancel.
 import { h, clear, table, badge } from "../lib/dom.js";
 import { isFinal, taskTitle } from "../lib/ui.js";
+import { mountScheduled } from "./tasks-scheduled.js";
 
 function elapsed(t) {
   const start = t.started || t.created;
@@ -38,8 +40,9 @@ async function renderList(root, ctx) {
     h("option", { value: "" }, "All"), ["running", "queued", "succeeded", "failed", "cancelled", "interrupted"].map(s => h("option", { value: s }, s)));
   stateSel.value = ctx.query.get("state") || "";
   const list = h("div", { id: "tasks-list" });
+  const sched = h("div", { class: "tasks-sched-holder" });
   root.append(h("form", { class: "row", "aria-label": "Filter tasks", onsubmit: e => e.preventDefault() },
-    h("div", { class: "field" }, h("label", { for: "tasks-state" }, "State"), stateSel)), list);
+    h("div", { class: "field" }, h("label", { for: "tasks-state" }, "State"), stateSel)), list, sched);
 
   let tasks = [];
   const bars = new Map();
@@ -70,7 +73,15 @@ async function renderList(root, ctx) {
     ], rows, "No tasks."));
   }
 
-  tasks = (await ctx.api("GET", "/tasks?limit=100")) || [];
+  // The scheduler's backups are not registry tasks: their own section,
+  // loaded without holding up the task list.
+  const unsched = mountScheduled(sched, ctx);
+  try {
+    tasks = (await ctx.api("GET", "/tasks?limit=100")) || [];
+  } catch (e) {
+    unsched();
+    throw e;
+  }
   draw();
   stateSel.addEventListener("change", draw);
   let pending = 0;
@@ -83,7 +94,7 @@ async function renderList(root, ctx) {
       if (!pending) pending = requestAnimationFrame(() => { pending = 0; draw(); });
     }
   }, null);
-  return () => { unsub(); cancelAnimationFrame(pending); };
+  return () => { unsub(); unsched(); cancelAnimationFrame(pending); };
 }
 
 async function renderDetail(root, ctx, id) {
