@@ -52,6 +52,17 @@ type Config struct {
 	// MaxListed bounds the failures listed in one alert (the rest are
 	// counted); default 50. It also bounds the memory pending alerts hold.
 	MaxListed int
+	// RepeatAfter is the quiet period of a failure streak (the failures
+	// of one operation — job, VM, operation — without a success between
+	// them): its first failure is mailed, later ones within RepeatAfter of
+	// the last mailed one are only counted, and the next mail or daily
+	// report says "failed N times since HH:MM". Default DefaultRepeatAfter;
+	// negative mails every failure. Streaks live in memory only: after a
+	// restart the next failure of a streak is mailed again.
+	RepeatAfter time.Duration
+	// ReportLog remembers the last daily report sent, so that one that fell
+	// due while the daemon was down is sent once at start; nil: no catch-up.
+	ReportLog ReportLog
 	// FlushTimeout bounds the sending of pending alerts when Run stops;
 	// default FlushTimeout.
 	FlushTimeout time.Duration
@@ -78,6 +89,8 @@ type Notifier struct {
 	mu    sync.Mutex
 	queue []Failure
 	lost  int // failures beyond MaxListed in the gathering batch
+	// streaks of failures (see Config.RepeatAfter), by operation.
+	streaks map[streakKey]*streak
 }
 
 // New validates cfg and returns a Notifier; call Run to start it.
@@ -105,6 +118,9 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.MaxListed <= 0 {
 		cfg.MaxListed = 50
 	}
+	if cfg.RepeatAfter == 0 {
+		cfg.RepeatAfter = DefaultRepeatAfter
+	}
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = FlushTimeout
 	}
@@ -117,23 +133,29 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Notifier{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, wake: make(chan struct{}, 1)}, nil
+	return &Notifier{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, wake: make(chan struct{}, 1), streaks: map[streakKey]*streak{}}, nil
 }
 
 // ObserveEvent takes the scheduler's events (wire it to policy.Config.OnEvent);
-// error events become alerts when alerts are enabled.
+// error events become alerts when alerts are enabled, and success events
+// end failure streaks (see Config.RepeatAfter).
 func (n *Notifier) ObserveEvent(e policy.Event) {
 	if n == nil || !n.cfg.Alerts {
 		return
 	}
 	if f, ok := FailureFromEvent(e); ok {
 		n.Fail(f)
+		return
+	}
+	for _, f := range successesFromEvent(e) {
+		n.Succeeded(f)
 	}
 }
 
 // Fail records a failure for the next alert (operations the scheduler does
-// not see: backups and restores started through the API, checks). It does
-// nothing when alerts are disabled.
+// not see: backups and restores started through the API, checks). A later
+// failure of the same streak within Config.RepeatAfter is only counted. It
+// does nothing when alerts are disabled.
 func (n *Notifier) Fail(f Failure) {
 	if n == nil || !n.cfg.Alerts {
 		return
@@ -142,6 +164,11 @@ func (n *Notifier) Fail(f Failure) {
 		f.Time = n.clk.Now()
 	}
 	n.mu.Lock()
+	if !n.track(&f) {
+		n.mu.Unlock()
+		n.log.Debug("repeated failure not mailed", "operation", f.Operation, "job", f.Job, "vm", f.VM, "repository", f.Repository)
+		return
+	}
 	if len(n.queue) < n.cfg.MaxListed {
 		n.queue = append(n.queue, f)
 	} else {
@@ -184,6 +211,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 	if n.cfg.DailyAt != nil {
 		n.log.Info("daily mail report scheduled", "at", n.cfg.DailyAt.String(), "time_zone", n.cfg.Location.String())
+		lastDay = n.catchUp(ctx)
 		armDaily()
 	}
 	armAlert()
@@ -257,7 +285,9 @@ func (n *Notifier) sendAlerts(ctx context.Context) {
 	}
 	m := alertMessage(batch, lost, n.cfg.Appliance, n.cfg.Location)
 	if err := n.cfg.Sender.Send(ctx, m); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() == nil {
+			n.untrack(batch)
+		} else {
 			// Stopping: give the batch back for Run's final flush.
 			n.mu.Lock()
 			n.queue = append(batch, n.queue...)
@@ -275,7 +305,78 @@ func (n *Notifier) sendAlerts(ctx context.Context) {
 func (n *Notifier) sendDaily(ctx context.Context, at time.Time) {
 	if err := n.SendDailyReport(ctx, at); err != nil {
 		n.log.Error("daily report mail not sent", "err", err)
+		return
 	}
+	n.recordReport(ctx, at)
+}
+
+func (n *Notifier) recordReport(ctx context.Context, at time.Time) {
+	if n.cfg.ReportLog == nil {
+		return
+	}
+	if err := n.cfg.ReportLog.SetLastReport(context.WithoutCancel(ctx), at); err != nil {
+		n.log.Warn("daily report: cannot record it as sent (it may be sent again after a restart)", "err", err)
+	}
+}
+
+// maxCatchUp bounds the period of a late daily report.
+const maxCatchUp = 7 * 24 * time.Hour
+
+// catchUp sends, once, the daily report that fell due while the daemon
+// was down: when the last one recorded in Config.ReportLog is older than
+// the newest due time. The late report covers from the last one (at most
+// maxCatchUp before) to that due time, so that the next regular report
+// follows it without a gap. Nothing recorded (a first start) sends
+// nothing. It returns the local date of the last report sent.
+func (n *Notifier) catchUp(ctx context.Context) string {
+	if n.cfg.ReportLog == nil {
+		return ""
+	}
+	last, err := n.cfg.ReportLog.LastReport(ctx)
+	if err != nil {
+		n.log.Warn("daily report: cannot read when the last one was sent; no catch-up", "err", err)
+		return ""
+	}
+	if last.IsZero() {
+		return ""
+	}
+	lastDay := last.In(n.cfg.Location).Format(time.DateOnly)
+	due := n.prevDaily(n.clk.Now())
+	if !last.Before(due) {
+		return lastDay
+	}
+	from := n.dayBefore(due)
+	if last.Before(from) {
+		from = last
+		if oldest := due.Add(-maxCatchUp); from.Before(oldest) {
+			from = oldest
+		}
+	}
+	n.log.Info("daily report: sending the one that fell due while the appliance was down", "due", due, "last_sent", last)
+	if err := n.sendReport(ctx, from, due, true); err != nil {
+		n.log.Error("daily report mail not sent", "err", err)
+		return lastDay
+	}
+	n.recordReport(ctx, due)
+	return due.In(n.cfg.Location).Format(time.DateOnly)
+}
+
+// prevDaily returns the newest DailyAt at or before now.
+func (n *Notifier) prevDaily(now time.Time) time.Time {
+	l := now.In(n.cfg.Location)
+	at := n.cfg.DailyAt
+	for d := 0; ; d-- {
+		t := time.Date(l.Year(), l.Month(), l.Day()+d, at.Hour, at.Minute, 0, 0, n.cfg.Location)
+		if !t.After(now) {
+			return t
+		}
+	}
+}
+
+// dayBefore returns the same wall-clock time the day before t.
+func (n *Notifier) dayBefore(t time.Time) time.Time {
+	l := t.In(n.cfg.Location)
+	return time.Date(l.Year(), l.Month(), l.Day()-1, l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), n.cfg.Location)
 }
 
 // SendDailyReport builds the report of the day before to (from the same
@@ -285,11 +386,36 @@ func (n *Notifier) SendDailyReport(ctx context.Context, to time.Time) error {
 	if n.cfg.Source == nil {
 		return fmt.Errorf("%w: the daily report needs a Source", ErrConfig)
 	}
-	l := to.In(n.cfg.Location)
-	from := time.Date(l.Year(), l.Month(), l.Day()-1, l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), n.cfg.Location)
+	return n.sendReport(ctx, n.dayBefore(to), to, false)
+}
+
+func (n *Notifier) sendReport(ctx context.Context, from, to time.Time, late bool) error {
+	if n.cfg.Source == nil {
+		return fmt.Errorf("%w: the daily report needs a Source", ErrConfig)
+	}
 	r := BuildDailyReport(ctx, n.cfg.Source, from, to)
 	for _, m := range r.Missing {
 		n.log.Warn("daily report: part missing", "what", m)
+	}
+	if late {
+		r.DueAt = to
+	}
+	r.Repeated = n.Streaks()
+	if len(r.Repeated) > 0 {
+		names := map[string]string{}
+		for _, j := range r.Jobs {
+			names[j.ID] = j.Name
+		}
+		if jobs, err := n.cfg.Source.Jobs(ctx); err == nil {
+			for _, j := range jobs {
+				names[j.ID] = j.Name
+			}
+		}
+		for i := range r.Repeated {
+			if f := &r.Repeated[i].Last; f.JobName == "" {
+				f.JobName = names[f.Job]
+			}
+		}
 	}
 	return n.cfg.Sender.Send(ctx, r.Message(n.cfg.Appliance, n.cfg.Location))
 }

@@ -69,6 +69,13 @@ type Failure struct {
 	VM         string // VM name ("" when not about one VM)
 	Repository string
 	Message    string
+
+	// Set when the failure is mailed and continues a streak (see
+	// Config.RepeatAfter): failures in the streak, this one included, since
+	// its first, and how many of them were not mailed.
+	count    int
+	since    time.Time
+	unmailed int
 }
 
 // FailureFromEvent turns an error event of the scheduler into a Failure;
@@ -153,7 +160,11 @@ func alertMessage(fs []Failure, dropped int, appliance string, loc *time.Locatio
 	default:
 		parts = append(parts, fmt.Sprintf("%d VMs (%s)", len(vms), names(vms)))
 	}
-	subject := "[vmvault] FAILED " + strings.Join(ops, ", ")
+	verb := "FAILED "
+	if allRepeats(fs) {
+		verb = "STILL FAILING "
+	}
+	subject := "[vmvault] " + verb + strings.Join(ops, ", ")
 	if len(parts) > 0 {
 		subject += ": " + strings.Join(parts, ", ")
 	}
@@ -175,9 +186,15 @@ func alertMessage(fs []Failure, dropped int, appliance string, loc *time.Locatio
 		if f.Repository != "" {
 			fmt.Fprintf(&t, "  repository %s", f.Repository)
 		}
-		fmt.Fprintf(&t, "\n    %s\n\n", f.Message)
+		fmt.Fprintf(&t, "\n    %s\n", f.Message)
+		msg := esc(f.Message)
+		if r := f.repeatLabel(loc); r != "" {
+			fmt.Fprintf(&t, "    %s\n", r)
+			msg += "<br><i>" + esc(r) + "</i>"
+		}
+		t.WriteString("\n")
 		fmt.Fprintf(&h, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-			esc(when), esc(f.Operation), esc(f.jobLabel()), esc(f.VM), esc(f.Repository), esc(f.Message))
+			esc(when), esc(f.Operation), esc(f.jobLabel()), esc(f.VM), esc(f.Repository), msg)
 	}
 	h.WriteString("</table>\n")
 	if dropped > 0 {
@@ -187,6 +204,28 @@ func alertMessage(fs []Failure, dropped int, appliance string, loc *time.Locatio
 	t.WriteString("The appliance's event log (GET /api/v1/events) has the details.\n")
 	h.WriteString("<p>The appliance's event log (GET /api/v1/events) has the details.</p></body></html>\n")
 	return Message{Subject: subject, Text: t.String(), HTML: h.String(), Kind: "alert"}
+}
+
+// repeatLabel says how often the failure's streak failed ("" for its
+// first failure).
+func (f Failure) repeatLabel(loc *time.Location) string {
+	if f.count < 2 {
+		return ""
+	}
+	r := fmt.Sprintf("failed %d times since %s", f.count, sinceLabel(f.since, f.Time, loc))
+	if f.unmailed > 0 {
+		r += fmt.Sprintf(" (%d of them not mailed)", f.unmailed)
+	}
+	return r
+}
+
+func allRepeats(fs []Failure) bool {
+	for _, f := range fs {
+		if f.count < 2 {
+			return false
+		}
+	}
+	return len(fs) > 0
 }
 
 func (f Failure) jobLabel() string {
@@ -214,6 +253,12 @@ type DailyReport struct {
 	Jobs         []JobRuns // jobs with runs in the period, by name
 	Repositories []RepoUsage
 	Events       []policy.Event // warnings and errors in the period
+	// Repeated lists the failure streaks with failures that were not
+	// mailed (Config.RepeatAfter); the notifier fills it, not the Source.
+	Repeated []Streak
+	// DueAt is set when the report is sent late (the daemon was down when
+	// it fell due).
+	DueAt time.Time
 	// Missing lists what could not be read; the report is sent anyway.
 	Missing []string
 }
@@ -311,6 +356,11 @@ func (r DailyReport) Message(appliance string, loc *time.Location) Message {
 	var t, h strings.Builder
 	fmt.Fprintf(&t, "vmvault appliance %s: daily report for %s to %s\n\n", appliance, ts(r.From), ts(r.To))
 	fmt.Fprintf(&h, "<html><body style=\"font-family:sans-serif\"><h2>vmvault appliance %s: daily report</h2><p>%s to %s</p>\n", esc(appliance), esc(ts(r.From)), esc(ts(r.To)))
+	if !r.DueAt.IsZero() {
+		late := fmt.Sprintf("This report is late: it fell due at %s while the appliance was not running.", ts(r.DueAt))
+		fmt.Fprintf(&t, "%s\n\n", late)
+		fmt.Fprintf(&h, "<p><i>%s</i></p>\n", esc(late))
+	}
 	fmt.Fprintf(&t, "VMs: %d protected, %d failed, %d unprotected\n", r.Protected, r.Failed, r.Unprotected)
 	fmt.Fprintf(&h, "<h3>VMs: %d protected, %d failed, %d unprotected</h3>\n", r.Protected, r.Failed, r.Unprotected)
 	if len(r.VMs) > 0 {
@@ -384,6 +434,27 @@ func (r DailyReport) Message(appliance string, loc *time.Location) Message {
 		fmt.Fprintf(&h, "<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n", esc(rp.Name), rp.Points, humanBytes(rp.LogicalBytes), humanBytes(rp.StoredBytes))
 	}
 	h.WriteString("</table>\n")
+
+	if len(r.Repeated) > 0 {
+		t.WriteString("\nRepeated failures (alert mails held back):\n")
+		h.WriteString("<h3>Repeated failures (alert mails held back)</h3>\n<ul>\n")
+		for _, s := range r.Repeated {
+			what := s.Last.Operation
+			if j := s.Last.jobLabel(); j != "" {
+				what += " job " + j
+			}
+			if s.Last.VM != "" {
+				what += " VM " + s.Last.VM
+			} else if s.Last.Repository != "" {
+				what += " repository " + s.Last.Repository
+			}
+			line := fmt.Sprintf("%s: failed %d times since %s, last at %s (%d not mailed): %s",
+				what, s.Count, ts(s.Since), ts(s.Last.Time), s.Unmailed, s.Last.Message)
+			fmt.Fprintf(&t, "  %s\n", line)
+			fmt.Fprintf(&h, "<li>%s</li>\n", esc(line))
+		}
+		h.WriteString("</ul>\n")
+	}
 
 	t.WriteString("\nFailures and warnings:\n")
 	h.WriteString("<h3>Failures and warnings</h3>\n")
