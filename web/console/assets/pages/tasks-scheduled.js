@@ -49,8 +49,8 @@ export function mountScheduled(holder, ctx) {
   const runsBox = h("div", { id: "tasks-sched-runs", "aria-busy": "true" }, h("p", { class: "empty" }, "Loading job runs…"));
   holder.append(h("section", { id: "tasks-scheduled", class: "tasks-sched", "aria-labelledby": "tasks-sched-title" },
     h("h2", { id: "tasks-sched-title" }, "Scheduled backups"),
-    h("h3", { id: "tasks-sched-running-title" }, "Running now"), running,
-    h("h3", { id: "tasks-sched-runs-title" }, "Job runs in the last 24 hours"), runsBox));
+    h("h3", null, "Running now"), running,
+    h("h3", null, "Job runs in the last 24 hours"), runsBox));
 
   let alive = true;
   const names = new Map(); // job id -> name
@@ -67,7 +67,7 @@ export function mountScheduled(holder, ctx) {
     tbody = h("tbody");
     clear(running).append(h("div", { class: "table-wrap" },
       h("table", { id: "tasks-sched-table" },
-        h("caption", null, "Scheduled backups running"),
+        h("caption", { class: "visually-hidden" }, "Scheduled backups running"),
         h("thead", null, h("tr", null, ["VM", "Job", "Phase", "Progress", "Started"].map(c => h("th", { scope: "col" }, c)))),
         tbody)));
   }
@@ -122,7 +122,7 @@ export function mountScheduled(holder, ctx) {
   let runs = [];
   function drawRuns() {
     runsBox.removeAttribute("aria-busy");
-    clear(runsBox).append(table("Job runs in the last 24 hours", [
+    clear(runsBox).append(table("!Job runs in the last 24 hours", [
       { label: "Job", cell: r => jobLink(r.job) },
       { label: "State", cell: r => badge(r.state || "unknown") },
       { label: "Trigger", cell: r => (r.trigger === "manual" ? "run now" : r.trigger || "") },
