@@ -114,6 +114,9 @@ type smtpConfig struct {
 	// DailyReportAt is "HH:MM" in time_zone; default "07:00"; "off" disables it.
 	DailyReportAt *string `json:"daily_report_at"`
 	Alerts        *bool   `json:"alerts"` // failure alerts; default true
+	// RepeatAfter is the quiet period of a failure streak (Go duration,
+	// default 6h; "off" mails every failure): see serve_notify.go.
+	RepeatAfter *string `json:"repeat_after"`
 }
 
 // validate checks the smtp section; bad reports a field's problem.
@@ -175,6 +178,7 @@ func (s *smtpConfig) validate(bad func(field, format string, args ...any)) {
 		on := true
 		s.Alerts = &on
 	}
+	s.validateRepeatAfter(bad)
 }
 
 const maxConfigBytes = 1 << 20

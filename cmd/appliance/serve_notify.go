@@ -19,6 +19,7 @@ import (
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web"
+	bolt "go.etcd.io/bbolt"
 )
 
 // alertDebounce is how long failures gather before one alert mail (a
@@ -61,7 +62,8 @@ func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, c
 		return nil, fmt.Errorf("smtp: %w", err)
 	}
 	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog}
-	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: alertDebounce, Logger: mlog}
+	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: alertDebounce,
+		RepeatAfter: repeatAfter(sc), ReportLog: boltReportLog{db.Bolt()}, Logger: mlog}
 	if at := *sc.DailyReportAt; at != "off" {
 		tod, err := notify.ParseTimeOfDay(at)
 		if err != nil {
@@ -94,8 +96,99 @@ func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, c
 		<-done
 		return nil
 	})
-	log.Info("email enabled", "smtp", sc.Host, "tls", sc.TLS, "to", strings.Join(sc.To, ","), "alerts", *sc.Alerts, "daily_report_at", *sc.DailyReportAt)
+	log.Info("email enabled", "smtp", sc.Host, "tls", sc.TLS, "to", strings.Join(sc.To, ","), "alerts", *sc.Alerts, "daily_report_at", *sc.DailyReportAt, "repeat_after", *sc.RepeatAfter)
 	return nt, nil
+}
+
+// Bounds of smtp.repeat_after: below a minute it would not quiet the
+// scheduler's retries; above a week a failing VM would go unmentioned
+// between two daily reports' worth of mails for too long.
+const (
+	minRepeatAfter = time.Minute
+	maxRepeatAfter = 7 * 24 * time.Hour
+)
+
+// validateRepeatAfter checks smtp.repeat_after and sets its default.
+func (s *smtpConfig) validateRepeatAfter(bad func(field, format string, args ...any)) {
+	if s.RepeatAfter == nil {
+		d := notify.DefaultRepeatAfter.String()
+		s.RepeatAfter = &d
+	}
+	if *s.RepeatAfter == "off" {
+		return
+	}
+	if d, err := time.ParseDuration(*s.RepeatAfter); err != nil || d < minRepeatAfter || d > maxRepeatAfter {
+		bad("smtp.repeat_after", "%q: a duration from 1m to 168h (e.g. 6h), or off", *s.RepeatAfter)
+	}
+}
+
+// repeatAfter is the validated smtp.repeat_after as notify.Config wants it.
+func repeatAfter(sc *smtpConfig) time.Duration {
+	if sc.RepeatAfter == nil {
+		return 0 // notify's default
+	}
+	if *sc.RepeatAfter == "off" {
+		return -1
+	}
+	d, _ := time.ParseDuration(*sc.RepeatAfter)
+	return d
+}
+
+// The daily report's memory in state.db: a bucket of the notifier's own
+// (the other buckets: internal/state, internal/auth, internal/task,
+// web/settings.go).
+var (
+	bNotify          = []byte("notify")
+	kLastDailyReport = []byte("last-daily-report")
+)
+
+// boltReportLog is notify.ReportLog over the state database.
+type boltReportLog struct{ db *bolt.DB }
+
+func (l boltReportLog) LastReport(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := ctx.Err(); err != nil {
+		return t, err
+	}
+	err := l.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bNotify)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(kLastDailyReport)
+		if v == nil {
+			return nil
+		}
+		if err := t.UnmarshalText(v); err != nil {
+			return fmt.Errorf("decode %q: %w", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
+	}
+	return t, nil
+}
+
+func (l boltReportLog) SetLastReport(ctx context.Context, t time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v, err := t.UTC().MarshalText()
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	err = l.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bNotify)
+		if err != nil {
+			return err
+		}
+		return b.Put(kLastDailyReport, v)
+	})
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	return nil
 }
 
 // notifyObserve returns an OnEvent observer that feeds nt, then next.
@@ -120,27 +213,35 @@ type alertingBackups struct {
 
 func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) (any, error) {
 	res, err := a.Backups.Backup(ctx, req, rep)
+	outs, _ := res.([]backupOutcome)
+	for _, o := range outs {
+		if o.Error == "" && o.RestorePoint != "" { // backed up: ends the VM's streak
+			a.nt.Succeeded(notify.Failure{Operation: "backup", Job: req.Job, VM: o.label()})
+		}
+	}
 	if err == nil || ctx.Err() != nil {
 		return res, err // a cancelled backup is not a failure to alert on
 	}
 	listed := false
-	if outs, ok := res.([]backupOutcome); ok {
-		for _, o := range outs {
-			if o.Error == "" {
-				continue
-			}
-			name := o.Name
-			if name == "" {
-				name = o.VM
-			}
-			a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: name, Repository: req.Repository, Message: o.Error})
-			listed = true
+	for _, o := range outs {
+		if o.Error == "" {
+			continue
 		}
+		a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: o.label(), Repository: req.Repository, Message: o.Error})
+		listed = true
 	}
 	if !listed {
 		a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: strings.Join(req.VMs, ", "), Repository: req.Repository, Message: err.Error()})
 	}
 	return res, err
+}
+
+// label names the VM as alerts do: its name, else its id.
+func (o backupOutcome) label() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return o.VM
 }
 
 // alertingRestores alerts on failed restores.
@@ -158,9 +259,19 @@ func (a alertingRestores) fail(ctx context.Context, point, what string, err erro
 	a.nt.Fail(f)
 }
 
+// succeeded ends the VM's restore streak.
+func (a alertingRestores) succeeded(ctx context.Context, point string) {
+	if p, err := a.rs.Point(context.WithoutCancel(ctx), point); err == nil {
+		a.nt.Succeeded(notify.Failure{Operation: "restore", VM: p.VM.Name, Repository: p.Repository})
+	}
+}
+
 func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (any, error) {
 	res, err := a.Restores.Restore(ctx, req, rep)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		a.succeeded(ctx, req.Point)
+	case ctx.Err() == nil:
 		a.fail(ctx, req.Point, "restore ("+req.Mode+")", err)
 	}
 	return res, err
@@ -168,7 +279,10 @@ func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, r
 
 func (a alertingRestores) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (any, error) {
 	res, err := a.Restores.RestoreDisk(ctx, req, rep)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		a.succeeded(ctx, req.Point)
+	case ctx.Err() == nil:
 		a.fail(ctx, req.Point, fmt.Sprintf("disk %d restore", req.Disk), err)
 	}
 	return res, err
@@ -199,7 +313,11 @@ func (a alertingRepositories) Check(ctx context.Context, name string, full bool,
 	case err != nil && ctx.Err() == nil:
 		a.nt.Fail(notify.Failure{Operation: "check", Repository: name, Message: err.Error()})
 	case err == nil:
-		if r, ok := res.(*repository.CheckReport); ok && len(r.Problems) > 0 {
+		r, ok := res.(*repository.CheckReport)
+		if !ok || len(r.Problems) == 0 {
+			a.nt.Succeeded(notify.Failure{Operation: "check", Repository: name})
+		}
+		if ok && len(r.Problems) > 0 {
 			msg := fmt.Sprintf("check found %d problems", len(r.Problems))
 			for i, p := range r.Problems {
 				if i == 5 {

@@ -33,12 +33,14 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/web"
+	bolt "go.etcd.io/bbolt"
 )
 
 // mailbox is a real SMTP server (go-smtp) on 127.0.0.1 with STARTTLS (a
@@ -454,5 +456,156 @@ func TestNotifySourceDailyReport(t *testing.T) {
 	}
 	if m := rep.Message("appliance", time.UTC); m.Subject != "[vmvault] daily report: 1 protected, 1 failed" {
 		t.Fatalf("subject %q", m.Subject)
+	}
+}
+
+// smtp.repeat_after: strict type, bounds, "off", default 6h.
+func TestNotifyConfigRepeatAfter(t *testing.T) {
+	const base = "smtp: {host: mx, from: v@example.com, to: [o@example.com]"
+	tests := []struct {
+		name string
+		yaml string
+		want time.Duration // for valid rows
+		err  string        // "" = valid
+	}{
+		{"default", base + "}\n", 6 * time.Hour, ""},
+		{"hours", base + ", repeat_after: 12h}\n", 12 * time.Hour, ""},
+		{"minutes", base + ", repeat_after: 90m}\n", 90 * time.Minute, ""},
+		{"off", base + ", repeat_after: \"off\"}\n", -1, ""},
+		{"too short", base + ", repeat_after: 10s}\n", 0, "smtp.repeat_after"},
+		{"too long", base + ", repeat_after: 200h}\n", 0, "smtp.repeat_after"},
+		{"not a duration", base + ", repeat_after: forever}\n", 0, "smtp.repeat_after"},
+		{"a bare number", base + ", repeat_after: 6}\n", 0, "smtp.repeat_after: wrong type"},
+		{"misspelt", base + ", repeat: 6h}\n", 0, `unknown field "repeat"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig([]byte(minimalConfig + tc.yaml))
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.err != "" && err == nil:
+				t.Fatalf("accepted, want an error with %q", tc.err)
+			case tc.err != "" && !strings.Contains(err.Error(), tc.err):
+				t.Fatalf("error %q lacks %q", err, tc.err)
+			case tc.err == "":
+				if got := repeatAfter(cfg.SMTP); got != tc.want {
+					t.Fatalf("repeat_after %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// The daily report's memory in a real state.db: empty at first, kept
+// across a reopen, in a bucket of its own that leaves the state's records
+// alone; a damaged value is an error, not a panic. Over it, a notifier
+// started after a downtime sends the missed report once through a real
+// SMTP server, and one restarted after that sends none.
+func TestNotifyReportLogAcrossRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "state.db")
+	open := func() *state.DB {
+		t.Helper()
+		db, err := state.Open(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	if err := db.PutJob(ctx, policy.NewJob("j1", "Nightly", "main", time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	rl := boltReportLog{db.Bolt()}
+	if last, err := rl.LastReport(ctx); err != nil || !last.IsZero() {
+		t.Fatalf("fresh database: %v %v", last, err)
+	}
+	at := func(d, h, m int) time.Time { return time.Date(2026, 5, d, h, m, 0, 0, time.UTC) }
+	if err := rl.SetLastReport(ctx, at(2, 7, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	const smtpPass = "smtp-Secret-77"
+	mb := startMailbox(t, dir, "vmvault", smtpPass)
+	pemBytes, err := os.ReadFile(mb.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	clk := clock.NewFake(at(5, 12, 0))
+	tod := notify.TimeOfDay{Hour: 7}
+	run := func(db *state.DB) (stop func()) {
+		t.Helper()
+		sender, err := notify.NewSender(notify.SMTPConfig{Host: "127.0.0.1", Port: mb.port, TLS: notify.TLSStartTLS, Username: "vmvault", Password: smtpPass,
+			From: "vmvault@example.com", To: []string{"ops@example.com"}, RootCAs: pool, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nt, err := notify.New(notify.Config{Sender: sender, Source: &notifySource{db: db, rs: web.NewRepoSet(nil), log: slog.New(slog.DiscardHandler)},
+			Clock: clk, DailyAt: &tod, ReportLog: boltReportLog{db.Bolt()}, Appliance: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = nt.Run(rctx) }()
+		// Run has armed its daily timer once catch-up is over.
+		wait := make(chan struct{})
+		timer := time.AfterFunc(20*time.Second, func() { close(wait) })
+		defer timer.Stop()
+		if !clk.BlockUntil(1, wait) {
+			t.Fatal("the notifier did not arm its daily timer")
+		}
+		return func() { cancel(); <-done }
+	}
+	count := func() int {
+		mb.mu.Lock()
+		defer mb.mu.Unlock()
+		return len(mb.mails)
+	}
+
+	db = open()
+	stop := run(db)
+	m, _ := mb.wait(t, "[vmvault] daily report", 20*time.Second)
+	if b, _ := io.ReadAll(m.Body); !strings.Contains(string(b), "late") {
+		t.Errorf("catch-up report does not say it is late")
+	}
+	stop()
+	if n := count(); n != 1 {
+		t.Fatalf("%d mails after the catch-up, want 1", n)
+	}
+	if last, err := (boltReportLog{db.Bolt()}).LastReport(ctx); err != nil || !last.Equal(at(5, 7, 0)) {
+		t.Fatalf("recorded %v %v, want %v", last, err, at(5, 7, 0))
+	}
+	if jobs, err := db.Jobs(ctx); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs beside the notify bucket: %v %v", jobs, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = open()
+	clk.Set(at(5, 12, 30))
+	stop = run(db)
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	if n := count(); n != 1 {
+		t.Fatalf("%d mails after a restart, want still 1", n)
+	}
+
+	if err := db.Bolt().Update(func(tx *bolt.Tx) error { return tx.Bucket(bNotify).Put(kLastDailyReport, []byte("yesterday")) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (boltReportLog{db.Bolt()}).LastReport(ctx); err == nil || !strings.Contains(err.Error(), "yesterday") {
+		t.Fatalf("damaged value: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
