@@ -5,6 +5,15 @@
 // within the debounce interval share one mail), and a daily summary at a
 // configured local time.
 //
+// Repeated failures are quiet: the failures of one operation (job, VM,
+// operation; or repository for checks and maintenance) with no success
+// between them form a streak, mailed once per Config.RepeatAfter and
+// counted ("failed N times since HH:MM") in the next mail and the daily
+// report. Streaks live in memory only; a restart forgets them (the next
+// failure is mailed again). The time of the last daily report sent is kept
+// through ReportLog so that a report that fell due while the daemon was
+// down is sent once at start, and none twice.
+//
 // It reads what happened through small interfaces it defines (Source for
 // the daily report) and through policy's record types (Event, Job, JobRun),
 // and is fed failures by its owner (Notifier.ObserveEvent, Notifier.Fail).

@@ -159,13 +159,21 @@ func (l boltReportLog) LastReport(ctx context.Context) (time.Time, error) {
 		if v == nil {
 			return nil
 		}
-		if err := t.UnmarshalText(v); err != nil {
-			return fmt.Errorf("decode %q: %w", v, err)
-		}
-		return nil
+		var err error
+		t, err = decodeLastReport(v)
+		return err
 	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
+	}
+	return t, nil
+}
+
+// decodeLastReport decodes the stored time (RFC 3339, UTC).
+func decodeLastReport(v []byte) (time.Time, error) {
+	var t time.Time
+	if err := t.UnmarshalText(v); err != nil {
+		return time.Time{}, fmt.Errorf("decode %q: %w", v, err)
 	}
 	return t, nil
 }

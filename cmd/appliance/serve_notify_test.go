@@ -609,3 +609,25 @@ func TestNotifyReportLogAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The stored last-report time: any bytes decode to a time or an error,
+// and a decoded time stores back to the same instant.
+func FuzzNotifyLastReport(f *testing.F) {
+	for _, s := range []string{"2026-05-05T07:00:00Z", "2026-05-05T07:00:00.5+02:00", "", "yesterday", "9999-12-31T23:59:59Z", "2026-13-01T00:00:00Z"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		tm, err := decodeLastReport(v)
+		if err != nil {
+			return
+		}
+		b, err := tm.UTC().MarshalText()
+		if err != nil {
+			return // a year MarshalText cannot write: SetLastReport reports it
+		}
+		back, err := decodeLastReport(b)
+		if err != nil || !back.Equal(tm) {
+			t.Fatalf("%q -> %v -> %q -> %v, %v", v, tm, b, back, err)
+		}
+	})
+}
