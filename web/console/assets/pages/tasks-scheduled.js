@@ -120,8 +120,16 @@ export function mountScheduled(holder, ctx) {
 
   // Recent runs of every job.
   let runs = [];
+  let drawn = null;
   function drawRuns() {
     runsBox.removeAttribute("aria-busy");
+    // Redraw only on a change, and keep the focus on the same run's link:
+    // the list is polled while a run goes.
+    const sig = JSON.stringify(runs.map(r => [r.id, r.state, r.finished, outcomes(r), jobName(r.job)]));
+    if (sig === drawn) return;
+    drawn = sig;
+    const focused = runsBox.contains(document.activeElement) ? document.activeElement.closest("tr[data-run]") : null;
+    const focusRun = focused ? focused.dataset.run : null;
     clear(runsBox).append(table("!Job runs in the last 24 hours", [
       { label: "Job", cell: r => jobLink(r.job) },
       { label: "State", cell: r => badge(r.state || "unknown") },
@@ -137,6 +145,7 @@ export function mountScheduled(holder, ctx) {
       trs[i].dataset.run = r.id;
       trs[i].dataset.job = r.job;
       trs[i].dataset.state = r.state || "";
+      if (r.id === focusRun) trs[i].querySelector("a").focus();
     });
   }
 
@@ -157,6 +166,7 @@ export function mountScheduled(holder, ctx) {
       } catch (e) {
         if (!alive) return;
         runsBox.removeAttribute("aria-busy");
+        drawn = null;
         clear(runsBox).append(h("p", { class: "form-error", role: "alert" }, `Could not load the job runs: ${e.message}`));
       } finally {
         loading = null;
