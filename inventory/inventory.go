@@ -123,7 +123,43 @@ func (i *Inventory) TagListing(ctx context.Context) (tags []Tag, byVM map[string
 			byVM[vm.MoRef] = vm.Tags
 		}
 	}
-	return TagsOf(ps), byVM, nil
+	tags = TagsOf(ps)
+	if all, ok := i.src.(allTagser); ok {
+		// Tags no VM carries yet: a job may select them before any VM has one.
+		every, err := all.AllTags(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("inventory tags: %w", err)
+		}
+		tags = mergeTags(tags, every)
+	}
+	return tags, byVM, nil
+}
+
+// allTagser is the optional source of every tag, attached or not
+// (*vsphere.Client has it).
+type allTagser interface {
+	AllTags(ctx context.Context) ([]vsphere.Tag, error)
+}
+
+// mergeTags adds the tags of every that have is lacks, in TagsOf's order.
+func mergeTags(have []Tag, every []vsphere.Tag) []Tag {
+	seen := make(map[string]bool, len(have))
+	for _, t := range have {
+		seen[t.ID] = true
+	}
+	extra := []vsphere.Placement{{}}
+	for _, t := range every {
+		if t.ID != "" && !seen[t.ID] {
+			extra[0].Tags = append(extra[0].Tags, t)
+		}
+	}
+	if len(extra[0].Tags) == 0 {
+		return have
+	}
+	for _, t := range have {
+		extra[0].Tags = append(extra[0].Tags, vsphere.Tag{ID: t.ID, Name: t.Name, Category: t.Category})
+	}
+	return TagsOf(extra)
 }
 
 // TagsOf returns the distinct tags of the placements, by category, name and

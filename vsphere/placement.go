@@ -184,3 +184,37 @@ func (c *Client) attachTags(ctx context.Context, ps []Placement) error {
 	}
 	return nil
 }
+
+// AllTags lists every tag vCenter knows, attached or not, with its
+// category's name: an administrator tags a policy ("Backup/Gold") before
+// tagging any VM with it, and a job must be able to select it then.
+func (c *Client) AllTags(ctx context.Context) ([]Tag, error) {
+	rc := rest.NewClient(c.vim)
+	if err := rc.Login(ctx, url.UserPassword(c.cfg.Username, c.cfg.Password)); err != nil {
+		return nil, fmt.Errorf("vAPI login: %w", err)
+	}
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
+		defer cancel()
+		_ = rc.Logout(lctx)
+	}()
+	m := tags.NewManager(rc)
+	all, err := m.GetTags(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tags: %w", err)
+	}
+	cats, err := m.GetCategories(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tag categories: %w", err)
+	}
+	catName := make(map[string]string, len(cats))
+	for _, cat := range cats {
+		catName[cat.ID] = cat.Name
+	}
+	out := make([]Tag, 0, len(all))
+	for _, t := range all {
+		out = append(out, Tag{ID: t.ID, Name: t.Name, Category: catName[t.CategoryID]})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, nil
+}
