@@ -30,24 +30,24 @@ const (
 
 // Job is one backup job: which VMs, to which repository, when, and what is kept.
 type Job struct {
-	ID            string      `json:"id"`
-	Name          string      `json:"name"`
-	Description   string      `json:"description,omitempty"`
-	Enabled       bool        `json:"enabled"`
-	Repository    string      `json:"repository"`
-	Selection     Selection   `json:"selection"`
-	Window        Window      `json:"window"`
-	Retention     Retention   `json:"retention"`
-	Quiesce       QuiesceMode `json:"quiesce,omitempty"`
+	ID          string      `json:"id"`
+	Name        string      `json:"name"`
+	Description string      `json:"description,omitempty"`
+	Enabled     bool        `json:"enabled"`
+	Repository  string      `json:"repository"`
+	Selection   Selection   `json:"selection"`
+	Window      Window      `json:"window"`
+	Retention   Retention   `json:"retention"`
+	Quiesce     QuiesceMode `json:"quiesce,omitempty"`
 	// QuiesceRequired fails a VM's backup (leaving no snapshot) when its
 	// guest cannot be quiesced, instead of falling back to a
 	// crash-consistent point with a warning. Not allowed with QuiesceNone.
 	// Absent (false) in jobs saved before it existed, which keep falling back.
-	QuiesceRequired bool `json:"quiesceRequired,omitempty"`
-	Priority      int         `json:"priority"`              // higher runs first when jobs compete
-	Concurrency   int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
-	OnWindowClose CloseAction `json:"onWindowClose,omitempty"`
-	MaxAttempts   int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
+	QuiesceRequired bool        `json:"quiesceRequired,omitempty"`
+	Priority        int         `json:"priority"`              // higher runs first when jobs compete
+	Concurrency     int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
+	OnWindowClose   CloseAction `json:"onWindowClose,omitempty"`
+	MaxAttempts     int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
 }
 
 // NewJob returns an enabled job with the reference product's defaults: the
