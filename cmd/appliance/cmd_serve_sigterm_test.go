@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"path/filepath"
@@ -34,28 +33,10 @@ func TestServeStopDuringBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgYAML := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: %s
-vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
-	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-3"})
+	sd, repoDir := startLabDaemon(t, l, dir, "admin-secret-3", "")
 	addr, stderr, done, cancel := sd.addr, sd.stderr, sd.done, sd.cancel
-	api := &apiClient{t: t, base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
-	api.hc.Jar = newJar(t)
-	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-3"}, nil)
-	if code != 200 {
-		t.Fatalf("login %d %s", code, body)
-	}
-	var login struct{ CSRFToken string }
-	_ = json.Unmarshal(body, &login)
-	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
-	_, body = api.call("GET", "/api/v1/vms", nil, nil)
+	api, csrf := cookieLogin(t, addr, "admin-secret-3")
+	_, body := api.call("GET", "/api/v1/vms", nil, nil)
 	var vms []struct{ InstanceUUID, Name string }
 	_ = json.Unmarshal(body, &vms)
 	vmUUID := ""
@@ -64,7 +45,7 @@ repositories:
 			vmUUID = v.InstanceUUID
 		}
 	}
-	code, body = api.call("POST", "/api/v1/backups", map[string]any{"vms": []string{vmUUID}}, csrf)
+	code, body := api.call("POST", "/api/v1/backups", map[string]any{"vms": []string{vmUUID}}, csrf)
 	if code != 202 {
 		t.Fatalf("backup %d %s", code, body)
 	}

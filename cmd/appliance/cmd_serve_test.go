@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
 // testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
@@ -324,4 +325,39 @@ func startDaemon(t *testing.T, dir, cfgYAML string, vars map[string]string) *tes
 		t.Fatal("serve did not start")
 	}
 	return d
+}
+
+// startLabDaemon starts the daemon in process against lab l, on plain HTTP,
+// with one repository "main" holding a committed point (passphrase
+// "repo-pass") in dir/repo and its state in dir/state; extraYAML is appended
+// to the configuration (its relative paths are relative to dir). It returns
+// the daemon and the repository's directory.
+func startLabDaemon(t *testing.T, l *lab.Lab, dir, adminPassword, extraYAML string) (*testDaemon, string) {
+	t.Helper()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "repo-pass")
+	cfgYAML := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: %s
+vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir) + extraYAML
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": adminPassword})
+	return sd, repoDir
+}
+
+// cookieLogin logs the administrator in with a cookie session, as the
+// console does, and returns the client and the CSRF header every change needs.
+func cookieLogin(t *testing.T, addr, password string) (*apiClient, map[string]string) {
+	t.Helper()
+	api := &apiClient{t: t, base: "http://" + addr, hc: &http.Client{Jar: newJar(t), Timeout: 60 * time.Second}}
+	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": password}, nil)
+	if code != 200 {
+		t.Fatalf("login: %d %s", code, body)
+	}
+	var login struct{ CSRFToken string }
+	_ = json.Unmarshal(body, &login)
+	return api, map[string]string{"X-CSRF-Token": login.CSRFToken}
 }

@@ -17,8 +17,6 @@ import (
 	"math/big"
 	"mime"
 	"net"
-	"net/http"
-	"net/http/cookiejar"
 	"net/mail"
 	"os"
 	"os/exec"
@@ -168,16 +166,7 @@ func TestServeMailsAlertOnFailedBackup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "smtp.pass"), []byte(smtpPass+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgYAML := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: %s
-time_zone: Europe/Paris
-vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-3", fmt.Sprintf(`time_zone: Europe/Paris
 smtp:
   host: 127.0.0.1
   port: %d
@@ -187,17 +176,8 @@ smtp:
   from: "vmvault <vmvault@example.com>"
   to: [ops@example.com]
   daily_report_at: "07:00"
-`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir, mb.port)
-	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-3"})
-	jar, _ := cookiejar.New(nil)
-	api := &apiClient{t: t, base: "http://" + sd.addr, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
-	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-3"}, nil)
-	if code != 200 {
-		t.Fatalf("login: %d %s", code, body)
-	}
-	var login struct{ CSRFToken string }
-	_ = json.Unmarshal(body, &login)
-	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+`, mb.port))
+	api, csrf := cookieLogin(t, sd.addr, "admin-secret-3")
 
 	// The settings page's test mail reaches the server through the daemon.
 	if code, body := api.call("POST", "/api/v1/settings/smtp/test", map[string]string{"to": "someone@example.com"}, csrf); code != 200 {
@@ -206,7 +186,7 @@ smtp:
 	mb.wait(t, "[vmvault] test mail from ", 30*time.Second)
 
 	var vms []struct{ InstanceUUID, Name string }
-	_, body = api.call("GET", "/api/v1/vms", nil, nil)
+	_, body := api.call("GET", "/api/v1/vms", nil, nil)
 	_ = json.Unmarshal(body, &vms)
 	uuid := ""
 	for _, v := range vms {

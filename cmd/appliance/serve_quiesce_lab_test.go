@@ -2,12 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/cookiejar"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -64,30 +59,11 @@ func TestServeQuiesceRequiredAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgYAML := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: %s
-vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
-	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-q"})
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	api := &apiClient{t: t, base: "http://" + sd.addr, hc: hc}
-	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-q"}, nil)
-	if code != 200 {
-		t.Fatalf("admin login: %d %s", code, body)
-	}
-	var login struct{ CSRFToken string }
-	_ = json.Unmarshal(body, &login)
-	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-q", "")
+	api, csrf := cookieLogin(t, sd.addr, "admin-secret-q")
 
 	// Tags: named, with their category, and on the tagged VM only.
-	code, body = api.call("GET", "/api/v1/tags", nil, nil)
+	code, body := api.call("GET", "/api/v1/tags", nil, nil)
 	var tags []struct{ ID, Name, Category string }
 	if err := json.Unmarshal(body, &tags); code != 200 || err != nil || len(tags) != 1 || tags[0].Name != "production" || tags[0].Category != "Environment" || tags[0].ID == "" {
 		t.Fatalf("GET /tags: %d %s", code, body)

@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/cookiejar"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,17 +58,7 @@ func TestServeSweepsStaleSnapshotsAtStart(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // snapshot times have one-second resolution in the marker
 
 	dir := t.TempDir()
-	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgYAML := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: %s
-vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
-	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-2"})
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s, err := l.Snapshots("DC0_H0_VM0")
@@ -88,11 +74,7 @@ repositories:
 		t.Fatalf("user snapshot touched: %v %v", s, err)
 	}
 
-	jar, _ := cookiejar.New(nil)
-	api := &apiClient{t: t, base: "http://" + sd.addr, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	if code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-2"}, nil); code != 200 {
-		t.Fatalf("login: %d %s", code, body)
-	}
+	api, _ := cookieLogin(t, sd.addr, "admin-secret-2")
 	for {
 		code, body := api.call("GET", "/api/v1/events", nil, nil)
 		if code == 200 && strings.Contains(string(body), "snapshot.stale-removed") && strings.Contains(string(body), "DC0_H0_VM0") {

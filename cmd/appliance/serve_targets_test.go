@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -281,30 +277,11 @@ func TestVCenterTesterAgainstLab(t *testing.T) {
 func TestServeConsoleTargets(t *testing.T) {
 	l := startTestLab(t)
 	dir := t.TempDir()
-	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
-	cfgYAML := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: %s
-vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir)
-	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-2"})
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	api := &apiClient{t: t, base: "http://" + sd.addr, hc: hc}
-	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "admin-secret-2"}, nil)
-	if code != 200 {
-		t.Fatalf("login: %d %s", code, body)
-	}
-	var login struct{ CSRFToken string }
-	_ = json.Unmarshal(body, &login)
-	csrf := map[string]string{"X-CSRF-Token": login.CSRFToken}
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "")
+	api, csrf := cookieLogin(t, sd.addr, "admin-secret-2")
 
 	var inv web.InventoryResponse
-	code, body = api.call("GET", "/api/v1/inventory", nil, nil)
+	code, body := api.call("GET", "/api/v1/inventory", nil, nil)
 	if err := json.Unmarshal(body, &inv); code != 200 || err != nil || len(inv.Nodes) < 10 {
 		t.Fatalf("inventory: %d %s", code, body)
 	}
@@ -325,7 +302,7 @@ repositories:
 
 	// A console's live stream does not hold the daemon up at shutdown.
 	req, _ := http.NewRequest("GET", api.base+"/api/v1/stream", nil)
-	sres, err := hc.Do(req)
+	sres, err := api.hc.Do(req)
 	if err != nil || sres.StatusCode != 200 {
 		t.Fatalf("stream: %v %v", sres, err)
 	}
