@@ -28,23 +28,8 @@ func (s *Server) taskEvents(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	defer unsub()
-	w := c.Writer
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(event string, v any) bool {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return false
-		}
-		w.Flush()
-		return true
-	}
+	sse := startSSE(c.Writer)
+	send := sse.send
 	if !send("state", snap) {
 		return nil, nil
 	}
@@ -63,10 +48,9 @@ func (s *Server) taskEvents(c *gin.Context) (any, error) {
 		case <-ctx.Done():
 			return nil, nil
 		case <-tick.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !sse.comment("keep-alive") {
 				return nil, nil
 			}
-			w.Flush()
 		case u, ok := <-updates:
 			if !ok {
 				// Closed after the final state, or because this stream fell
@@ -92,4 +76,45 @@ func (s *Server) taskEvents(c *gin.Context) (any, error) {
 			}
 		}
 	}
+}
+
+// sseWriter writes one Server-Sent Events response, flushing after each
+// message so the client sees it at once.
+type sseWriter struct{ w gin.ResponseWriter }
+
+// startSSE sends the event-stream headers (no caching, no proxy buffering).
+func startSSE(w gin.ResponseWriter) sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return sseWriter{w}
+}
+
+// send writes v as JSON under event; false when the client is gone.
+func (s sseWriter) send(event string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return s.raw(event, b)
+}
+
+// raw writes already-encoded JSON under event.
+func (s sseWriter) raw(event string, data []byte) bool {
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return false
+	}
+	s.w.Flush()
+	return true
+}
+
+// comment writes lines the client ignores (keepalives, the connect hint).
+func (s sseWriter) comment(text string) bool {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return false
+	}
+	s.w.Flush()
+	return true
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -115,28 +114,12 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 	events, unsubEvents := s.hub.subscribe(streamBuffer)
 	defer unsubEvents()
 
-	w := c.Writer
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(event string, v any) bool {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return false
-		}
-		w.Flush()
-		return true
-	}
+	sse := startSSE(c.Writer)
+	send := sse.send
 	// The retry hint and a first comment tell the client it is connected.
-	if _, err := fmt.Fprint(w, "retry: 3000\n: connected\n\n"); err != nil {
+	if _, err := fmt.Fprint(c.Writer, "retry: 3000\n"); err != nil || !sse.comment("connected") {
 		return nil, nil
 	}
-	w.Flush()
 	keep := time.NewTicker(s.keepAlive)
 	defer keep.Stop()
 	flush := time.NewTicker(streamTaskEvery)
@@ -156,10 +139,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 		case <-s.done:
 			return nil, nil
 		case <-keep.C:
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+			if !sse.comment("keepalive") {
 				return nil, nil
 			}
-			w.Flush()
 		case <-activity.C:
 			// "scheduler" while the scheduler works, once more when it stops.
 			b, err := json.Marshal(s.activity())
@@ -167,10 +149,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 				continue
 			}
 			lastActivity = b
-			if _, err := fmt.Fprintf(w, "event: scheduler\ndata: %s\n\n", b); err != nil {
+			if !sse.raw("scheduler", b) {
 				return nil, nil
 			}
-			w.Flush()
 		case now := <-flush.C:
 			for id, info := range pending {
 				if now.Sub(lastSent[id]) < streamTaskEvery {
