@@ -131,16 +131,11 @@ func kindOf(ref types.ManagedObjectReference) string {
 }
 
 func (c *Client) attachTags(ctx context.Context, ps []Placement) error {
-	rc := rest.NewClient(c.vim)
-	if err := rc.Login(ctx, url.UserPassword(c.cfg.Username, c.cfg.Password)); err != nil {
-		return fmt.Errorf("vAPI login: %w", err)
+	m, logout, err := c.tagManager(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
-		defer cancel()
-		_ = rc.Logout(lctx)
-	}()
-	m := tags.NewManager(rc)
+	defer logout()
 	objs := make([]mo.Reference, len(ps))
 	for i, p := range ps {
 		objs[i] = vmMoRef(p.VMRef)
@@ -189,16 +184,11 @@ func (c *Client) attachTags(ctx context.Context, ps []Placement) error {
 // category's name: an administrator tags a policy ("Backup/Gold") before
 // tagging any VM with it, and a job must be able to select it then.
 func (c *Client) AllTags(ctx context.Context) ([]Tag, error) {
-	rc := rest.NewClient(c.vim)
-	if err := rc.Login(ctx, url.UserPassword(c.cfg.Username, c.cfg.Password)); err != nil {
-		return nil, fmt.Errorf("vAPI login: %w", err)
+	m, logout, err := c.tagManager(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
-		defer cancel()
-		_ = rc.Logout(lctx)
-	}()
-	m := tags.NewManager(rc)
+	defer logout()
 	all, err := m.GetTags(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tags: %w", err)
@@ -217,4 +207,19 @@ func (c *Client) AllTags(ctx context.Context) ([]Tag, error) {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out, nil
+}
+
+// tagManager logs in to the vAPI tagging service (a session of its own,
+// beside the SOAP one) and returns its manager and the logout to defer.
+func (c *Client) tagManager(ctx context.Context) (*tags.Manager, func(), error) {
+	rc := rest.NewClient(c.vim)
+	if err := rc.Login(ctx, url.UserPassword(c.cfg.Username, c.cfg.Password)); err != nil {
+		return nil, nil, fmt.Errorf("vAPI login: %w", err)
+	}
+	logout := func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
+		defer cancel()
+		_ = rc.Logout(lctx)
+	}
+	return tags.NewManager(rc), logout, nil
 }

@@ -3,12 +3,9 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 
-	"github.com/vmware/govmomi/vapi/rest"
-	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -88,16 +85,11 @@ func (c *Client) VMsWithTags(ctx context.Context, tagNames ...string) ([]VMRef, 
 	if len(tagNames) == 0 {
 		return nil, nil
 	}
-	rc := rest.NewClient(c.vim)
-	if err := rc.Login(ctx, url.UserPassword(c.cfg.Username, c.cfg.Password)); err != nil {
-		return nil, fmt.Errorf("tags: vAPI login: %w", err)
+	m, logout, err := c.tagManager(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
 	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
-		defer cancel()
-		_ = rc.Logout(lctx)
-	}()
-	m := tags.NewManager(rc)
+	defer logout()
 	all, err := m.GetTags(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tags: list: %w", err)
