@@ -141,25 +141,21 @@ type allTagser interface {
 	AllTags(ctx context.Context) ([]vsphere.Tag, error)
 }
 
-// mergeTags adds the tags of every that have is lacks, in TagsOf's order.
+// mergeTags adds the tags of every that have lacks, in TagsOf's order.
 func mergeTags(have []Tag, every []vsphere.Tag) []Tag {
 	seen := make(map[string]bool, len(have))
 	for _, t := range have {
 		seen[t.ID] = true
 	}
-	extra := []vsphere.Placement{{}}
+	out := have
 	for _, t := range every {
 		if t.ID != "" && !seen[t.ID] {
-			extra[0].Tags = append(extra[0].Tags, t)
+			seen[t.ID] = true
+			out = append(out, Tag{ID: t.ID, Name: t.Name, Category: t.Category})
 		}
 	}
-	if len(extra[0].Tags) == 0 {
-		return have
-	}
-	for _, t := range have {
-		extra[0].Tags = append(extra[0].Tags, vsphere.Tag{ID: t.ID, Name: t.Name, Category: t.Category})
-	}
-	return TagsOf(extra)
+	sortTags(out)
+	return out
 }
 
 // TagsOf returns the distinct tags of the placements, by category, name and
@@ -176,8 +172,14 @@ func TagsOf(ps []vsphere.Placement) []Tag {
 			out = append(out, Tag{ID: t.ID, Name: t.Name, Category: t.Category})
 		}
 	}
-	sort.Slice(out, func(a, b int) bool {
-		x, y := out[a], out[b]
+	sortTags(out)
+	return out
+}
+
+// sortTags orders tags by category, name and id.
+func sortTags(ts []Tag) {
+	sort.Slice(ts, func(a, b int) bool {
+		x, y := ts[a], ts[b]
 		if x.Category != y.Category {
 			return x.Category < y.Category
 		}
@@ -186,5 +188,4 @@ func TagsOf(ps []vsphere.Placement) []Tag {
 		}
 		return x.ID < y.ID
 	})
-	return out
 }
