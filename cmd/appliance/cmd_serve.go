@@ -150,7 +150,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	var targets *serveTargets   // console's inventory, restore targets, vCenter test
 	var tagSrc *tagCache        // GET /tags
 	var vclient *vsphere.Client // nil without vCenter
-	started := time.Now()       // snapshots of ours older than this are stale
+	started := clk.Now()        // snapshots of ours older than this are stale
 	if vc := cfg.VCenter; vc != nil {
 		pw, err := readSecret(env, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
 		if err != nil {
@@ -286,6 +286,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 			return
 		}
 		emit := func(e policy.Event) {
+			e.Time = clk.Now()
 			if err := db.AddEvent(context.Background(), e); err != nil {
 				log.Error("record event", "err", err)
 			}

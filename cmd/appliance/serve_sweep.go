@@ -22,7 +22,8 @@ type snapshotSweeper interface {
 // whose window then closed would keep a snapshot (and a growing delta file
 // on its datastore) until its next window: the start-up sweep closes that gap.
 // Only snapshots carrying this appliance's marker are touched. Errors are
-// reported per VM as warning events; the sweep never stops the daemon.
+// reported per VM as warning events (emit stamps their time); the sweep
+// never stops the daemon.
 func sweepStaleSnapshots(ctx context.Context, vs snapshotSweeper, before time.Time, log *slog.Logger, emit func(policy.Event)) (removed int, err error) {
 	inv, err := vs.Inventory(ctx)
 	if err != nil {
@@ -39,12 +40,12 @@ func sweepStaleSnapshots(ctx context.Context, vs snapshotSweeper, before time.Ti
 		for _, s := range gone {
 			removed++
 			log.Info("removed stale snapshot left by an earlier run", "vm", vm.Name, "snapshot", s.Name, "created", s.Created)
-			emit(policy.Event{Time: time.Now(), Severity: policy.SeverityWarning, Kind: "snapshot.stale-removed", Subject: vm.Name,
+			emit(policy.Event{Severity: policy.SeverityWarning, Kind: "snapshot.stale-removed", Subject: vm.Name,
 				VM: vm.InstanceUUID, Message: fmt.Sprintf("removed snapshot %s created %s by an earlier run of this appliance", s.Name, s.Created.UTC().Format(time.RFC3339))})
 		}
 		if err != nil {
 			log.Warn("stale snapshot sweep failed", "vm", vm.Name, "err", err)
-			emit(policy.Event{Time: time.Now(), Severity: policy.SeverityWarning, Kind: "snapshot.sweep-failed", Subject: vm.Name,
+			emit(policy.Event{Severity: policy.SeverityWarning, Kind: "snapshot.sweep-failed", Subject: vm.Name,
 				VM: vm.InstanceUUID, Message: fmt.Sprintf("could not remove a stale snapshot: %v (the VM's next backup tries again)", err)})
 		}
 	}
