@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,41 +39,101 @@ var (
 
 // DB is the appliance's state database. It is safe for concurrent use.
 type DB struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
 }
 
 // Open opens (creating if needed) the state database at path. It fails fast
 // if another process holds it, and refuses a schema newer than SchemaVersion.
+//
+// The file is verified before it is used (every page read, bbolt's
+// consistency check, this package's records decoded). A damaged file is a
+// *CorruptError (errors.Is ErrCorrupt) naming the file and the newest copy
+// in CopiesDir(path) that verifies; Open never panics, whatever the file
+// holds. A missing or empty file while copies exist is refused the same way
+// (ErrMissing): starting empty would silently drop every user and job.
 func Open(path string) (*DB, error) {
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	fi, statErr := os.Stat(path)
+	switch {
+	case statErr != nil && !errors.Is(statErr, os.ErrNotExist):
+		return nil, fmt.Errorf("open state db %s: %w", path, statErr)
+	case statErr != nil || fi.Size() == 0:
+		if copies, _ := ListCopies(CopiesDir(path), false); len(copies) > 0 {
+			what := "missing"
+			if statErr == nil {
+				what = "empty"
+			}
+			return nil, newCorruptError(path, fmt.Errorf("%w: the file is %s but %d copies of it exist", ErrMissing, what, len(copies)))
+		}
+	default:
+		if err := precheck(path); err != nil {
+			return nil, newCorruptError(path, err)
+		}
+	}
+	bdb, err := openGuarded(path, &bolt.Options{Timeout: time.Second})
 	if err != nil {
+		if isCorruption(err) {
+			return nil, newCorruptError(path, err)
+		}
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
 	}
-	err = bdb.Update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("create bucket %s: %w", name, err)
-			}
+	// A newer schema may use record formats this program cannot read: say
+	// so rather than call the file damaged.
+	if err := guard(func() error { return bdb.View(schemaNotNewer) }); err != nil {
+		_ = bdb.Close()
+		if errors.Is(err, ErrSchemaTooNew) {
+			return nil, fmt.Errorf("open state db %s: %w", path, err)
 		}
-		meta := tx.Bucket(bMeta)
-		v := meta.Get(kSchema)
-		switch {
-		case v == nil:
-			return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-		case len(v) != 4:
-			return fmt.Errorf("schema version: %w", ErrCorrupt)
-		case binary.BigEndian.Uint32(v) > SchemaVersion:
-			return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
-		}
-		// Older schemas would be migrated here, explicitly, one version at a time.
-		return nil
-	})
+		return nil, newCorruptError(path, err)
+	}
+	if err := verifyOpen(bdb); err != nil {
+		_ = bdb.Close()
+		return nil, newCorruptError(path, err)
+	}
+	err = guard(func() error { return bdb.Update(initSchema) })
 	if err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("open state db %s: %w", path, err)
+		if errors.Is(err, ErrSchemaTooNew) {
+			return nil, fmt.Errorf("open state db %s: %w", path, err)
+		}
+		return nil, newCorruptError(path, err)
 	}
-	return &DB{db: bdb}, nil
+	return &DB{db: bdb, path: path}, nil
 }
+
+func schemaNotNewer(tx *bolt.Tx) error {
+	b := tx.Bucket(bMeta)
+	if b == nil {
+		return nil
+	}
+	if v := b.Get(kSchema); len(v) == 4 && binary.BigEndian.Uint32(v) > SchemaVersion {
+		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
+	}
+	return nil
+}
+
+func initSchema(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket(bMeta)
+	v := meta.Get(kSchema)
+	switch {
+	case v == nil:
+		return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+	case len(v) != 4:
+		return fmt.Errorf("schema version: %w", ErrCorrupt)
+	case binary.BigEndian.Uint32(v) > SchemaVersion:
+		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
+	}
+	// Older schemas would be migrated here, explicitly, one version at a time.
+	return nil
+}
+
+// Path returns the database file's path.
+func (d *DB) Path() string { return d.path }
 
 // Bolt returns the underlying bbolt database so that the appliance's other
 // stores (sessions and tokens, tasks, settings) keep their buckets in this one
@@ -96,18 +158,34 @@ func (d *DB) Schema(ctx context.Context) (int, error) {
 	return v, err
 }
 
+// view and update run transactions under guard: a page damaged after Open
+// verified the file (a disk error, another writer) is an ErrCorrupt naming
+// the file, never a panic of the daemon. bbolt rolls the transaction back.
 func (d *DB) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.db.View(fn)
+	return d.guarded(func() error { return d.db.View(fn) })
 }
 
 func (d *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.db.Update(fn)
+	return d.guarded(func() error { return d.db.Update(fn) })
+}
+
+func (d *DB) guarded(fn func() error) error {
+	panicked := true
+	err := guard(func() error {
+		err := fn()
+		panicked = false
+		return err
+	})
+	if panicked {
+		return fmt.Errorf("state db %s: %w: %w", d.path, ErrCorrupt, err)
+	}
+	return err
 }
 
 func encode(v any) ([]byte, error) {

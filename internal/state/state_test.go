@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,12 +292,11 @@ func TestOpenRefusesNewerSchemaAndCorruptRecords(t *testing.T) {
 		return tx.Bucket(bMeta).Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
 	})
 	_ = raw.Close()
-	d, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.Jobs(ctx); !errors.Is(err, ErrCorrupt) {
+	// A record that does not decode makes the whole file suspect: Open
+	// refuses it, naming the record, rather than failing later requests.
+	_, err = Open(path)
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Path != path || !strings.Contains(err.Error(), `jobs: record "a"`) {
 		t.Fatalf("corrupt job record: %v", err)
 	}
 }
