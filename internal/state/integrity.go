@@ -38,7 +38,12 @@ const (
 	boltMagic        = 0xED0CDAED
 	boltVersion      = 2
 	boltPageHeader   = 16
+	boltBranchFlag   = 0x01
+	boltLeafFlag     = 0x02
+	boltMetaFlag     = 0x04
 	boltFreelistFlag = 0x10
+	boltBucketLeaf   = 0x01 // leaf element flag: the value is a bucket
+	boltElement      = 16   // size of a branch or leaf element header
 	boltNoFreelist   = ^uint64(0)
 )
 
@@ -165,8 +170,19 @@ func precheck(path string) error {
 	if m.pgid < 3 || m.pgid > uint64(pages) {
 		return fmt.Errorf("truncated or damaged: the meta page names %d pages of %d bytes, the file holds %d bytes", m.pgid, ps, size)
 	}
-	if m.root < 2 || m.root >= m.pgid {
-		return fmt.Errorf("root page %d outside the file's %d pages", m.root, m.pgid)
+	// tx.Check reads both meta pages' headers, whichever is in use.
+	for id := range int64(2) {
+		hdr, err := readAt(id*ps, boltPageHeader)
+		if err != nil {
+			return fmt.Errorf("read meta page %d: %w", id, err)
+		}
+		if got, flags := binary.LittleEndian.Uint64(hdr), binary.LittleEndian.Uint16(hdr[8:]); got != uint64(id) || flags != boltMetaFlag {
+			return fmt.Errorf("meta page %d has id %d, flags %#x", id, got, flags)
+		}
+	}
+	w := &treeWalker{f: f, ps: ps, pgid: m.pgid, seen: map[uint64]bool{}}
+	if err := w.page(m.root, 0); err != nil {
+		return err
 	}
 	if m.freelist == boltNoFreelist {
 		return nil
@@ -200,6 +216,107 @@ func precheck(path string) error {
 	for i := uint64(0); i < count; i++ {
 		if id := le.Uint64(ids[i*8:]); id < 2 || id >= m.pgid {
 			return fmt.Errorf("freelist names page %d outside the file's %d pages", id, m.pgid)
+		}
+	}
+	return nil
+}
+
+// treeWalker checks the B+tree's structure from the file's bytes, with
+// bounds-checked slices: every page reachable from the root bucket (and
+// its sub-buckets, inline ones included) lies inside the file, is named
+// once, says what it is, and has its elements, keys and values inside it.
+// bbolt and tx.Check then follow only pointers checked here: tx.Check
+// recurses without a cycle check and reads keys in a goroutine where a
+// fault cannot be recovered.
+type treeWalker struct {
+	f     *os.File
+	ps    int64
+	pgid  uint64
+	seen  map[uint64]bool
+	pages int
+}
+
+const maxTreeDepth = 64
+
+func (w *treeWalker) page(id uint64, depth int) error {
+	if depth > maxTreeDepth {
+		return fmt.Errorf("page %d: tree deeper than %d", id, maxTreeDepth)
+	}
+	if id < 2 || id >= w.pgid {
+		return fmt.Errorf("page %d referenced, outside the file's %d pages", id, w.pgid)
+	}
+	hdr := make([]byte, boltPageHeader)
+	if _, err := w.f.ReadAt(hdr, int64(id)*w.ps); err != nil {
+		return fmt.Errorf("read page %d: %w", id, err)
+	}
+	le := binary.LittleEndian
+	overflow := uint64(le.Uint32(hdr[12:]))
+	if got := le.Uint64(hdr); got != id {
+		return fmt.Errorf("page %d identifies itself as page %d", id, got)
+	}
+	if id+overflow >= w.pgid {
+		return fmt.Errorf("page %d overflows past the file's %d pages", id, w.pgid)
+	}
+	for i := id; i <= id+overflow; i++ {
+		if w.seen[i] {
+			return fmt.Errorf("page %d referenced twice", i)
+		}
+		w.seen[i] = true
+	}
+	buf := make([]byte, (overflow+1)*uint64(w.ps))
+	if _, err := w.f.ReadAt(buf, int64(id)*w.ps); err != nil {
+		return fmt.Errorf("read page %d: %w", id, err)
+	}
+	return w.nodes(fmt.Sprintf("page %d", id), buf, depth)
+}
+
+// nodes checks one branch or leaf page held in buf (a page with its
+// overflow, or an inline bucket's page).
+func (w *treeWalker) nodes(where string, buf []byte, depth int) error {
+	le := binary.LittleEndian
+	if len(buf) < boltPageHeader {
+		return fmt.Errorf("%s: shorter than a page header", where)
+	}
+	flags, count := le.Uint16(buf[8:]), uint64(le.Uint16(buf[10:]))
+	if flags != boltBranchFlag && flags != boltLeafFlag {
+		return fmt.Errorf("%s: flags %#x, not a branch or leaf page", where, flags)
+	}
+	size := uint64(len(buf))
+	if boltPageHeader+count*boltElement > size {
+		return fmt.Errorf("%s: %d elements do not fit in %d bytes", where, count, size)
+	}
+	for i := range count {
+		e := boltPageHeader + i*boltElement
+		el := buf[e : e+boltElement]
+		if flags == boltBranchFlag {
+			pos, ksize, child := uint64(le.Uint32(el[0:])), uint64(le.Uint32(el[4:])), le.Uint64(el[8:])
+			if e+pos+ksize > size {
+				return fmt.Errorf("%s: branch element %d points outside the page", where, i)
+			}
+			if err := w.page(child, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		eflags, pos, ksize, vsize := le.Uint32(el[0:]), uint64(le.Uint32(el[4:])), uint64(le.Uint32(el[8:])), uint64(le.Uint32(el[12:]))
+		if e+pos+ksize+vsize > size {
+			return fmt.Errorf("%s: leaf element %d points outside the page", where, i)
+		}
+		if eflags&boltBucketLeaf == 0 {
+			continue
+		}
+		v := buf[e+pos+ksize : e+pos+ksize+vsize]
+		if len(v) < 16 {
+			return fmt.Errorf("%s: bucket header of element %d cut short", where, i)
+		}
+		if root := le.Uint64(v); root != 0 {
+			if err := w.page(root, depth+1); err != nil {
+				return err
+			}
+		} else if depth >= maxTreeDepth {
+			return fmt.Errorf("%s: buckets nested deeper than %d", where, maxTreeDepth)
+		} else if err := w.nodes(fmt.Sprintf("%s, inline bucket %d", where, i), v[16:], depth+1); err != nil {
+			return err
 		}
 	}
 	return nil
