@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -51,17 +52,32 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
+	var opts serveOptions
+	fs.StringVar(&opts.restoreState, "restore-state", "", "before starting, install this copy of state.db (a path, or \"newest\": the newest copy that verifies); the file it replaces is kept as state.db.replaced-TIME")
+	fs.IntVar(&opts.stateBackups, "state-backups", state.DefaultKeep, "verified copies of state.db to keep in STATE_DIR/state.db.backups")
+	fs.DurationVar(&opts.stateBackupEvery, "state-backup-every", state.DefaultEvery, "interval between copies of state.db (one is also taken at every start)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *cfgPath == "" {
 		return fmt.Errorf("%w: --config is required", errUsage)
 	}
+	if opts.stateBackups < 1 || opts.stateBackupEvery < time.Minute {
+		return fmt.Errorf("%w: --state-backups must be at least 1 and --state-backup-every at least 1m", errUsage)
+	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, env, cfg)
+	return serveWith(ctx, env, cfg, opts)
+}
+
+// serveOptions are the daemon's command-line settings beside its
+// configuration file (they concern one start, or the state directory).
+type serveOptions struct {
+	restoreState     string        // a copy of state.db to install first ("newest": the newest good one)
+	stateBackups     int           // copies kept; 0: state.DefaultKeep
+	stateBackupEvery time.Duration // 0: state.DefaultEvery
 }
 
 func newLogger(env *cliEnv, level string) *slog.Logger {
@@ -93,6 +109,10 @@ func (d *daemon) close() {
 }
 
 func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
+	return serveWith(ctx, env, cfg, serveOptions{})
+}
+
+func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOptions) error {
 	log := newLogger(env, cfg.LogLevel)
 	d := &daemon{log: log}
 	defer d.close()
@@ -100,14 +120,37 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	db, err := state.Open(filepath.Join(cfg.StateDir, "state.db"))
+	clk := clock.Real()
+	dbPath := filepath.Join(cfg.StateDir, "state.db")
+	if opts.restoreState != "" {
+		if err := restoreStateCopy(dbPath, opts.restoreState, clk.Now(), log); err != nil {
+			return err
+		}
+	}
+	db, err := state.Open(dbPath)
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return fmt.Errorf("%w: another daemon is running on state directory %s", err, cfg.StateDir)
 		}
+		var ce *state.CorruptError
+		if errors.As(err, &ce) && ce.Newest != nil {
+			return fmt.Errorf("%w\nto start from that copy, run the same command with --restore-state newest (the file it replaces is kept, not deleted); `appliance state backups` lists the copies", err)
+		}
 		return err
 	}
 	d.onClose("state db", db.Close)
+	// state.db cannot be rebuilt: a verified copy at every start, then one
+	// every interval (KeepCopies below), the newest few kept.
+	keep := cmp.Or(opts.stateBackups, state.DefaultKeep)
+	copyDone := func(c state.Copy, removed []string, err error) {
+		if err != nil {
+			log.Error("state database copy failed", "dir", state.CopiesDir(dbPath), "err", err)
+			return
+		}
+		log.Info("state database copied", "copy", c.Path, "bytes", c.Size, "pruned", len(removed))
+	}
+	c, removed, err := db.RotateCopy(state.CopiesDir(dbPath), clk.Now(), keep)
+	copyDone(c, removed, err)
 	// Sessions, tokens, tasks and settings share the state database.
 	wdb := db.Bolt()
 
@@ -135,7 +178,6 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	rs := web.NewRepoSet(repos)
 	rs.Maintenance = db.Maintenance
 
-	clk := clock.Real()
 	authStore, err := auth.NewBoltStore(wdb)
 	if err != nil {
 		return err
@@ -313,6 +355,11 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		defer close(pruneDone)
 		pruneEvents(schedCtx, db, settings, clk, log)
 	}()
+	copiesDone := make(chan struct{})
+	go func() {
+		defer close(copiesDone)
+		db.KeepCopies(schedCtx, state.CopyOptions{Keep: keep, Every: opts.stateBackupEvery, Clock: clk, Done: copyDone})
+	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -353,6 +400,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	case err := <-errc:
 		stopSched()
 		<-pruneDone
+		<-copiesDone
 		<-sweepDone
 		<-schedDone
 		_ = tasks.Close(context.Background())
@@ -372,6 +420,7 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 	// snapshots) and records them as interrupted before it returns.
 	stopSched()
 	<-pruneDone
+	<-copiesDone
 	<-sweepDone
 	select {
 	case <-schedDone:
