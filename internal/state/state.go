@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/policy"
 )
@@ -66,6 +68,11 @@ func Open(path string) (*DB, error) {
 			return nil, newCorruptError(path, fmt.Errorf("%w: the file is %s but %d copies of it exist", ErrMissing, what, len(copies)))
 		}
 	default:
+		// The checks below read the file without bbolt's lock: make sure no
+		// daemon is writing it, or a page in flux would look like damage.
+		if err := notHeld(path); err != nil {
+			return nil, fmt.Errorf("open state db %s: %w", path, err)
+		}
 		if err := precheck(path); err != nil {
 			return nil, newCorruptError(path, err)
 		}
@@ -99,6 +106,30 @@ func Open(path string) (*DB, error) {
 		return nil, newCorruptError(path, err)
 	}
 	return &DB{db: bdb, path: path}, nil
+}
+
+// notHeld waits up to a second for no other process to hold the bbolt lock
+// (flock) on path; held, it returns bbolt's ErrTimeout like bolt.Open.
+func notHeld(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return bolterrors.ErrTimeout
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func schemaNotNewer(tx *bolt.Tx) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/policy"
 )
@@ -302,10 +303,16 @@ func TestOpenRefusesNewerSchemaAndCorruptRecords(t *testing.T) {
 }
 
 func TestOpenFailsWhileHeld(t *testing.T) {
-	_, path := openTemp(t)
-	if d, err := Open(path); err == nil {
+	d0, path := openTemp(t)
+	populate(t, d0, 5)
+	d, err := Open(path)
+	if err == nil {
 		d.Close()
 		t.Fatal("second open of a held state db succeeded")
+	}
+	// Held is not damaged: the daemon says another one is running.
+	if !errors.Is(err, bolterrors.ErrTimeout) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("second open: %v", err)
 	}
 }
 
