@@ -22,7 +22,7 @@ import (
 
 // populate fills d with enough jobs, runs and events to span branch,
 // leaf and overflow pages.
-func populate(t *testing.T, d *DB, jobs int) {
+func populate(t testing.TB, d *DB, jobs int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range jobs {
@@ -53,7 +53,7 @@ type damagedFixture struct {
 	raw  []byte
 }
 
-func newDamagedFixture(t *testing.T) damagedFixture {
+func newDamagedFixture(t testing.TB) damagedFixture {
 	t.Helper()
 	d, path := openTemp(t)
 	populate(t, d, 40)
@@ -524,4 +524,47 @@ func TestOpenDamagedWithoutCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
+}
+
+// FuzzOpenDamaged damages a real state.db at fuzzed places (n bytes from
+// off set to val, or the file cut at off) and asserts that Open never
+// panics: it refuses the file with a CorruptError naming the good copy, or
+// opens it and every read returns.
+func FuzzOpenDamaged(f *testing.F) {
+	fx := newDamagedFixture(f)
+	for _, s := range []struct {
+		off  uint32
+		val  byte
+		n    uint16
+		trim bool
+	}{{0, 0, 16, false}, {testPage, 0xff, 8, false}, {2*testPage + 8, 0x01, 1, false}, {5 * testPage, 0, 0, true}, {3*testPage + 16, 0x7f, 4, false}} {
+		f.Add(s.off, s.val, s.n, s.trim)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, off uint32, val byte, n uint16, trim bool) {
+		b := bytes.Clone(fx.raw)
+		o := int(off) % len(b)
+		if trim {
+			b = b[:o]
+		} else {
+			for i := o; i < min(o+int(n%512)+1, len(b)); i++ {
+				b[i] = val
+			}
+		}
+		if err := os.WriteFile(fx.path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d, err := openNoPanic(t, fx.path)
+		if err != nil {
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Newest == nil || ce.Newest.Path != fx.good.Path {
+				t.Fatalf("%v", err)
+			}
+			return
+		}
+		defer d.Close()
+		_, _ = d.Jobs(ctx)
+		_, _ = d.Events(ctx, EventQuery{})
+		_, _ = d.Runs(ctx, "job-000", 0)
+	})
 }

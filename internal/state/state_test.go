@@ -18,7 +18,7 @@ import (
 
 var t0 = time.Date(2026, 5, 4, 22, 0, 0, 0, time.UTC)
 
-func openTemp(t *testing.T) (*DB, string) {
+func openTemp(t testing.TB) (*DB, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	d, err := Open(path)
@@ -29,7 +29,7 @@ func openTemp(t *testing.T) (*DB, string) {
 	return d, path
 }
 
-func reopen(t *testing.T, d *DB, path string) *DB {
+func reopen(t testing.TB, d *DB, path string) *DB {
 	t.Helper()
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
