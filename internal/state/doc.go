@@ -20,6 +20,13 @@
 // and evolvable; the format byte lets a later version change that explicitly.
 // Every call is one short transaction, values are copied out before it ends.
 //
+// state.db cannot be rebuilt, so Open verifies the file before using it
+// (integrity.go: a structural walk of the raw pages, then every bucket read
+// through bbolt under recover, then tx.Check) and answers a damaged one
+// with a *CorruptError naming the newest good copy, never a panic; the
+// daemon keeps verified rolling copies in state.db.backups/ (copies.go:
+// WriteCopy, PruneCopies, KeepCopies, InstallCopy).
+//
 // state implements policy.Store and so imports policy for its record types;
 // it must never import backup, restore, vsphere, repository or web.
 package state
