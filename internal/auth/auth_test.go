@@ -224,3 +224,23 @@ func TestRoles(t *testing.T) {
 		}
 	}
 }
+
+// A lifetime past MaxTokenTTL (or negative) is refused, never wrapped
+// round into a token that does not expire.
+func TestTokenTTLBound(t *testing.T) {
+	m, clk := newManager(t, nil)
+	ctx := context.Background()
+	admin := Principal{User: "admin", Role: RoleAdministrator}
+	for _, ttl := range []time.Duration{-time.Second, MaxTokenTTL + time.Nanosecond, time.Duration(1<<63 - 1)} {
+		if _, _, err := m.CreateToken(ctx, admin, "x", RoleOperator, ttl); !errors.Is(err, ErrBadTTL) {
+			t.Errorf("ttl %v: %v, want ErrBadTTL", ttl, err)
+		}
+	}
+	_, tok, err := m.CreateToken(ctx, admin, "x", RoleOperator, MaxTokenTTL)
+	if err != nil || !tok.Expires.Equal(clk.Now().Add(MaxTokenTTL)) {
+		t.Fatalf("10 years: %+v %v", tok, err)
+	}
+	if all, _ := m.Tokens(ctx); len(all) != 1 {
+		t.Fatalf("refused lifetimes stored tokens: %d", len(all))
+	}
+}

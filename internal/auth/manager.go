@@ -514,12 +514,21 @@ func hashSecret(secret string) string {
 // tokenPrefix marks vmvault tokens so secret scanners can find leaked ones.
 const tokenPrefix = "vmv_"
 
+// MaxTokenTTL is the longest lifetime a token may be given: ten years.
+// Beyond it a lifetime is refused, not clamped, so that an overflowing
+// value can never wrap round into "never expires".
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
 // CreateToken creates an API token for owner with at most owner's role and
 // returns its secret, which is never stored and cannot be shown again.
-// ttl <= 0 means it does not expire.
+// ttl == 0 means it does not expire; ttl < 0 or > MaxTokenTTL is refused
+// (ErrBadTTL).
 func (m *Manager) CreateToken(ctx context.Context, owner Principal, name string, role Role, ttl time.Duration) (string, Token, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", Token{}, err
+	}
+	if ttl < 0 || ttl > MaxTokenTTL {
+		return "", Token{}, fmt.Errorf("%w: %s is not from 0 (never expires) to %s", ErrBadTTL, ttl, MaxTokenTTL)
 	}
 	if !owner.Role.Allows(role) {
 		return "", Token{}, fmt.Errorf("%w: a %s cannot create a %s token", ErrForbidden, owner.Role, role)
