@@ -95,12 +95,45 @@ type Config struct {
 	VCenterRole   Role          // role of vCenter users; default administrator
 	SessionTTL    time.Duration // default 12h
 	MaxSessions   int           // default 1000 (oldest dropped beyond)
-	// Login rate limits: a burst of attempts, then one per interval.
-	IPBurst   int           // default 10
-	IPEvery   time.Duration // default 1m
-	UserBurst int           // default 5
-	UserEvery time.Duration // default 1m
-	Hash      HashParams    // default DefaultHashParams
+	// Login throttling. Failed attempts are refused per client address
+	// (IPBurst, then one per IPEvery) and per user name and address
+	// (UserBurst, then one per UserEvery). Per user name alone they are
+	// never refused, only slowed: once a name has UserDelayAfter recent
+	// failures from any address (one forgotten per UserEvery), every
+	// attempt for it waits UserDelayBase, doubling per further failure, at
+	// most UserDelayMax. So nobody can lock a user out by failing for it
+	// from elsewhere, and guessing one password from many addresses is slow.
+	IPBurst        int           // default 10
+	IPEvery        time.Duration // default 1m
+	UserBurst      int           // default 5
+	UserEvery      time.Duration // default 1m
+	UserDelayAfter int           // default 10
+	UserDelayBase  time.Duration // default 250ms
+	UserDelayMax   time.Duration // default 5s
+	// Sleep waits d or until ctx ends; default: a timer of Clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Hash  HashParams // default DefaultHashParams
+}
+
+// Lockout scopes.
+const (
+	LockoutAddress     = "address"      // a client address is refused
+	LockoutUserAddress = "user-address" // a user name is refused from one address
+	LockoutUser        = "user"         // a user name's attempts are slowed (never refused)
+)
+
+// Lockout is one lockout episode: reported once when it starts, not for
+// every attempt it refuses.
+type Lockout struct {
+	Time    time.Time
+	Scope   string // LockoutAddress, LockoutUserAddress or LockoutUser
+	User    string // the user name tried ("" for LockoutAddress)
+	Address string // the client address ("" for LockoutUser)
+	// RetryAfter is how long the refused address waits; Delay is the
+	// slow-down of every attempt for the user (LockoutUser).
+	RetryAfter time.Duration
+	Delay      time.Duration
+	Failures   int // recent failures of the user (LockoutUser)
 }
 
 // RateLimitError says how long to wait before the next login attempt.
@@ -115,9 +148,13 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 
 // Manager authenticates people and API clients. Safe for concurrent use.
 type Manager struct {
-	cfg    Config
-	ipLim  *Limiter
-	usrLim *Limiter
+	cfg      Config
+	ipLim    *Limiter        // per client address
+	usrLim   *Limiter        // per (user name, address)
+	userFail *FailureCounter // per user name: slows, never refuses
+
+	obsMu     sync.Mutex
+	observers []func(Lockout)
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -156,6 +193,28 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.UserEvery <= 0 {
 		cfg.UserEvery = time.Minute
 	}
+	if cfg.UserDelayAfter <= 0 {
+		cfg.UserDelayAfter = 10
+	}
+	if cfg.UserDelayBase <= 0 {
+		cfg.UserDelayBase = 250 * time.Millisecond
+	}
+	if cfg.UserDelayMax <= 0 {
+		cfg.UserDelayMax = 5 * time.Second
+	}
+	if cfg.Sleep == nil {
+		clk := cfg.Clock
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := clk.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
 	if cfg.Hash == (HashParams{}) {
 		cfg.Hash = DefaultHashParams
 	}
@@ -168,6 +227,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg:      cfg,
 		ipLim:    NewLimiter(cfg.Clock, cfg.IPBurst, cfg.IPEvery, 0),
 		usrLim:   NewLimiter(cfg.Clock, cfg.UserBurst, cfg.UserEvery, 0),
+		userFail: NewFailureCounter(cfg.Clock, cfg.UserEvery, 0),
 		sessions: map[string]*Session{},
 	}, nil
 }
@@ -412,23 +472,98 @@ func (m *Manager) DeleteUser(ctx context.Context, name string) error {
 	return nil
 }
 
-// Login checks credentials (the local administrator first, then vCenter)
-// and opens a session. Every attempt costs a token from the client's and
-// the username's bucket, so guessing is slow whichever one varies.
+// OnLockout adds fn to the functions called at the start of every lockout
+// episode (events, metrics, logs). fn runs on the login's goroutine and
+// must not block for long.
+func (m *Manager) OnLockout(fn func(Lockout)) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	m.observers = append(m.observers, fn)
+}
+
+func (m *Manager) lockout(l Lockout) {
+	l.Time = m.cfg.Clock.Now()
+	m.obsMu.Lock()
+	obs := append([]func(Lockout){}, m.observers...)
+	m.obsMu.Unlock()
+	for _, fn := range obs {
+		fn(l)
+	}
+}
+
+// UserDelay is the wait every login attempt for user has now.
+func (m *Manager) UserDelay(user string) time.Duration {
+	return m.userDelay(m.userFail.Count(strings.ToLower(user)))
+}
+
+func (m *Manager) userDelay(failures float64) time.Duration {
+	over := int(failures) - m.cfg.UserDelayAfter
+	if over < 0 {
+		return 0
+	}
+	d := m.cfg.UserDelayBase
+	for range min(over, 32) {
+		if d >= m.cfg.UserDelayMax {
+			break
+		}
+		d *= 2
+	}
+	return min(d, m.cfg.UserDelayMax)
+}
+
+// Login checks credentials (local users first, then vCenter) and opens a
+// session. An attempt takes a token from its address's bucket and from
+// its (user name, address) bucket before the password is checked (so
+// parallel guesses cannot outrun the limit); a successful one, or one
+// vCenter could not answer, gives them back. Per user name alone attempts
+// are only slowed, never refused: a correct password from an address that
+// has not failed always gets in.
 func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (Session, error) {
 	userKey := strings.ToLower(user)
-	okIP, waitIP := m.ipLim.Allow(clientIP)
-	okUser, waitUser := m.usrLim.Allow(userKey)
-	if !okIP || !okUser {
-		return Session{}, &RateLimitError{RetryAfter: max(waitIP, waitUser)}
+	uaKey := userKey + "\x00" + clientIP
+	ok, wait, first := m.ipLim.take(clientIP)
+	if !ok {
+		if first {
+			m.lockout(Lockout{Scope: LockoutAddress, Address: clientIP, RetryAfter: wait})
+		}
+		return Session{}, &RateLimitError{RetryAfter: wait}
 	}
-	if user == "" || password == "" {
-		return Session{}, ErrBadCredentials
+	ok, wait, first = m.usrLim.take(uaKey)
+	if !ok {
+		m.ipLim.Refund(clientIP) // this attempt checked nothing
+		if first {
+			m.lockout(Lockout{Scope: LockoutUserAddress, User: user, Address: clientIP, RetryAfter: wait})
+		}
+		return Session{}, &RateLimitError{RetryAfter: wait}
 	}
-	name, source, role, err := m.check(ctx, user, password)
+	refund := func() {
+		m.ipLim.Refund(clientIP)
+		m.usrLim.Refund(uaKey)
+	}
+	if d := m.userDelay(m.userFail.Count(userKey)); d > 0 {
+		if err := m.cfg.Sleep(ctx, d); err != nil {
+			refund()
+			return Session{}, err
+		}
+	}
+	var name, source string
+	var role Role
+	err := ErrBadCredentials
+	if user != "" && password != "" {
+		name, source, role, err = m.check(ctx, user, password)
+	}
 	if err != nil {
+		if errors.Is(err, ErrBadCredentials) {
+			n, crossed := m.userFail.Add(userKey, float64(m.cfg.UserDelayAfter))
+			if crossed {
+				m.lockout(Lockout{Scope: LockoutUser, User: user, Failures: int(n), Delay: m.userDelay(n)})
+			}
+		} else {
+			refund()
+		}
 		return Session{}, err
 	}
+	refund()
 	s := &Session{ID: randomString(32), CSRF: randomString(32), User: name, Source: source, Role: role, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
