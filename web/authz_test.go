@@ -337,3 +337,61 @@ func TestHSTSOnlyOverTLS(t *testing.T) {
 		}
 	}
 }
+
+// Over HTTP, with the default limits: wrong passwords for the
+// administrator from one address lock that address out for that user
+// (429 with Retry-After), not the administrator from another address;
+// the lockout is an event (GET /events, once per episode) and a metric.
+func TestLoginLockoutOverHTTP(t *testing.T) {
+	var am *auth.Manager
+	f := newFixture(t, func(c *Config) {
+		var err error
+		am, err = auth.NewManager(auth.Config{Clock: c.Clock, Store: mustAuthStore(t, nil), Hash: auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1},
+			Sleep: func(context.Context, time.Duration) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth = am
+		c.TrustProxy = true
+	})
+	tok, _, err := am.CreateToken(context.Background(), auth.Principal{User: "admin", Role: auth.RoleAdministrator}, "m", auth.RoleAdministrator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := func(ip string) reqOpt { return func(r *http.Request) { r.Header.Set("X-Forwarded-For", ip) } }
+	login := func(ip, pw string) resp {
+		return f.do("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": pw}, from(ip))
+	}
+	for i := range 30 {
+		r := login("198.51.100.1", "wrong-password")
+		want := 401
+		if i >= 5 {
+			want = 429
+		}
+		if r.status != want {
+			t.Fatalf("attempt %d: %d %s, want %d", i, r.status, r.body, want)
+		}
+		if want == 429 && r.header.Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+	}
+	if r := login("203.0.113.5", testAdminPassword); r.status != 200 {
+		t.Fatalf("right password from another address: %d %s", r.status, r.body)
+	}
+	if r := login("198.51.100.1", testAdminPassword); r.status != 429 {
+		t.Fatalf("right password from the failing address: %d", r.status)
+	}
+	m := f.do("GET", "/metrics", nil, bearer(tok))
+	for _, want := range []string{`vmvault_login_lockouts_total{scope="user-address"} 1`, `vmvault_login_lockouts_total{scope="address"} 0`, `vmvault_login_lockouts_total{scope="user"} 0`} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	ev := f.do("GET", "/api/v1/events", nil, bearer(tok))
+	if ev.status != 200 || strings.Count(string(ev.body), EventLoginLockout) != 1 || !strings.Contains(string(ev.body), "198.51.100.1") {
+		t.Fatalf("events: %d %s", ev.status, ev.body)
+	}
+	if strings.Contains(string(ev.body), "wrong-password") || strings.Contains(string(m.body), "wrong-password") {
+		t.Fatal("a password reached the events or metrics")
+	}
+}

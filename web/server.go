@@ -133,6 +133,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, hub: newEventHub(), keepAlive: cfg.StreamKeepAlive, done: make(chan struct{})}
 	s.metrics = newMetrics(s, cfg.Metrics)
+	for _, sc := range []string{auth.LockoutAddress, auth.LockoutUserAddress, auth.LockoutUser} {
+		s.metrics.lockouts.WithLabelValues(sc) // present at 0 before the first lockout
+	}
+	cfg.Auth.OnLockout(s.observeLockout)
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
