@@ -395,3 +395,28 @@ func TestLoginLockoutOverHTTP(t *testing.T) {
 		t.Fatal("a password reached the events or metrics")
 	}
 }
+
+// A vCenter user whom the configuration gives no role is refused with a
+// 403 no_role saying what to configure, not logged in as administrator.
+func TestLoginVCenterNoRole(t *testing.T) {
+	var am *auth.Manager
+	f := newFixture(t, func(c *Config) {
+		var err error
+		am, err = auth.NewManager(auth.Config{Clock: c.Clock, Store: mustAuthStore(t, nil), Hash: auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1},
+			VerifyVCenter: func(ctx context.Context, user, pw string) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth = am
+	})
+	r := f.do("POST", "/api/v1/auth/login", map[string]string{"username": "VSPHERE.LOCAL\\mallory", "password": "vc-pass"})
+	if r.status != http.StatusForbidden {
+		t.Fatalf("unmapped vCenter user: %d %s", r.status, r.body)
+	}
+	if d := r.errBody(t); d.Code != "no_role" || !strings.Contains(d.Message, "vcenter.roles") {
+		t.Fatalf("refusal %+v", d)
+	}
+	if len(r.header.Values("Set-Cookie")) != 0 {
+		t.Fatal("a refused login set cookies")
+	}
+}

@@ -114,6 +114,7 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 		{[]error{auth.ErrBadUser}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrUnauthenticated}, http.StatusUnauthorized, "unauthenticated"},
 		{[]error{auth.ErrForbidden}, http.StatusForbidden, "forbidden"},
+		{[]error{auth.ErrNoRole}, http.StatusForbidden, "no_role"},
 		{[]error{auth.ErrBadRole}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrBadTTL}, http.StatusBadRequest, "bad_request"},
 		{[]error{ErrNotFound, state.ErrNotFound, repository.ErrNotFound, task.ErrNotFound, policy.ErrJobNotFound, auth.ErrNotFound}, http.StatusNotFound, "not_found"},

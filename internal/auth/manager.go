@@ -87,12 +87,20 @@ type Config struct {
 	Clock     clock.Clock
 	Store     Store
 	AdminUser string // the local administrator's name; default "admin"
-	// VerifyVCenter checks vCenter credentials; nil disables vCenter logins.
-	// It returns nil for valid credentials, an error wrapping
-	// ErrBadCredentials for wrong ones, any other error when vCenter could
-	// not answer.
+	// VCenterLogin checks vCenter credentials and says who the user is
+	// (wantGroups: and its groups); VerifyVCenter is the older form that
+	// only checks them (the user is then known by the name typed). Both nil
+	// disables vCenter logins. They return an error wrapping
+	// ErrBadCredentials for wrong credentials, any other error when vCenter
+	// could not answer.
+	VCenterLogin  func(ctx context.Context, user, password string, wantGroups bool) (VCenterUser, error)
 	VerifyVCenter func(ctx context.Context, user, password string) error
-	VCenterRole   Role          // role of vCenter users; default administrator
+	// VCenterRules give vCenter users roles: a rule naming the user wins,
+	// else the highest role of the rules naming one of its groups, else
+	// VCenterRole. VCenterRole "" (the default) gives no role: a vCenter
+	// user no rule names cannot log in (ErrNoRole).
+	VCenterRules []VCenterRule
+	VCenterRole  Role
 	SessionTTL    time.Duration // default 12h
 	MaxSessions   int           // default 1000 (oldest dropped beyond)
 	// Login throttling. Failed attempts are refused per client address
@@ -172,8 +180,18 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.AdminUser == "" {
 		cfg.AdminUser = "admin"
 	}
-	if cfg.VCenterRole == "" {
-		cfg.VCenterRole = RoleAdministrator
+	if cfg.VCenterRole != "" {
+		if _, err := ParseRole(string(cfg.VCenterRole)); err != nil {
+			return nil, fmt.Errorf("auth config: vCenter role: %w", err)
+		}
+	}
+	for i, r := range cfg.VCenterRules {
+		if _, err := ParseRole(string(r.Role)); err != nil {
+			return nil, fmt.Errorf("auth config: vCenter rule %d: %w", i, err)
+		}
+		if (r.User == "") == (r.Group == "") {
+			return nil, fmt.Errorf("auth config: vCenter rule %d: name exactly one of a user and a group", i)
+		}
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
@@ -590,16 +608,29 @@ func (m *Manager) check(ctx context.Context, user, password string) (string, str
 	case !errors.Is(err, ErrNotFound):
 		return "", "", "", fmt.Errorf("read user: %w", err)
 	}
-	if m.cfg.VerifyVCenter == nil {
+	var vu VCenterUser
+	switch {
+	case m.cfg.VCenterLogin != nil:
+		vu, err = m.cfg.VCenterLogin(ctx, user, password, m.hasGroupRules())
+	case m.cfg.VerifyVCenter != nil:
+		err = m.cfg.VerifyVCenter(ctx, user, password)
+	default:
 		return "", "", "", ErrBadCredentials
 	}
-	if err := m.cfg.VerifyVCenter(ctx, user, password); err != nil {
+	if err != nil {
 		if errors.Is(err, ErrBadCredentials) {
 			return "", "", "", ErrBadCredentials
 		}
 		return "", "", "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
 	}
-	return user, SourceVCenter, m.cfg.VCenterRole, nil
+	if vu.Name == "" {
+		vu.Name = user
+	}
+	role, err := m.vcenterRole(vu, user)
+	if err != nil {
+		return "", "", "", err
+	}
+	return vu.Name, SourceVCenter, role, nil
 }
 
 func (m *Manager) pruneLocked() {
