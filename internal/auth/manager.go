@@ -101,8 +101,8 @@ type Config struct {
 	// user no rule names cannot log in (ErrNoRole).
 	VCenterRules []VCenterRule
 	VCenterRole  Role
-	SessionTTL    time.Duration // default 12h
-	MaxSessions   int           // default 1000 (oldest dropped beyond)
+	SessionTTL   time.Duration // default 12h
+	MaxSessions  int           // default 1000 (oldest dropped beyond)
 	// Login throttling. Failed attempts are refused per client address
 	// (IPBurst, then one per IPEvery) and per user name and address
 	// (UserBurst, then one per UserEvery). Per user name alone they are
