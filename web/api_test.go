@@ -492,7 +492,7 @@ func TestBackupsRestoresWiring(t *testing.T) {
 	if r := f.do("POST", "/api/v1/restores", restore, ro); r.status != 501 {
 		t.Fatalf("restore unwired: %d", r.status)
 	}
-	if r := f.do("POST", "/api/v1/restores", map[string]any{"point": strings.Repeat("0", 64), "mode": "original"}, ro); r.status != 422 {
+	if r := f.do("POST", "/api/v1/restores", map[string]any{"point": strings.Repeat("0", 64), "mode": "original"}, op); r.status != 422 {
 		t.Fatalf("unknown point: %d", r.status)
 	} else {
 		r.fieldNamed(t, "point")

@@ -66,6 +66,16 @@ func badRequest(field, format string, args ...any) error {
 	return &apiError{status: http.StatusBadRequest, code: "bad_request", msg: msg, details: det}
 }
 
+// forbidden is the 403 of a principal whose role is below need; why says
+// what in the request needs it ("" for the route itself).
+func forbidden(need, have auth.Role, why string) error {
+	msg := "this needs the " + string(need) + " role; you have " + string(have)
+	if why != "" {
+		msg = why + ": " + msg
+	}
+	return &apiError{status: http.StatusForbidden, code: "forbidden", msg: msg}
+}
+
 func invalid(field, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	return &apiError{status: http.StatusUnprocessableEntity, code: "validation", msg: field + ": " + msg, details: []FieldError{{Field: field, Message: msg}}}
@@ -104,7 +114,9 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 		{[]error{auth.ErrBadUser}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrUnauthenticated}, http.StatusUnauthorized, "unauthenticated"},
 		{[]error{auth.ErrForbidden}, http.StatusForbidden, "forbidden"},
+		{[]error{auth.ErrNoRole}, http.StatusForbidden, "no_role"},
 		{[]error{auth.ErrBadRole}, http.StatusUnprocessableEntity, "validation"},
+		{[]error{auth.ErrBadTTL}, http.StatusBadRequest, "bad_request"},
 		{[]error{ErrNotFound, state.ErrNotFound, repository.ErrNotFound, task.ErrNotFound, policy.ErrJobNotFound, auth.ErrNotFound}, http.StatusNotFound, "not_found"},
 		{[]error{repository.ErrAmbiguous}, http.StatusBadRequest, "ambiguous_id"},
 		{[]error{repository.ErrPointLocked}, http.StatusConflict, "point_locked"},

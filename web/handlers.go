@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
@@ -618,6 +619,22 @@ func (s *Server) checkPointField(ctx context.Context, id string) error {
 	return nil
 }
 
+// restoreRole is the least role a VM restore needs, and why. Roles apply
+// per action, not per route: restore-only may create VMs (a new one, a
+// rehearsal), but overwriting the original VM or powering an existing VM
+// off destroys or interrupts production, which needs an operator. The
+// OpenAPI document states the same rules (x-role-rules of POST /restores);
+// TestRoleMatrix checks the two agree.
+func restoreRole(req RestoreRequest) (auth.Role, string) {
+	switch {
+	case req.Mode == "original":
+		return auth.RoleOperator, "mode original overwrites the original VM"
+	case req.PowerOff:
+		return auth.RoleOperator, "powerOff powers an existing VM off"
+	}
+	return auth.RoleRestoreOnly, ""
+}
+
 func (s *Server) startRestore(c *gin.Context) (any, error) {
 	var req RestoreRequest
 	if err := decodeStrict(c, &req); err != nil {
@@ -627,6 +644,13 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	case "new", "rehearsal", "original":
 	default:
 		return nil, invalid("mode", "new, original or rehearsal")
+	}
+	// The route lets restore-only in; what the request does decides the rest.
+	if need, why := restoreRole(req); !principal(c).Role.Allows(need) {
+		return nil, forbidden(need, principal(c).Role, why)
+	}
+	if req.PowerOff && req.Mode != "original" {
+		return nil, invalid("powerOff", "only with mode original (it powers the original VM off before overwriting it)")
 	}
 	placements := 0
 	for _, v := range []string{req.Cluster, req.ResourcePool, req.Host} {

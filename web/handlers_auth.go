@@ -56,10 +56,13 @@ func (s *Server) logout(c *gin.Context) (any, error) {
 	return withStatus(http.StatusNoContent, nil), nil
 }
 
+// maxTokenTTLSeconds is auth.MaxTokenTTL in seconds.
+const maxTokenTTLSeconds = int64(auth.MaxTokenTTL / time.Second)
+
 type tokenRequest struct {
 	Name       string    `json:"name"`
 	Role       auth.Role `json:"role"`
-	TTLSeconds int64     `json:"ttlSeconds,omitempty"` // 0: never expires
+	TTLSeconds int64     `json:"ttlSeconds,omitempty"` // 0: never expires; at most maxTokenTTLSeconds
 }
 
 type tokenResponse struct {
@@ -78,8 +81,11 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if _, err := auth.ParseRole(string(req.Role)); err != nil {
 		return nil, invalid("role", "%v", err)
 	}
-	if req.TTLSeconds < 0 {
-		return nil, invalid("ttlSeconds", "must not be negative")
+	// Compared in seconds before any multiplication: ttlSeconds*1e9 overflows
+	// int64 from about 292 years, and a wrapped negative lifetime used to
+	// mean "never expires".
+	if req.TTLSeconds < 0 || req.TTLSeconds > maxTokenTTLSeconds {
+		return nil, badRequest("ttlSeconds", "from 0 (never expires) to %d (10 years), not %d", maxTokenTTLSeconds, req.TTLSeconds)
 	}
 	secret, t, err := s.cfg.Auth.CreateToken(c.Request.Context(), principal(c), req.Name, req.Role, time.Duration(req.TTLSeconds)*time.Second)
 	if err != nil {

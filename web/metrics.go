@@ -18,6 +18,7 @@ type metrics struct {
 	backups       *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	loginFailures prometheus.Counter
+	lockouts      *prometheus.CounterVec
 	bytes         *prometheus.CounterVec
 	durations     prometheus.Histogram
 	handler       gin.HandlerFunc
@@ -50,6 +51,9 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 			Name: "vmvault_events_total", Help: "Events recorded, by severity.",
 		}, []string{"severity"}),
 		loginFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "vmvault_login_failures_total", Help: "Failed or rate-limited logins."}),
+		lockouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vmvault_login_lockouts_total", Help: "Login lockout episodes, by scope: address (refused), user-address (refused), user (slowed, never refused).",
+		}, []string{"scope"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vmvault_backup_bytes_total", Help: "Bytes of successful VM backups: read from vSphere, new to the repository, stored after compression.",
 		}, []string{"kind"}),
@@ -58,7 +62,7 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
 		}),
 	}
-	reg.MustRegister(m.backups, m.events, m.loginFailures, m.bytes, m.durations, m)
+	reg.MustRegister(m.backups, m.events, m.loginFailures, m.lockouts, m.bytes, m.durations, m)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	m.handler = gin.WrapH(h)
 	return m

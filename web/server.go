@@ -133,6 +133,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, hub: newEventHub(), keepAlive: cfg.StreamKeepAlive, done: make(chan struct{})}
 	s.metrics = newMetrics(s, cfg.Metrics)
+	for _, sc := range []string{auth.LockoutAddress, auth.LockoutUserAddress, auth.LockoutUser} {
+		s.metrics.lockouts.WithLabelValues(sc) // present at 0 before the first lockout
+	}
+	cfg.Auth.OnLockout(s.observeLockout)
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
@@ -189,14 +193,24 @@ func (s *Server) ObserveEvent(e policy.Event) {
 // uses no inline script or style and talks only to its own origin.
 const ConsoleCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"
 
+// HSTS is the Strict-Transport-Security header of every answer over TLS:
+// a browser that once reached the console over HTTPS refuses plain HTTP
+// to it for a year.
+const HSTS = "max-age=31536000"
+
 // securityHeaders sets the browser hardening headers on every response,
-// API, console files and errors alike.
+// API, console files and errors alike. HSTS goes only on answers over TLS:
+// browsers ignore it over plain HTTP, and plain HTTP is allowed only on a
+// loopback address, behind a reverse proxy that sets its own.
 func securityHeaders(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("Content-Security-Policy", ConsoleCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
+	if c.Request.TLS != nil {
+		h.Set("Strict-Transport-Security", HSTS)
+	}
 	c.Next()
 }
 
@@ -232,7 +246,7 @@ func (s *Server) adapt(rt route) gin.HandlerFunc {
 				return
 			}
 			if !p.Role.Allows(rt.role) {
-				s.writeError(c, &apiError{status: http.StatusForbidden, code: "forbidden", msg: "this needs the " + string(rt.role) + " role; you have " + string(p.Role)})
+				s.writeError(c, forbidden(rt.role, p.Role, ""))
 				return
 			}
 			c.Set(principalKey, p)

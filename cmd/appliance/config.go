@@ -76,8 +76,39 @@ type vcenterConfig struct {
 	Thumbprint   string `json:"thumbprint"`
 	CAFile       string `json:"ca_file"`
 	Insecure     bool   `json:"insecure"`
-	Role         string `json:"role"` // role of people who log in with vCenter credentials; default administrator
+	// Role is the role of vCenter users whom no rule of Roles names;
+	// "none" or absent (the default): they cannot log in. Validation turns
+	// "none" into "".
+	Role string `json:"role"`
+	// Roles map vCenter users and groups to roles, e.g.
+	// [{user: "VSPHERE.LOCAL\\alice", role: operator}, {group: BackupAdmins, role: administrator}].
+	Roles []vcenterRoleRule `json:"roles"`
 }
+
+// vcenterRoleRule gives a role to one vCenter user or the members of one
+// vCenter SSO group: DOMAIN\name or name@domain; a name without a
+// domain matches it in every identity source. A rule naming the user wins
+// over its groups; among groups the highest role wins.
+type vcenterRoleRule struct {
+	User  string `json:"user"`
+	Group string `json:"group"`
+	Role  string `json:"role"`
+}
+
+// roleNone is vcenter.role's "nobody unmapped logs in".
+const roleNone = "none"
+
+// authRules returns the rules for auth.Config.VCenterRules (validated).
+func (v *vcenterConfig) authRules() []auth.VCenterRule {
+	out := make([]auth.VCenterRule, len(v.Roles))
+	for i, r := range v.Roles {
+		out[i] = auth.VCenterRule{User: r.User, Group: r.Group, Role: auth.Role(r.Role)}
+	}
+	return out
+}
+
+// authRole returns auth.Config.VCenterRole: "" for none.
+func (v *vcenterConfig) authRole() auth.Role { return auth.Role(v.Role) }
 
 type repoConfig struct {
 	Name           string `json:"name"`
@@ -335,11 +366,37 @@ func (c *serveConfig) validate() error {
 		if (v.PasswordFile == "") == (v.PasswordEnv == "") {
 			bad("vcenter", "give exactly one of password_file and password_env")
 		}
-		if v.Role == "" {
-			v.Role = string(auth.RoleAdministrator)
+		// Older versions gave every vCenter user administrator when role was
+		// absent; now only the users and groups mapped below log in.
+		// "" is none after validation: auth.Config.VCenterRole "" gives no role.
+		if v.Role == roleNone {
+			v.Role = ""
 		}
-		if _, err := auth.ParseRole(v.Role); err != nil {
-			bad("vcenter.role", "%v", err)
+		if _, err := auth.ParseRole(v.Role); err != nil && v.Role != "" {
+			bad("vcenter.role", "%v, or none", err)
+		}
+		seenRule := map[string]bool{}
+		for i, r := range v.Roles {
+			f := fmt.Sprintf("vcenter.roles[%d]", i)
+			if (r.User == "") == (r.Group == "") {
+				bad(f, "name exactly one of user and group")
+				continue
+			}
+			if _, err := auth.ParseRole(r.Role); err != nil {
+				bad(f+".role", "%v", err)
+			}
+			kind, name := "user", r.User
+			if r.Group != "" {
+				kind, name = "group", r.Group
+			}
+			if len(name) > 256 || strings.ContainsAny(name, "\r\n\x00") || strings.TrimSpace(name) != name {
+				bad(f+"."+kind, "%q is not a vCenter %s name", name, kind)
+			}
+			key := kind + " " + strings.ToLower(name)
+			if seenRule[key] {
+				bad(f+"."+kind, "%s %q is mapped twice", kind, name)
+			}
+			seenRule[key] = true
 		}
 	}
 	if len(c.Repositories) == 0 {

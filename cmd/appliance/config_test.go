@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vmvault/vmvault/internal/auth"
 )
 
 const minimalConfig = `
@@ -54,6 +57,15 @@ api: {trust_proxy: true}
 		{"plain http on loopback", minimalConfig + "listen: 127.0.0.1:8080\ntls: {disable: true}\n", ""},
 		{"vcenter without password", minimalConfig + "vcenter: {url: https://vc, username: u}\n", "vcenter: give exactly one"},
 		{"vcenter bad role", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: god}\n", "vcenter.role"},
+		{"vcenter roles", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{user: \"VSPHERE.LOCAL\\\\alice\", role: operator}, {group: BackupAdmins, role: administrator}, {user: bob@example.com, role: restore-only}]}\n", ""},
+		{"vcenter role none", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: none}\n", ""},
+		{"vcenter rule user and group", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{user: a, group: b, role: operator}]}\n", "vcenter.roles[0]: name exactly one of user and group"},
+		{"vcenter rule neither", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{role: operator}]}\n", "vcenter.roles[0]: name exactly one"},
+		{"vcenter rule bad role", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{group: g, role: root}]}\n", "vcenter.roles[0].role"},
+		{"vcenter rule no role", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{group: g}]}\n", "vcenter.roles[0].role"},
+		{"vcenter rule twice", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{group: Admins, role: operator}, {group: admins, role: administrator}]}\n", "vcenter.roles[1].group: group \"admins\" is mapped twice"},
+		{"vcenter rule bad name", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{user: \" alice\", role: operator}]}\n", "vcenter.roles[0].user"},
+		{"vcenter rule unknown field", minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, roles: [{users: a, role: operator}]}\n", `unknown field "users"`},
 		{"bad ttl", minimalConfig + "sessions: {ttl: forever}\n", "sessions.ttl"},
 		{"limits too high", minimalConfig + "limits: {max_concurrent_backups: 1000}\n", "limits.max_concurrent_backups"},
 		{"maintenance window", minimalConfig + "time_zone: Europe/Paris\nmaintenance: {window: {days: {saturday: [\"01:00-07:00\"]}}, full_check_days: 14}\n", ""},
@@ -102,6 +114,26 @@ api: {trust_proxy: true}
 				t.Fatalf("maintenance window location %v, want the appliance time zone", cfg.Maintenance.Window.Location)
 			}
 		})
+	}
+}
+
+// vcenter.role defaults to no role at all (it was administrator): only the
+// users and groups of vcenter.roles log in with vCenter credentials.
+func TestConfigVCenterRoleDefault(t *testing.T) {
+	cfg, err := parseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.VCenter.authRole(); r != "" {
+		t.Fatalf("default vCenter role %q, want none", r)
+	}
+	cfg, err = parseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: none, roles: [{user: \"VSPHERE.LOCAL\\\\alice\", role: operator}, {group: BackupAdmins, role: administrator}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []auth.VCenterRule{{User: `VSPHERE.LOCAL\alice`, Role: auth.RoleOperator}, {Group: "BackupAdmins", Role: auth.RoleAdministrator}}
+	if r := cfg.VCenter.authRole(); r != "" || !reflect.DeepEqual(cfg.VCenter.authRules(), want) {
+		t.Fatalf("role %q rules %+v", r, cfg.VCenter.authRules())
 	}
 }
 

@@ -2,8 +2,11 @@
 // local users (Argon2id password hashes, one of the three roles each; the
 // single administrator of earlier versions is migrated to user "admin"),
 // API tokens (stored as SHA-256 of a random 32-byte secret, shown once),
-// browser sessions (in memory, with a CSRF token each), the three roles and the per-IP and
-// per-username login rate limits (token buckets on an injected clock).
+// browser sessions (in memory, with a CSRF token each), the three roles,
+// the mapping of vCenter users and groups to roles (none by default), and
+// login throttling on an injected clock: token buckets per address and per
+// (user, address) that refuse, a per-user delay that only slows, and the
+// lockout episodes it reports (OnLockout).
 //
 // It knows nothing of HTTP: web maps its errors to status codes. auth
 // imports only internal/clock, x/crypto and bbolt; it must never import

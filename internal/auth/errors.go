@@ -25,6 +25,9 @@ var (
 	// ErrLastAdministrator is returned when deleting or demoting the last
 	// local administrator: nobody could manage the appliance afterwards.
 	ErrLastAdministrator = errors.New("the last administrator cannot be removed or demoted")
+	// ErrBadTTL is returned by CreateToken for a negative lifetime or one
+	// longer than MaxTokenTTL.
+	ErrBadTTL = errors.New("invalid token lifetime")
 	// ErrBadUser is returned for a user name or password that does not meet the rules.
 	ErrBadUser = errors.New("invalid user")
 )

@@ -87,20 +87,61 @@ type Config struct {
 	Clock     clock.Clock
 	Store     Store
 	AdminUser string // the local administrator's name; default "admin"
-	// VerifyVCenter checks vCenter credentials; nil disables vCenter logins.
-	// It returns nil for valid credentials, an error wrapping
-	// ErrBadCredentials for wrong ones, any other error when vCenter could
-	// not answer.
+	// VCenterLogin checks vCenter credentials and says who the user is
+	// (wantGroups: and its groups); VerifyVCenter is the older form that
+	// only checks them (the user is then known by the name typed). Both nil
+	// disables vCenter logins. They return an error wrapping
+	// ErrBadCredentials for wrong credentials, any other error when vCenter
+	// could not answer.
+	VCenterLogin  func(ctx context.Context, user, password string, wantGroups bool) (VCenterUser, error)
 	VerifyVCenter func(ctx context.Context, user, password string) error
-	VCenterRole   Role          // role of vCenter users; default administrator
-	SessionTTL    time.Duration // default 12h
-	MaxSessions   int           // default 1000 (oldest dropped beyond)
-	// Login rate limits: a burst of attempts, then one per interval.
-	IPBurst   int           // default 10
-	IPEvery   time.Duration // default 1m
-	UserBurst int           // default 5
-	UserEvery time.Duration // default 1m
-	Hash      HashParams    // default DefaultHashParams
+	// VCenterRules give vCenter users roles: a rule naming the user wins,
+	// else the highest role of the rules naming one of its groups, else
+	// VCenterRole. VCenterRole "" (the default) gives no role: a vCenter
+	// user no rule names cannot log in (ErrNoRole).
+	VCenterRules []VCenterRule
+	VCenterRole  Role
+	SessionTTL   time.Duration // default 12h
+	MaxSessions  int           // default 1000 (oldest dropped beyond)
+	// Login throttling. Failed attempts are refused per client address
+	// (IPBurst, then one per IPEvery) and per user name and address
+	// (UserBurst, then one per UserEvery). Per user name alone they are
+	// never refused, only slowed: once a name has UserDelayAfter recent
+	// failures from any address (one forgotten per UserEvery), every
+	// attempt for it waits UserDelayBase, doubling per further failure, at
+	// most UserDelayMax. So nobody can lock a user out by failing for it
+	// from elsewhere, and guessing one password from many addresses is slow.
+	IPBurst        int           // default 10
+	IPEvery        time.Duration // default 1m
+	UserBurst      int           // default 5
+	UserEvery      time.Duration // default 1m
+	UserDelayAfter int           // default 10
+	UserDelayBase  time.Duration // default 250ms
+	UserDelayMax   time.Duration // default 5s
+	// Sleep waits d or until ctx ends; default: a timer of Clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Hash  HashParams // default DefaultHashParams
+}
+
+// Lockout scopes.
+const (
+	LockoutAddress     = "address"      // a client address is refused
+	LockoutUserAddress = "user-address" // a user name is refused from one address
+	LockoutUser        = "user"         // a user name's attempts are slowed (never refused)
+)
+
+// Lockout is one lockout episode: reported once when it starts, not for
+// every attempt it refuses.
+type Lockout struct {
+	Time    time.Time
+	Scope   string // LockoutAddress, LockoutUserAddress or LockoutUser
+	User    string // the user name tried ("" for LockoutAddress)
+	Address string // the client address ("" for LockoutUser)
+	// RetryAfter is how long the refused address waits; Delay is the
+	// slow-down of every attempt for the user (LockoutUser).
+	RetryAfter time.Duration
+	Delay      time.Duration
+	Failures   int // recent failures of the user (LockoutUser)
 }
 
 // RateLimitError says how long to wait before the next login attempt.
@@ -115,9 +156,13 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 
 // Manager authenticates people and API clients. Safe for concurrent use.
 type Manager struct {
-	cfg    Config
-	ipLim  *Limiter
-	usrLim *Limiter
+	cfg      Config
+	ipLim    *Limiter        // per client address
+	usrLim   *Limiter        // per (user name, address)
+	userFail *FailureCounter // per user name: slows, never refuses
+
+	obsMu     sync.Mutex
+	observers []func(Lockout)
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -135,8 +180,18 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.AdminUser == "" {
 		cfg.AdminUser = "admin"
 	}
-	if cfg.VCenterRole == "" {
-		cfg.VCenterRole = RoleAdministrator
+	if cfg.VCenterRole != "" {
+		if _, err := ParseRole(string(cfg.VCenterRole)); err != nil {
+			return nil, fmt.Errorf("auth config: vCenter role: %w", err)
+		}
+	}
+	for i, r := range cfg.VCenterRules {
+		if _, err := ParseRole(string(r.Role)); err != nil {
+			return nil, fmt.Errorf("auth config: vCenter rule %d: %w", i, err)
+		}
+		if (r.User == "") == (r.Group == "") {
+			return nil, fmt.Errorf("auth config: vCenter rule %d: name exactly one of a user and a group", i)
+		}
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
@@ -156,6 +211,28 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.UserEvery <= 0 {
 		cfg.UserEvery = time.Minute
 	}
+	if cfg.UserDelayAfter <= 0 {
+		cfg.UserDelayAfter = 10
+	}
+	if cfg.UserDelayBase <= 0 {
+		cfg.UserDelayBase = 250 * time.Millisecond
+	}
+	if cfg.UserDelayMax <= 0 {
+		cfg.UserDelayMax = 5 * time.Second
+	}
+	if cfg.Sleep == nil {
+		clk := cfg.Clock
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := clk.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
 	if cfg.Hash == (HashParams{}) {
 		cfg.Hash = DefaultHashParams
 	}
@@ -168,6 +245,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg:      cfg,
 		ipLim:    NewLimiter(cfg.Clock, cfg.IPBurst, cfg.IPEvery, 0),
 		usrLim:   NewLimiter(cfg.Clock, cfg.UserBurst, cfg.UserEvery, 0),
+		userFail: NewFailureCounter(cfg.Clock, cfg.UserEvery, 0),
 		sessions: map[string]*Session{},
 	}, nil
 }
@@ -412,23 +490,98 @@ func (m *Manager) DeleteUser(ctx context.Context, name string) error {
 	return nil
 }
 
-// Login checks credentials (the local administrator first, then vCenter)
-// and opens a session. Every attempt costs a token from the client's and
-// the username's bucket, so guessing is slow whichever one varies.
+// OnLockout adds fn to the functions called at the start of every lockout
+// episode (events, metrics, logs). fn runs on the login's goroutine and
+// must not block for long.
+func (m *Manager) OnLockout(fn func(Lockout)) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	m.observers = append(m.observers, fn)
+}
+
+func (m *Manager) lockout(l Lockout) {
+	l.Time = m.cfg.Clock.Now()
+	m.obsMu.Lock()
+	obs := append([]func(Lockout){}, m.observers...)
+	m.obsMu.Unlock()
+	for _, fn := range obs {
+		fn(l)
+	}
+}
+
+// UserDelay is the wait every login attempt for user has now.
+func (m *Manager) UserDelay(user string) time.Duration {
+	return m.userDelay(m.userFail.Count(strings.ToLower(user)))
+}
+
+func (m *Manager) userDelay(failures float64) time.Duration {
+	over := int(failures) - m.cfg.UserDelayAfter
+	if over < 0 {
+		return 0
+	}
+	d := m.cfg.UserDelayBase
+	for range min(over, 32) {
+		if d >= m.cfg.UserDelayMax {
+			break
+		}
+		d *= 2
+	}
+	return min(d, m.cfg.UserDelayMax)
+}
+
+// Login checks credentials (local users first, then vCenter) and opens a
+// session. An attempt takes a token from its address's bucket and from
+// its (user name, address) bucket before the password is checked (so
+// parallel guesses cannot outrun the limit); a successful one, or one
+// vCenter could not answer, gives them back. Per user name alone attempts
+// are only slowed, never refused: a correct password from an address that
+// has not failed always gets in.
 func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (Session, error) {
 	userKey := strings.ToLower(user)
-	okIP, waitIP := m.ipLim.Allow(clientIP)
-	okUser, waitUser := m.usrLim.Allow(userKey)
-	if !okIP || !okUser {
-		return Session{}, &RateLimitError{RetryAfter: max(waitIP, waitUser)}
+	uaKey := userKey + "\x00" + clientIP
+	ok, wait, first := m.ipLim.take(clientIP)
+	if !ok {
+		if first {
+			m.lockout(Lockout{Scope: LockoutAddress, Address: clientIP, RetryAfter: wait})
+		}
+		return Session{}, &RateLimitError{RetryAfter: wait}
 	}
-	if user == "" || password == "" {
-		return Session{}, ErrBadCredentials
+	ok, wait, first = m.usrLim.take(uaKey)
+	if !ok {
+		m.ipLim.Refund(clientIP) // this attempt checked nothing
+		if first {
+			m.lockout(Lockout{Scope: LockoutUserAddress, User: user, Address: clientIP, RetryAfter: wait})
+		}
+		return Session{}, &RateLimitError{RetryAfter: wait}
 	}
-	name, source, role, err := m.check(ctx, user, password)
+	refund := func() {
+		m.ipLim.Refund(clientIP)
+		m.usrLim.Refund(uaKey)
+	}
+	if d := m.userDelay(m.userFail.Count(userKey)); d > 0 {
+		if err := m.cfg.Sleep(ctx, d); err != nil {
+			refund()
+			return Session{}, err
+		}
+	}
+	var name, source string
+	var role Role
+	err := ErrBadCredentials
+	if user != "" && password != "" {
+		name, source, role, err = m.check(ctx, user, password)
+	}
 	if err != nil {
+		if errors.Is(err, ErrBadCredentials) {
+			n, crossed := m.userFail.Add(userKey, float64(m.cfg.UserDelayAfter))
+			if crossed {
+				m.lockout(Lockout{Scope: LockoutUser, User: user, Failures: int(n), Delay: m.userDelay(n)})
+			}
+		} else {
+			refund()
+		}
 		return Session{}, err
 	}
+	refund()
 	s := &Session{ID: randomString(32), CSRF: randomString(32), User: name, Source: source, Role: role, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -455,16 +608,29 @@ func (m *Manager) check(ctx context.Context, user, password string) (string, str
 	case !errors.Is(err, ErrNotFound):
 		return "", "", "", fmt.Errorf("read user: %w", err)
 	}
-	if m.cfg.VerifyVCenter == nil {
+	var vu VCenterUser
+	switch {
+	case m.cfg.VCenterLogin != nil:
+		vu, err = m.cfg.VCenterLogin(ctx, user, password, m.hasGroupRules())
+	case m.cfg.VerifyVCenter != nil:
+		err = m.cfg.VerifyVCenter(ctx, user, password)
+	default:
 		return "", "", "", ErrBadCredentials
 	}
-	if err := m.cfg.VerifyVCenter(ctx, user, password); err != nil {
+	if err != nil {
 		if errors.Is(err, ErrBadCredentials) {
 			return "", "", "", ErrBadCredentials
 		}
 		return "", "", "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
 	}
-	return user, SourceVCenter, m.cfg.VCenterRole, nil
+	if vu.Name == "" {
+		vu.Name = user
+	}
+	role, err := m.vcenterRole(vu, user)
+	if err != nil {
+		return "", "", "", err
+	}
+	return vu.Name, SourceVCenter, role, nil
 }
 
 func (m *Manager) pruneLocked() {
@@ -514,12 +680,21 @@ func hashSecret(secret string) string {
 // tokenPrefix marks vmvault tokens so secret scanners can find leaked ones.
 const tokenPrefix = "vmv_"
 
+// MaxTokenTTL is the longest lifetime a token may be given: ten years.
+// Beyond it a lifetime is refused, not clamped, so that an overflowing
+// value can never wrap round into "never expires".
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
 // CreateToken creates an API token for owner with at most owner's role and
 // returns its secret, which is never stored and cannot be shown again.
-// ttl <= 0 means it does not expire.
+// ttl == 0 means it does not expire; ttl < 0 or > MaxTokenTTL is refused
+// (ErrBadTTL).
 func (m *Manager) CreateToken(ctx context.Context, owner Principal, name string, role Role, ttl time.Duration) (string, Token, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", Token{}, err
+	}
+	if ttl < 0 || ttl > MaxTokenTTL {
+		return "", Token{}, fmt.Errorf("%w: %s is not from 0 (never expires) to %s", ErrBadTTL, ttl, MaxTokenTTL)
 	}
 	if !owner.Role.Allows(role) {
 		return "", Token{}, fmt.Errorf("%w: a %s cannot create a %s token", ErrForbidden, owner.Role, role)

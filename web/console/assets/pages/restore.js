@@ -268,6 +268,10 @@ export default {
       mode() {
         const f = panels.mode.form;
         const inInv = (choices.find((c) => c.key === st.vm) || {}).inInventory;
+        // Overwriting the original VM needs an operator (the API refuses it to restore-only).
+        const mayOverwrite = ctx.can("operator");
+        const blocked = (m) => m.id === "original" && (!inInv || !mayOverwrite);
+        const why = (m) => (!inInv ? "Not possible: the original VM is no longer in vCenter." : "Needs the operator role: restoring over the original VM overwrites it.");
         f.replaceChildren(
           h(
             "fieldset",
@@ -277,8 +281,8 @@ export default {
               h(
                 "div",
                 { class: "p2-radio" },
-                h("input", { type: "radio", name: "mode", id: `mode-${m.id}`, value: m.id, checked: st.mode === m.id, disabled: m.id === "original" && !inInv ? true : null }),
-                h("label", { for: `mode-${m.id}` }, h("strong", null, m.title), h("span", { class: "hint p2-block" }, m.id === "original" && !inInv ? "Not possible: the original VM is no longer in vCenter." : m.text)),
+                h("input", { type: "radio", name: "mode", id: `mode-${m.id}`, value: m.id, checked: st.mode === m.id, disabled: blocked(m) ? true : null }),
+                h("label", { for: `mode-${m.id}` }, h("strong", null, m.title), h("span", { class: "hint p2-block" }, blocked(m) ? why(m) : m.text)),
               ),
             ),
           ),

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/vmware/govmomi"
+	_ "github.com/vmware/govmomi/lookup/simulator" // lookup service: where SSO lives
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/ssoadmin"
+	_ "github.com/vmware/govmomi/ssoadmin/simulator" // SSO users, groups, group check
+	ssotypes "github.com/vmware/govmomi/ssoadmin/types"
+	"github.com/vmware/govmomi/sts"
+	_ "github.com/vmware/govmomi/sts/simulator" // SAML tokens
+	"github.com/vmware/govmomi/vim25/soap"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+// ssoLab is vcsim with its SSO endpoints: person users with passwords
+// (vCenter logins are checked against them) and groups.
+type ssoLab struct {
+	url        *url.URL
+	thumbprint string
+}
+
+func startSSOLab(t *testing.T) ssoLab {
+	t.Helper()
+	m := simulator.VPX()
+	if err := m.Create(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Remove)
+	m.Service.TLS = new(tls.Config)
+	m.Service.RegisterEndpoints = true
+	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword("svc-vmvault", "svc-pass")}
+	s := m.Service.NewServer()
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	au := *s.URL
+	au.User = url.UserPassword("svc-vmvault", "svc-pass")
+	c, err := govmomi.NewClient(ctx, &au, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := ssoadmin.NewClient(ctx, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := sts.NewClient(ctx, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := tokens.Issue(ctx, sts.TokenRequest{Userinfo: au.User})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Login(admin.WithHeader(ctx, soap.Header{Security: signer})); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob", "carol", "dave"} {
+		if err := admin.CreatePersonUser(ctx, u, ssotypes.AdminPersonDetails{}, u+"-pass"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g, members := range map[string][]string{"BackupAdmins": {"alice"}, "Operators": {"bob", "carol"}} {
+		if err := admin.CreateGroup(ctx, g, ssotypes.AdminGroupDetails{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range members {
+			if err := admin.AddUsersToGroup(ctx, g, ssotypes.PrincipalId{Name: u, Domain: "vsphere.local"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	u := *s.URL
+	u.User = nil
+	return ssoLab{url: &u, thumbprint: s.CertificateInfo().ThumbprintSHA256}
+}
+
+// managerFromConfig builds the auth manager the way the daemon does, from
+// the YAML vcenter section.
+func managerFromConfig(t *testing.T, lab ssoLab, vcenterYAML string) *auth.Manager {
+	t.Helper()
+	cfg, err := parseConfig([]byte(minimalConfig + fmt.Sprintf("vcenter: {url: %q, username: svc-vmvault, password_env: VC_PASS, thumbprint: %q, %s}\n", lab.url.String(), lab.thumbprint, vcenterYAML)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := auth.NewBoltStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg := auth.Config{Clock: clock.Real(), Store: st, Hash: auth.HashParams{Time: 1, MemoryKiB: 64, Threads: 1}, IPBurst: 1000, UserBurst: 1000}
+	vc := cfg.VCenter
+	vcenterAuth(&acfg, vc, vsphere.Config{URL: vc.URL, Username: vc.Username, Password: "svc-pass", Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure})
+	m, err := auth.NewManager(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// vCenter logins against vcsim's SSO: users and groups of vcenter.roles
+// get their roles (groups read from the SSO group check service with the
+// user's own token), unmapped users get none unless vcenter.role says,
+// wrong passwords stay wrong, and the certificate pin is honoured.
+func TestVCenterLoginRoles(t *testing.T) {
+	lab := startSSOLab(t)
+	ctx := context.Background()
+	m := managerFromConfig(t, lab, `roles: [{user: "carol@vsphere.local", role: restore-only}, {group: BackupAdmins, role: administrator}, {group: "VSPHERE.LOCAL\\Operators", role: operator}]`)
+	tests := []struct {
+		user, pw string
+		role     auth.Role
+		err      error
+	}{
+		{"alice", "alice-pass", auth.RoleAdministrator, nil},               // group BackupAdmins
+		{"alice@vsphere.local", "alice-pass", auth.RoleAdministrator, nil}, // the same, with its domain
+		{"bob", "bob-pass", auth.RoleOperator, nil},                        // group vsphere.local\Operators
+		{"carol", "carol-pass", auth.RoleRestoreOnly, nil},                 // her user rule beats Operators
+		{"dave", "dave-pass", "", auth.ErrNoRole},                          // in no mapped group
+		{"alice", "bob-pass", "", auth.ErrBadCredentials},                  // vCenter refuses
+		{"nobody", "x-pass", "", auth.ErrBadCredentials},                   // unknown to SSO
+	}
+	for _, tc := range tests {
+		s, err := m.Login(ctx, "10.0.0.1", tc.user, tc.pw)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v, want %v", tc.user, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || s.Role != tc.role || s.Source != auth.SourceVCenter {
+			t.Errorf("%s: %+v %v, want %s", tc.user, s, err, tc.role)
+		}
+	}
+
+	// Without rules (the default configuration) nobody from vCenter gets in;
+	// vcenter.role gives every vCenter user a role explicitly.
+	if _, err := managerFromConfig(t, lab, `role: none`).Login(ctx, "10.0.0.1", "alice", "alice-pass"); !errors.Is(err, auth.ErrNoRole) {
+		t.Errorf("role none: %v", err)
+	}
+	if _, err := managerFromConfig(t, lab, `insecure: false`).Login(ctx, "10.0.0.1", "alice", "alice-pass"); !errors.Is(err, auth.ErrNoRole) {
+		t.Errorf("default configuration: %v", err)
+	}
+	if s, err := managerFromConfig(t, lab, `role: restore-only`).Login(ctx, "10.0.0.1", "dave", "dave-pass"); err != nil || s.Role != auth.RoleRestoreOnly {
+		t.Errorf("role restore-only: %+v %v", s, err)
+	}
+
+	// A pin that does not match is a vCenter that cannot be trusted, not a
+	// wrong password.
+	bad := lab
+	bad.thumbprint = "00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33"
+	if _, err := managerFromConfig(t, bad, `role: operator`).Login(ctx, "10.0.0.1", "alice", "alice-pass"); !errors.Is(err, auth.ErrVCenterUnavailable) {
+		t.Errorf("wrong pin: %v", err)
+	}
+}
+
+func TestSSOPrincipal(t *testing.T) {
+	tests := []struct{ in, name, domain string }{
+		{`VSPHERE.LOCAL\alice`, "alice", "VSPHERE.LOCAL"},
+		{"alice@example.com", "alice", "example.com"},
+		{"alice", "alice", "vsphere.local"},
+	}
+	for _, tc := range tests {
+		if id := ssoPrincipal(tc.in, "vsphere.local"); id.Name != tc.name || id.Domain != tc.domain {
+			t.Errorf("%q: %+v", tc.in, id)
+		}
+	}
+	if got := pinFormat("ab cd-ef"); got != "AB:CD:EF" {
+		t.Errorf("pinFormat %q", got)
+	}
+}
