@@ -199,19 +199,7 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 			return err
 		}
 		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: pw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
-		acfg.VCenterRole = auth.Role(vc.Role)
-		acfg.VerifyVCenter = func(ctx context.Context, user, password string) error {
-			c := vcfg
-			c.Username, c.Password, c.KeepAlive = user, password, -1
-			cl, err := vsphere.Connect(ctx, c)
-			if errors.Is(err, vsphere.ErrLogin) {
-				return fmt.Errorf("vCenter refused %s: %w", user, auth.ErrBadCredentials)
-			}
-			if err != nil {
-				return err
-			}
-			return cl.Close(context.WithoutCancel(ctx))
-		}
+		vcenterAuth(&acfg, vc, vcfg)
 		client, err := vsphere.Connect(ctx, vcfg)
 		if err != nil {
 			return fmt.Errorf("connect to vCenter %s: %w", vc.URL, err)
