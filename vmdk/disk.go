@@ -150,6 +150,28 @@ func openDescriptor(desc *Descriptor, dir, path string, self os.FileInfo, wrap f
 		}
 	}()
 	var root *os.Root
+	// What each file-backed extent uses of its file: two extents may not
+	// share bytes, or a descriptor of 4096 lines naming one file would
+	// multiply the work (and the backed-up data) by 4096.
+	type use struct {
+		fi       os.FileInfo
+		off, end int64
+		i        int
+	}
+	var used []use
+	claim := func(f *os.File, i int, off, end int64) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("extent %d: %w", i, err)
+		}
+		for _, u := range used {
+			if off < u.end && u.off < end && os.SameFile(fi, u.fi) {
+				return fmt.Errorf("extent %d %q: bytes %d-%d of the file are also extent %d's: %w", i, desc.Extents[i].Filename, off, end, u.i, ErrCorrupt)
+			}
+		}
+		used = append(used, use{fi, off, end, i})
+		return nil
+	}
 	for i, e := range desc.Extents {
 		var r extentReader
 		length := e.Sectors * SectorSize
@@ -182,6 +204,10 @@ func openDescriptor(desc *Descriptor, dir, path string, self os.FileInfo, wrap f
 					f.Close()
 					return nil, fmt.Errorf("extent %d: %w", i, err)
 				}
+				if err := claim(f, i, 0, max(st.Size(), 1)); err != nil {
+					f.Close()
+					return nil, err
+				}
 				s, err := openSparseExtent(wrap(f), st.Size(), e.Filename, e.Sectors)
 				if err != nil {
 					f.Close()
@@ -190,6 +216,9 @@ func openDescriptor(desc *Descriptor, dir, path string, self os.FileInfo, wrap f
 				r = s
 			} else {
 				fe, err := openFlatExtent(f, i, e, self)
+				if err == nil {
+					err = claim(f, i, fe.base, fe.base+fe.length)
+				}
 				if err != nil {
 					f.Close()
 					return nil, err

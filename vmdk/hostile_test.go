@@ -242,7 +242,7 @@ RW 4 FLAT "a-flat.bin" 10
 RW 8 ZERO
 RDONLY 16 SPARSE "b-s001.vmdk"
 RW 2 VMFS "sub/c.bin"
-RW 4 FLAT "a-flat.bin" 12
+RW 4 FLAT "a-flat.bin" 4
 
 ddb.adapterType = "lsilogic"
 `
@@ -256,7 +256,7 @@ ddb.adapterType = "lsilogic"
 	copy(s[8*SectorSize:], "sparse")
 	want = append(want, s...)
 	want = append(want, c...)
-	want = append(want, flat[12*SectorSize:]...)
+	want = append(want, flat[4*SectorSize:8*SectorSize]...)
 	if d.Size() != int64(len(want)) || d.Format() != "custom" || d.Descriptor().DDB["ddb.adapterType"] != "lsilogic" {
 		t.Fatalf("Size %d Format %q desc %+v", d.Size(), d.Format(), d.Descriptor())
 	}
