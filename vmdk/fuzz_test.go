@@ -2,6 +2,7 @@ package vmdk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,37 @@ func sparseSeeds(t testing.TB) [][]byte {
 	}
 }
 
+// hostileSeeds are small forgeries of the maps Open refuses (see layout.go):
+// GD entries sharing a table, table entries sharing a grain, a table on the
+// GD, a grain inside a table.
+func hostileSeeds() [][]byte {
+	le := binary.LittleEndian
+	good := buildSparse(64, 8, 4, map[int][]byte{0: []byte("a"), 1: []byte("b")})
+	h, _ := parseHeader(good)
+	gd := int(h.GDOffset) * SectorSize
+	gt0 := le.Uint32(good[gd:])
+	patch := func(f func(b []byte)) []byte {
+		b := bytes.Clone(good)
+		f(b)
+		return b
+	}
+	return [][]byte{
+		patch(func(b []byte) { // every GD entry names GT 0
+			for i := 0; i < int(h.numGTs()); i++ {
+				le.PutUint32(b[gd+4*i:], gt0)
+			}
+		}),
+		patch(func(b []byte) { // every entry of GT 0 names grain 0's sector
+			g := le.Uint32(b[int(gt0)*SectorSize:])
+			for j := 0; j < 4; j++ {
+				le.PutUint32(b[int(gt0)*SectorSize+4*j:], g)
+			}
+		}),
+		patch(func(b []byte) { le.PutUint32(b[gd:], uint32(h.GDOffset)) }), // GT 0 on the GD
+		patch(func(b []byte) { le.PutUint32(b[int(gt0)*SectorSize:], le.Uint32(b[gd+4:])) }), // grain 0 inside GT 1
+	}
+}
+
 // qemuSeeds converts a 1 MiB raw disk with a little data to each sparse
 // subformat.
 func qemuSeeds(t testing.TB) [][]byte {
@@ -68,7 +100,7 @@ func qemuSeeds(t testing.TB) [][]byte {
 }
 
 func FuzzOpenSparse(f *testing.F) {
-	for _, s := range append(sparseSeeds(f), qemuSeeds(f)...) {
+	for _, s := range append(append(sparseSeeds(f), hostileSeeds()...), qemuSeeds(f)...) {
 		f.Add(s)
 	}
 	dir := f.TempDir()
@@ -186,6 +218,9 @@ func TestFuzzSeedsCurrent(t *testing.T) {
 		for i, s := range sparseSeeds(t) {
 			files[filepath.Join("testdata", "fuzz", target, fmt.Sprintf("seed-%d", i))] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
 		}
+	}
+	for i, s := range hostileSeeds() {
+		files[filepath.Join("testdata", "fuzz", "FuzzOpenSparse", fmt.Sprintf("hostile-%d", i))] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
 	}
 	files[filepath.Join("testdata", "fuzz", "FuzzParseDescriptor", "seed-0")] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n",
 		"createType=\"custom\"\nRW 4 FLAT \"f.bin\" 2\nRW 4 ZERO\nRW 16 SPARSE \"s.vmdk\"\n")
