@@ -73,7 +73,7 @@ func hostileSeeds() [][]byte {
 				le.PutUint32(b[int(gt0)*SectorSize+4*j:], g)
 			}
 		}),
-		patch(func(b []byte) { le.PutUint32(b[gd:], uint32(h.GDOffset)) }), // GT 0 on the GD
+		patch(func(b []byte) { le.PutUint32(b[gd:], uint32(h.GDOffset)) }),                   // GT 0 on the GD
 		patch(func(b []byte) { le.PutUint32(b[int(gt0)*SectorSize:], le.Uint32(b[gd+4:])) }), // grain 0 inside GT 1
 	}
 }
