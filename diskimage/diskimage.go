@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/vmvault/vmvault/vmdk"
 )
@@ -44,6 +46,21 @@ func Open(path string) (Image, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		f.Close()
 		return nil, fmt.Errorf("open image %s: %w", path, err)
+	}
+	// A .vmdk that is empty or not a whole number of sectors is no raw disk:
+	// it is a descriptor the detection below missed (or a failed copy), so
+	// the vmdk package's error is what the operator should see.
+	if st.Mode().IsRegular() && strings.EqualFold(filepath.Ext(path), ".vmdk") && st.Size()%vmdk.SectorSize != 0 {
+		f.Close()
+		_, err := vmdk.Open(path)
+		if err == nil {
+			err = fmt.Errorf("open image %s: %d bytes, not a whole number of sectors: %w", path, st.Size(), vmdk.ErrNotVMDK)
+		}
+		return nil, err
+	}
+	if st.Mode().IsRegular() && st.Size() == 0 && strings.EqualFold(filepath.Ext(path), ".vmdk") {
+		f.Close()
+		return nil, fmt.Errorf("open image %s: empty .vmdk file (0 bytes): %w", path, vmdk.ErrNotVMDK)
 	}
 	if isVMDK(head[:n], st.Size()) {
 		f.Close()

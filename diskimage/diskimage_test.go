@@ -210,4 +210,26 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(p); !errors.Is(err, vmdk.ErrUnsupported) {
 		t.Errorf("sparse header of version 9: %v, want vmdk.ErrUnsupported", err)
 	}
+
+	// A zero-length .vmdk used to open as an empty raw disk (and back up as
+	// an empty point); a .vmdk that is not whole sectors is parsed as a
+	// descriptor so its error is reported.
+	empty := filepath.Join(dir, "empty.vmdk")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if im, err := Open(empty); !errors.Is(err, vmdk.ErrNotVMDK) {
+		if err == nil {
+			im.Close()
+		}
+		t.Errorf("empty .vmdk: %v, want vmdk.ErrNotVMDK", err)
+	}
+	text := filepath.Join(dir, "typo.VMDK")
+	if err := os.WriteFile(text, []byte("version=1\ncreateType=\"monolithicFlat\"\nRW 8 FLAT \"missing.bin\" 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if im, err := Open(text); err == nil {
+		im.Close()
+		t.Errorf("descriptor without its header line opened as %s", im.Format())
+	}
 }

@@ -39,12 +39,26 @@ type Disk struct {
 
 // Open opens the VMDK at path: a text descriptor with its extents, a
 // monolithicSparse file, or a streamOptimized file.
-func Open(path string) (*Disk, error) {
+func Open(path string) (*Disk, error) { return openWith(path, nil) }
+
+// file is what a sparse extent reads through: an *os.File, or in tests a
+// wrapper that counts the bytes read.
+type file interface {
+	io.ReaderAt
+	Close() error
+}
+
+// openWith is Open with every sparse extent file passed through wrap (nil:
+// none); tests use it to measure the work a hostile image causes.
+func openWith(path string, wrap func(*os.File) file) (*Disk, error) {
+	if wrap == nil {
+		wrap = func(f *os.File) file { return f }
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open vmdk: %w", err)
 	}
-	d, err := open(f, path)
+	d, err := open(f, path, wrap)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open vmdk %s: %w", path, err)
@@ -52,7 +66,14 @@ func Open(path string) (*Disk, error) {
 	return d, nil
 }
 
-func open(f *os.File, path string) (*Disk, error) {
+func open(f *os.File, path string, wrap func(*os.File) file) (*Disk, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 && st.Mode().IsRegular() {
+		return nil, fmt.Errorf("empty file (0 bytes): %w", ErrNotVMDK)
+	}
 	var magic [4]byte
 	n, err := f.ReadAt(magic[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -60,11 +81,7 @@ func open(f *os.File, path string) (*Disk, error) {
 	}
 	m := binary.LittleEndian.Uint32(magic[:])
 	if n == 4 && (m == sparseMagic || m == cowdMagic) {
-		return openSparseFile(f, path)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+		return openSparseFile(wrap(f), st.Size(), path)
 	}
 	if st.Size() > maxDescriptorBytes {
 		return nil, fmt.Errorf("neither a sparse extent (magic %q) nor a descriptor (%d bytes, max %d): %w", magic[:n], st.Size(), maxDescriptorBytes, ErrNotVMDK)
@@ -78,11 +95,11 @@ func open(f *os.File, path string) (*Disk, error) {
 		return nil, err
 	}
 	f.Close() // a descriptor file is not needed after parsing
-	return openDescriptor(desc, filepath.Dir(path), path)
+	return openDescriptor(desc, filepath.Dir(path), path, st, wrap)
 }
 
-func openSparseFile(f *os.File, path string) (*Disk, error) {
-	s, err := openSparseExtent(f, filepath.Base(path), 0)
+func openSparseFile(f file, fsize int64, path string) (*Disk, error) {
+	s, err := openSparseExtent(f, fsize, filepath.Base(path), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +136,10 @@ func openSparseFile(f *os.File, path string) (*Disk, error) {
 	return d, nil
 }
 
-func openDescriptor(desc *Descriptor, dir, path string) (_ *Disk, err error) {
+// openDescriptor opens the extents desc lists, relative to dir. self is the
+// descriptor file's own FileInfo: an extent that is the descriptor itself
+// would read descriptor text as disk data.
+func openDescriptor(desc *Descriptor, dir, path string, self os.FileInfo, wrap func(*os.File) file) (_ *Disk, err error) {
 	if desc.HasParent() {
 		return nil, fmt.Errorf("delta disk (parent %q): %w", desc.ParentFileNameHint, ErrUnsupported)
 	}
@@ -130,6 +150,28 @@ func openDescriptor(desc *Descriptor, dir, path string) (_ *Disk, err error) {
 		}
 	}()
 	var root *os.Root
+	// What each file-backed extent uses of its file: two extents may not
+	// share bytes, or a descriptor of 4096 lines naming one file would
+	// multiply the work (and the backed-up data) by 4096.
+	type use struct {
+		fi       os.FileInfo
+		off, end int64
+		i        int
+	}
+	var used []use
+	claim := func(f *os.File, i int, off, end int64) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("extent %d: %w", i, err)
+		}
+		for _, u := range used {
+			if off < u.end && u.off < end && os.SameFile(fi, u.fi) {
+				return fmt.Errorf("extent %d %q: bytes %d-%d of the file are also extent %d's: %w", i, desc.Extents[i].Filename, off, end, u.i, ErrCorrupt)
+			}
+		}
+		used = append(used, use{fi, off, end, i})
+		return nil
+	}
 	for i, e := range desc.Extents {
 		var r extentReader
 		length := e.Sectors * SectorSize
@@ -157,14 +199,31 @@ func openDescriptor(desc *Descriptor, dir, path string) (_ *Disk, err error) {
 				return nil, fmt.Errorf("extent %d: %w", i, err)
 			}
 			if e.Type == "SPARSE" {
-				s, err := openSparseExtent(f, e.Filename, e.Sectors)
+				st, err := f.Stat()
+				if err != nil {
+					f.Close()
+					return nil, fmt.Errorf("extent %d: %w", i, err)
+				}
+				if err := claim(f, i, 0, max(st.Size(), 1)); err != nil {
+					f.Close()
+					return nil, err
+				}
+				s, err := openSparseExtent(wrap(f), st.Size(), e.Filename, e.Sectors)
 				if err != nil {
 					f.Close()
 					return nil, fmt.Errorf("extent %d: %w", i, err)
 				}
 				r = s
 			} else {
-				r = &flatExtent{f: f, name: e.Filename, base: e.Offset * SectorSize, length: length}
+				fe, err := openFlatExtent(f, i, e, self)
+				if err == nil {
+					err = claim(f, i, fe.base, fe.base+fe.length)
+				}
+				if err != nil {
+					f.Close()
+					return nil, err
+				}
+				r = fe
 			}
 		default:
 			return nil, fmt.Errorf("extent %d type %s: %w", i, e.Type, ErrUnsupported)
@@ -275,13 +334,72 @@ type flatExtent struct {
 	length int64
 }
 
+// openFlatExtent checks a FLAT/VMFS extent against its file before anything
+// is read: the declared range must lie inside the file (a short file used to
+// read as zeros, which backed up a truncated copy as a silently zeroed disk,
+// and a 128 TiB extent on a small file as days of zeros), and the file must
+// be raw data, not the descriptor itself or another VMDK.
+func openFlatExtent(f *os.File, i int, e DescriptorExtent, self os.FileInfo) (*flatExtent, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("extent %d %q: %w", i, e.Filename, err)
+	}
+	if self != nil && os.SameFile(st, self) {
+		return nil, fmt.Errorf("extent %d %q: %s extent is the descriptor file itself: %w", i, e.Filename, e.Type, ErrCorrupt)
+	}
+	size := st.Size()
+	switch {
+	case st.Mode()&os.ModeDevice != 0:
+		// A block device (a raw device map's target) has its size at its end.
+		if size, err = f.Seek(0, io.SeekEnd); err != nil {
+			return nil, fmt.Errorf("extent %d %q: size of device: %w", i, e.Filename, err)
+		}
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("extent %d %q: not a regular file or block device (%s): %w", i, e.Filename, st.Mode().Type(), ErrCorrupt)
+	}
+	base, length := e.Offset*SectorSize, e.Sectors*SectorSize
+	if base+length > size {
+		return nil, fmt.Errorf("extent %d %q: declares %d bytes at offset %d (up to byte %d) but the file holds %d bytes: %w",
+			i, e.Filename, length, base, base+length, size, ErrCorrupt)
+	}
+	if err := notVMDK(f, size); err != nil {
+		return nil, fmt.Errorf("extent %d %q: %s extent %w", i, e.Filename, e.Type, err)
+	}
+	return &flatExtent{f: f, name: e.Filename, base: base, length: length}, nil
+}
+
+// notVMDK refuses a flat extent file that is itself a VMDK: a sparse extent
+// (its metadata would be backed up as disk data) or a text descriptor (the
+// same file under another name, or a neighbour's). Only the head is read, so
+// thousands of extent lines naming one file stay cheap.
+func notVMDK(f *os.File, size int64) error {
+	head := make([]byte, min(size, 4096))
+	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read: %w", err)
+	}
+	if len(head) >= 4 {
+		if m := binary.LittleEndian.Uint32(head); m == sparseMagic || m == cowdMagic {
+			return fmt.Errorf("is a sparse VMDK extent, not raw data: %w", ErrCorrupt)
+		}
+	}
+	if i := bytes.IndexByte(head, 0); i >= 0 {
+		head = head[:i]
+	}
+	// A raw disk starts with a boot sector, partition table or file system
+	// (binary, NULs early); descriptor text is what ParseDescriptor accepts.
+	if bytes.Contains(head, []byte("createType")) {
+		if _, err := ParseDescriptor(head); err == nil || size <= int64(len(head)) || bytes.Contains(head, []byte("# Disk DescriptorFile")) {
+			return fmt.Errorf("is a VMDK descriptor, not raw data: %w", ErrCorrupt)
+		}
+	}
+	return nil
+}
+
 func (e *flatExtent) readAt(p []byte, off int64) error {
 	n, err := e.f.ReadAt(p, e.base+off)
 	if errors.Is(err, io.EOF) {
-		// A flat extent shorter than the descriptor says (a thin file
-		// truncated by a copy): the missing tail reads as zeros.
-		clear(p[n:])
-		return nil
+		// Open checked the file holds the extent: it shrank since.
+		return fmt.Errorf("read %s at %d: file ends %d bytes into a %d-byte read (truncated since open): %w", e.name, e.base+off, n, len(p), ErrCorrupt)
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", e.name, err)
@@ -301,5 +419,3 @@ func (e *flatExtent) allocated(fn func(off, n int64)) error {
 }
 
 func (e *flatExtent) close() error { return e.f.Close() }
-
-var _ = bytes.MinRead

@@ -2,6 +2,7 @@ package vmdk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,37 @@ func sparseSeeds(t testing.TB) [][]byte {
 	}
 }
 
+// hostileSeeds are small forgeries of the maps Open refuses (see layout.go):
+// GD entries sharing a table, table entries sharing a grain, a table on the
+// GD, a grain inside a table.
+func hostileSeeds() [][]byte {
+	le := binary.LittleEndian
+	good := buildSparse(64, 8, 4, map[int][]byte{0: []byte("a"), 1: []byte("b")})
+	h, _ := parseHeader(good)
+	gd := int(h.GDOffset) * SectorSize
+	gt0 := le.Uint32(good[gd:])
+	patch := func(f func(b []byte)) []byte {
+		b := bytes.Clone(good)
+		f(b)
+		return b
+	}
+	return [][]byte{
+		patch(func(b []byte) { // every GD entry names GT 0
+			for i := 0; i < int(h.numGTs()); i++ {
+				le.PutUint32(b[gd+4*i:], gt0)
+			}
+		}),
+		patch(func(b []byte) { // every entry of GT 0 names grain 0's sector
+			g := le.Uint32(b[int(gt0)*SectorSize:])
+			for j := 0; j < 4; j++ {
+				le.PutUint32(b[int(gt0)*SectorSize+4*j:], g)
+			}
+		}),
+		patch(func(b []byte) { le.PutUint32(b[gd:], uint32(h.GDOffset)) }),                   // GT 0 on the GD
+		patch(func(b []byte) { le.PutUint32(b[int(gt0)*SectorSize:], le.Uint32(b[gd+4:])) }), // grain 0 inside GT 1
+	}
+}
+
 // qemuSeeds converts a 1 MiB raw disk with a little data to each sparse
 // subformat.
 func qemuSeeds(t testing.TB) [][]byte {
@@ -68,11 +100,14 @@ func qemuSeeds(t testing.TB) [][]byte {
 }
 
 func FuzzOpenSparse(f *testing.F) {
-	for _, s := range append(sparseSeeds(f), qemuSeeds(f)...) {
+	for _, s := range append(append(sparseSeeds(f), hostileSeeds()...), qemuSeeds(f)...) {
 		f.Add(s)
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			return // mutating bigger inputs only slows the fuzzer down
+		}
 		defer watchdog()()
 		p := filepath.Join(dir, fmt.Sprintf("f%d.vmdk", os.Getpid()))
 		if err := os.WriteFile(p, data, 0o644); err != nil {
@@ -90,10 +125,10 @@ func FuzzOpenSparse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Read every allocated byte, bounded so a huge declared capacity
-		// stays a fast test.
-		budget := int64(8 << 20)
-		buf := make([]byte, 256<<10)
+		// Read the allocated bytes, bounded so a huge declared capacity
+		// stays a fast execution (Open bounds the map work by the file).
+		budget := int64(1 << 20)
+		buf := make([]byte, 64<<10)
 		for _, e := range ext {
 			if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > d.Size() {
 				t.Fatalf("extent %+v outside disk of %d", e, d.Size())
@@ -122,12 +157,17 @@ func FuzzStreamReader(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			return
+		}
 		defer watchdog()()
 		s, err := NewStreamReader(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
-		for i := 0; i < 1<<16; i++ {
+		// Each grain costs at least one input sector, so this bounds the
+		// output as the input does.
+		for i := 0; i < len(data)/SectorSize+1; i++ {
 			off, g, err := s.Next()
 			if err != nil {
 				return
@@ -179,6 +219,9 @@ func TestFuzzSeedsCurrent(t *testing.T) {
 			files[filepath.Join("testdata", "fuzz", target, fmt.Sprintf("seed-%d", i))] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
 		}
 	}
+	for i, s := range hostileSeeds() {
+		files[filepath.Join("testdata", "fuzz", "FuzzOpenSparse", fmt.Sprintf("hostile-%d", i))] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
+	}
 	files[filepath.Join("testdata", "fuzz", "FuzzParseDescriptor", "seed-0")] = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n",
 		"createType=\"custom\"\nRW 4 FLAT \"f.bin\" 2\nRW 4 ZERO\nRW 16 SPARSE \"s.vmdk\"\n")
 	for p, body := range files {
@@ -193,6 +236,10 @@ func TestFuzzSeedsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// maxFuzzInput bounds what the sparse targets try: the qemu seeds are
+// 128 KiB, and the map checks are what a larger file would exercise more of.
+const maxFuzzInput = 1 << 20
 
 // watchdog turns a hang into a crash the fuzzer records as a failing input.
 func watchdog() func() {

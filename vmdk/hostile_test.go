@@ -131,32 +131,35 @@ func TestHostileSparseHeaders(t *testing.T) {
 	}
 }
 
-// TestHostileGrainTables points GT entries outside the file: ReadAt must
-// fail naming the grain, and Allocated falls back to the whole disk only via
-// the error-free API.
+// TestHostileGrainTables points a GT entry, then a GD entry, outside the
+// file: Open refuses both naming the grain or table (it checks the whole map
+// before any read). A map that becomes unreadable after Open (the file is
+// truncated) makes AllocatedExtents fail and Allocated fall back to the
+// whole disk.
 func TestHostileGrainTables(t *testing.T) {
 	dir := t.TempDir()
 	b := buildSparse(64, 8, 4, map[int][]byte{0: []byte("x")})
 	// GT of GD entry 0 is right after the GD; corrupt its first entry.
 	h, _ := parseHeader(b)
 	gt := binary.LittleEndian.Uint32(b[h.GDOffset*SectorSize:])
-	binary.LittleEndian.PutUint32(b[int(gt)*SectorSize:], 0xFFFFFF00)
-	d, err := Open(writeTemp(t, dir, "g.vmdk", b))
+	bad := bytes.Clone(b)
+	binary.LittleEndian.PutUint32(bad[int(gt)*SectorSize:], 0xFFFFFF00)
+	if _, err := Open(writeTemp(t, dir, "g.vmdk", bad)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "grain 0") {
+		t.Fatalf("GTE outside the file: %v", err)
+	}
+	binary.LittleEndian.PutUint32(bad[h.GDOffset*SectorSize:], 0xFFFFFFF0)
+	if _, err := Open(writeTemp(t, dir, "g2.vmdk", bad)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "grain table 0") {
+		t.Fatalf("GD entry outside the file: %v", err)
+	}
+	p := writeTemp(t, dir, "g3.vmdk", b)
+	d, err := Open(p)
 	must(t, err)
 	defer d.Close()
-	_, err = d.ReadAt(make([]byte, 4096), 0)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "grain 0") {
-		t.Fatalf("ReadAt: %v", err)
+	must(t, os.Truncate(p, int64(gt)*SectorSize))
+	if _, err := d.AllocatedExtents(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "grain table 0") {
+		t.Fatalf("AllocatedExtents of a truncated file: %v", err)
 	}
-	// The GD pointing outside the file is caught when the GT is needed.
-	binary.LittleEndian.PutUint32(b[h.GDOffset*SectorSize:], 0xFFFFFFF0)
-	d2, err := Open(writeTemp(t, dir, "g2.vmdk", b))
-	must(t, err)
-	defer d2.Close()
-	if _, err := d2.AllocatedExtents(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "grain table 0") {
-		t.Fatalf("AllocatedExtents: %v", err)
-	}
-	if ext := d2.Allocated(); len(ext) != 1 || ext[0] != (Extent{0, d2.Size()}) {
+	if ext := d.Allocated(); len(ext) != 1 || ext[0] != (Extent{0, d.Size()}) {
 		t.Fatalf("Allocated on a bad map = %+v, want the whole disk", ext)
 	}
 }
@@ -225,7 +228,9 @@ func TestDescriptorExtents(t *testing.T) {
 	sp := buildSparse(16, 8, 4, map[int][]byte{1: []byte("sparse")})
 	writeTemp(t, dir, "b-s001.vmdk", sp)
 	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	writeTemp(t, filepath.Join(dir, "sub"), "c.bin", []byte("in a subdirectory"))
+	c := make([]byte, 2*SectorSize)
+	copy(c, "in a subdirectory")
+	writeTemp(t, filepath.Join(dir, "sub"), "c.bin", c)
 	desc := `# Disk DescriptorFile
 version=1
 CID=12345678
@@ -237,7 +242,7 @@ RW 4 FLAT "a-flat.bin" 10
 RW 8 ZERO
 RDONLY 16 SPARSE "b-s001.vmdk"
 RW 2 VMFS "sub/c.bin"
-RW 4 FLAT "a-flat.bin" 14
+RW 4 FLAT "a-flat.bin" 4
 
 ddb.adapterType = "lsilogic"
 `
@@ -250,13 +255,8 @@ ddb.adapterType = "lsilogic"
 	s := make([]byte, 16*SectorSize)
 	copy(s[8*SectorSize:], "sparse")
 	want = append(want, s...)
-	c := make([]byte, 2*SectorSize)
-	copy(c, "in a subdirectory")
 	want = append(want, c...)
-	// The last FLAT extent runs past the end of a-flat.bin: zeros.
-	tail := make([]byte, 4*SectorSize)
-	copy(tail, flat[14*SectorSize:])
-	want = append(want, tail...)
+	want = append(want, flat[4*SectorSize:8*SectorSize]...)
 	if d.Size() != int64(len(want)) || d.Format() != "custom" || d.Descriptor().DDB["ddb.adapterType"] != "lsilogic" {
 		t.Fatalf("Size %d Format %q desc %+v", d.Size(), d.Format(), d.Descriptor())
 	}

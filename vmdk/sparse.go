@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/klauspost/compress/zlib"
@@ -15,10 +14,11 @@ import (
 // twoGbMaxExtentSparse pieces, streamOptimized) at random offsets through its
 // grain directory and grain tables.
 type sparseExtent struct {
-	f       *os.File
+	f       file
 	name    string
 	fsize   int64
 	h       header
+	footer  bool  // streamOptimized with the GD (and a footer) at the end
 	sectors int64 // extent size as used (descriptor's, <= header capacity)
 	gb      int64 // grain bytes
 	gd      []uint32
@@ -40,18 +40,16 @@ const (
 )
 
 // openSparseExtent parses the header (and, for streamOptimized with the GD at
-// the end, the footer) and loads the grain directory. wantSectors is the
-// extent size from the descriptor, or 0 to use the header's capacity.
-func openSparseExtent(f *os.File, name string, wantSectors int64) (*sparseExtent, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", name, err)
-	}
-	s := &sparseExtent{f: f, name: name, fsize: st.Size()}
+// the end, the footer), loads the grain directory and checks the layout (see
+// checkLayout). wantSectors is the extent size from the descriptor, or 0 to
+// use the header's capacity; fsize is the file's size.
+func openSparseExtent(f file, fsize int64, name string, wantSectors int64) (*sparseExtent, error) {
+	s := &sparseExtent{f: f, name: name, fsize: fsize}
 	hb := make([]byte, SectorSize)
 	if _, err := f.ReadAt(hb, 0); err != nil {
 		return nil, fmt.Errorf("%s: read sparse header: %w", name, eofCorrupt(err))
 	}
+	var err error
 	if s.h, err = parseHeader(hb); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -59,6 +57,7 @@ func openSparseExtent(f *os.File, name string, wantSectors int64) (*sparseExtent
 		if err := s.readFooter(); err != nil {
 			return nil, err
 		}
+		s.footer = true
 	}
 	s.sectors = int64(s.h.Capacity)
 	if wantSectors > 0 {
@@ -72,6 +71,9 @@ func openSparseExtent(f *os.File, name string, wantSectors int64) (*sparseExtent
 	s.gts = map[uint32][]uint32{}
 	s.grains = map[int64][]byte{}
 	if err := s.loadGD(); err != nil {
+		return nil, err
+	}
+	if err := s.checkLayout(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -276,17 +278,17 @@ func (s *sparseExtent) inflateGrain(out []byte, g int64, sector uint32) error {
 			return fmt.Errorf("%s: read grain %d: %w", s.name, g, eofCorrupt(err))
 		}
 	}
-	if err := s.inflate(out, (*bp)[markerHeaderSize:markerHeaderSize+csize]); err != nil {
+	if err := s.inflate(out, (*bp)[markerHeaderSize:markerHeaderSize+csize], g == s.lastGrain()); err != nil {
 		return fmt.Errorf("%s: grain %d: %w", s.name, g, err)
 	}
 	return nil
 }
 
 // inflate decompresses src into dst (len(dst) = grain size) and zero-pads a
-// short result (the last grain of a disk may be short).
-func (s *sparseExtent) inflate(dst, src []byte) error {
+// short result if the grain is the disk's last (which may be short).
+func (s *sparseExtent) inflate(dst, src []byte, last bool) error {
 	zr, _ := s.zrPool.Get().(io.ReadCloser)
-	return inflateInto(dst, src, zr, func(r io.ReadCloser) { s.zrPool.Put(r) })
+	return inflateInto(dst, src, zr, func(r io.ReadCloser) { s.zrPool.Put(r) }, last)
 }
 
 // maxCompressed bounds a grain marker's size field: deflate expands
@@ -316,8 +318,11 @@ func (r *bytesReader) ReadByte() (byte, error) {
 
 // inflateInto is shared by the random-access and streaming readers. It
 // reads at most len(dst)+1 bytes of output so a zlib bomb cannot make it
-// allocate or spin beyond one grain.
-func inflateInto(dst, src []byte, zr io.ReadCloser, put func(io.ReadCloser)) error {
+// allocate or spin beyond one grain. Only the disk's last grain (last) may
+// decompress short: a short grain elsewhere is corrupt, and accepting it
+// would let a file of one-sector records each "worth" a whole zeroed grain
+// describe far more disk than deflate can (see checkLayout).
+func inflateInto(dst, src []byte, zr io.ReadCloser, put func(io.ReadCloser), last bool) error {
 	br := &bytesReader{b: src}
 	var err error
 	if zr == nil {
@@ -345,10 +350,12 @@ func inflateInto(dst, src []byte, zr io.ReadCloser, put func(io.ReadCloser)) err
 				return fmt.Errorf("inflate: %v: %w", rerr, ErrCorrupt)
 			}
 		}
-	case err == io.EOF:
+	case err == io.EOF && last:
 		// A clean, checksummed end before a full grain: the last grain of
 		// a disk whose capacity is not a multiple of the grain size.
 		clear(dst[n:])
+	case err == io.EOF:
+		return fmt.Errorf("inflate: grain decompresses to %d bytes, not %d (only the disk's last grain may be short): %w", n, len(dst), ErrCorrupt)
 	default:
 		return fmt.Errorf("inflate: %v: %w", err, ErrCorrupt)
 	}

@@ -148,7 +148,7 @@ func (s *StreamReader) Next() (offset int64, data []byte, err error) {
 		offset = int64(val) * SectorSize
 		// Inflate a full grain even at the end: writers may compress the
 		// zero-padded last grain of a disk that is not grain aligned.
-		if err := inflateInto(s.out, b[markerHeaderSize:need], s.zr, func(r io.ReadCloser) { s.zr = r }); err != nil {
+		if err := inflateInto(s.out, b[markerHeaderSize:need], s.zr, func(r io.ReadCloser) { s.zr = r }, offset+s.gb >= s.cap); err != nil {
 			return 0, nil, fmt.Errorf("stream vmdk: grain at byte %d (disk offset %d): %w", at, offset, err)
 		}
 		return offset, s.out[:min(s.gb, s.cap-offset)], nil
