@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -48,6 +49,9 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
 	}
 	err = bdb.Update(func(tx *bolt.Tx) error {
+		if err := failpoint.Hit("state.open"); err != nil {
+			return err
+		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -107,7 +111,12 @@ func (d *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.db.Update(fn)
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := failpoint.Hit("state.tx"); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 func encode(v any) ([]byte, error) {
