@@ -52,3 +52,32 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	rep, err := r.reclaim(ctx, progress)
 	return rep, r.diskFull(err)
 }
+
+// packFailure returns the error of a pack holding this session's blobs
+// that failed to finalise (fsync, rename, catalog), if any. Its blobs left
+// the pending set without reaching the catalog, so a later reference to
+// one of them would otherwise report "not found" instead of the disk error.
+func (s *Session) packFailure() error {
+	r := s.r
+	r.mu.Lock()
+	packs := make([]*packWriter, 0, len(s.packs)+len(s.waits))
+	for pw := range s.packs {
+		packs = append(packs, pw)
+	}
+	for pb := range s.waits {
+		if pb.pw != nil {
+			packs = append(packs, pb.pw)
+		}
+	}
+	r.mu.Unlock()
+	for _, pw := range packs {
+		select {
+		case <-pw.done:
+			if pw.err != nil {
+				return pw.err
+			}
+		default:
+		}
+	}
+	return nil
+}

@@ -54,7 +54,7 @@ func (r *Repository) newPackWriter() (*packWriter, error) {
 	pw := &packWriter{id: id, path: r.packPath(id), done: make(chan struct{})}
 	pw.tmpPath = pw.path + ".tmp"
 	if err := os.MkdirAll(filepath.Dir(pw.path), 0o700); err != nil {
-		return nil, fmt.Errorf("create pack dir: %w", err)
+		return nil, r.diskFull(fmt.Errorf("create pack dir: %w", err))
 	}
 	if err := failpoint.Hit("pack.create"); err != nil {
 		return nil, r.diskFull(fmt.Errorf("create pack: %w", err))

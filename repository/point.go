@@ -245,6 +245,10 @@ func (r *Repository) LoadConfigBlob(ctx context.Context, p Point) ([]byte, error
 
 // Delete removes a restore point (its data is freed by the next Reclaim).
 func (r *Repository) Delete(ctx context.Context, id string) error {
+	return r.diskFull(r.deletePoint(ctx, id))
+}
+
+func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	if err := r.enter(); err != nil {
 		return err
 	}

@@ -226,6 +226,9 @@ func (s *Session) referenceAll(ctx context.Context, what string, ids []ID) ([]re
 	for i, v := range info {
 		switch v.state {
 		case refMissing:
+			if err := s.packFailure(); err != nil { // the real cause, not "not found"
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
 			return nil, fmt.Errorf("%s references blob %s which is not in the repository: %w", what, ids[i], ErrNotFound)
 		case refCondemned:
 			if err := s.rescue(ctx, ids[i]); err != nil {
