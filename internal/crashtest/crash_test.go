@@ -112,6 +112,7 @@ func stateChild(ctx context.Context, path string) error {
 // outcome of one child run.
 type outcome struct {
 	killed bool   // died of SIGKILL at a failpoint
+	at     string // which failpoint killed it
 	stdout string // what it acknowledged before
 }
 
@@ -134,6 +135,9 @@ func runChildProc(t *testing.T, op, spec string, env ...string) (outcome, error)
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL &&
 			strings.Contains(stderr.String(), "failpoint ") {
 			out.killed = true
+			if _, rest, ok := strings.Cut(stderr.String(), "failpoint "); ok {
+				out.at, _, _ = strings.Cut(rest, ":")
+			}
 			return out, nil
 		}
 	}
@@ -265,7 +269,7 @@ func TestCrashWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := newVerifier()
-	w := &walker{t: t, ctx: ctx, repo: repo, im: im, v: v}
+	w := &walker{t: t, ctx: ctx, repo: repo, im: im, v: v, recoveryAt: map[string]int{}}
 	for range 3 {
 		w.cleanOps(false)
 	}
@@ -322,6 +326,16 @@ func TestCrashWalk(t *testing.T) {
 		w.kills, len(names), w.recoveryKills, w.unreached, v.losses, time.Since(start).Round(time.Second))
 	fmt.Printf("crash walk: %d kills (+%d during recovery) at %d failpoints, %d losses, %v\n",
 		w.kills, w.recoveryKills, len(names), v.losses, time.Since(start).Round(time.Second))
+	t.Logf("kills during recovery: %v", w.recoveryAt)
+	if !testing.Short() && !t.Failed() {
+		// Open must have been killed while finishing an interrupted reclaim
+		// and while indexing a renamed but uncatalogued pack.
+		for _, name := range []string{"reconcile.reclaim", "reconcile.pack"} {
+			if w.recoveryAt[name] == 0 {
+				t.Errorf("no kill during recovery at %s", name)
+			}
+		}
+	}
 	for _, l := range v.lossLog {
 		t.Errorf("loss: %s", l)
 	}
@@ -342,6 +356,7 @@ type walker struct {
 	runs int
 
 	kills, recoveryKills, unreached int
+	recoveryAt                      map[string]int // failpoint -> kills during recovery
 }
 
 // prepare sets up the input of op and returns the child's environment and
@@ -421,6 +436,7 @@ func (w *walker) run(s step, i int) {
 		}
 		if rout.killed {
 			w.recoveryKills++
+			w.recoveryAt[rout.at]++
 		}
 	}
 	if err := w.v.verify(w.ctx, w.repo, vanish, label); err != nil {
