@@ -311,6 +311,9 @@ func TestCrashWalk(t *testing.T) {
 			if w.kills >= target || v.losses > 0 || t.Failed() {
 				break
 			}
+			if dl, ok := t.Deadline(); ok && time.Until(dl) < time.Minute {
+				t.Fatalf("out of time after %d of %d kills, %d losses so far (a slow or loaded machine; raise -timeout)", w.kills, target, v.losses)
+			}
 			w.run(s, i)
 			i++
 		}
