@@ -24,11 +24,11 @@ import (
 // The child process is this test binary, re-executed with these variables
 // (much faster than building the appliance, and the same code paths).
 const (
-	envChild  = "CRASHTEST_CHILD"  // backup | reclaim | recatalog | open | state
+	envChild  = "CRASHTEST_CHILD"  // full | backup | reclaim | recatalog | lock | open | state
 	envRepo   = "CRASHTEST_REPO"   // repository directory, or state.db path
 	envImage  = "CRASHTEST_IMAGE"  // image to back up
 	envVM     = "CRASHTEST_VM"     // VM name of the point (identifies the run)
-	envDelete = "CRASHTEST_DELETE" // point the reclaim child deletes first
+	envDelete = "CRASHTEST_DELETE" // point the reclaim child deletes first (lock: locks and unlocks)
 	envCounts = "CRASHTEST_COUNTS" // file the child writes its failpoint counts to
 )
 
@@ -78,6 +78,14 @@ func runChild(ctx context.Context, op string) error {
 		}
 	case "recatalog":
 		return r.Recatalog(ctx, nil)
+	case "lock":
+		id := os.Getenv(envDelete)
+		if err := r.Lock(ctx, id); err != nil {
+			return err
+		}
+		if err := r.Unlock(ctx, id); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("unknown op %q", op)
 	}
@@ -233,6 +241,7 @@ var required = []string{
 	"point.delete", "catalog.delete",
 	"reclaim.condemn", "reclaim.repack", "reclaim.barrier", "reclaim.delete", "reclaim.dirsync", "reclaim.catalog",
 	"recatalog.rename", "recatalog.open", "recatalog.done", "reconcile.pack", "reconcile.points", "catalog.init",
+	"catalog.lock",
 }
 
 // TestCrashWalk kills a backup, a delete+reclaim and a recatalog at every
@@ -276,7 +285,7 @@ func TestCrashWalk(t *testing.T) {
 
 	// Learn how often each op hits each failpoint.
 	counts := map[string]map[string]int64{}
-	for _, op := range []string{"full", "backup", "reclaim", "recatalog"} {
+	for _, op := range []string{"full", "backup", "reclaim", "recatalog", "lock"} {
 		env, vanish := w.prepare(op)
 		c, out := childCounts(t, op, env...)
 		w.acknowledge(out)
@@ -388,7 +397,7 @@ func (w *walker) prepare(op string) (env []string, vanish string) {
 		}
 		w.v.byVM[vm] = h
 		env = append(env, envImage+"="+w.im.path, envVM+"="+vm)
-	case "reclaim":
+	case "reclaim", "lock":
 		r, err := openRepo(w.ctx, w.repo)
 		if err != nil {
 			w.t.Fatal(err)
@@ -398,7 +407,9 @@ func (w *walker) prepare(op string) (env []string, vanish string) {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if len(pts) > 1 {
+		if op == "lock" && len(pts) > 0 {
+			env = append(env, envDelete+"="+pts[len(pts)-1].ID)
+		} else if len(pts) > 1 {
 			vanish = pts[0].ID
 			env = append(env, envDelete+"="+vanish)
 		}
@@ -479,6 +490,14 @@ func (w *walker) cleanOps(reclaim bool) {
 	if err != nil {
 		w.v.loss("list: %v", err)
 		return
+	}
+	for _, p := range pts {
+		if p.Locked { // a lock child killed between its lock and unlock
+			if err := r.Unlock(w.ctx, p.ID); err != nil {
+				w.v.loss("unlock %s: %v", p.ID, err)
+				return
+			}
+		}
 	}
 	for len(pts) > 3 {
 		if err := r.Delete(w.ctx, pts[0].ID); err != nil {
