@@ -14,9 +14,9 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
 # Debian packages the tests need, keyed by the command that proves each is installed.
-TEST_TOOLS := qemu-img:qemu-utils mkfs.ext4:e2fsprogs debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd
+TEST_TOOLS := qemu-img:qemu-utils mkfs.ext4:e2fsprogs losetup:mount debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd
 
-.PHONY: all build test test-deps vet lint bench bench-deps demo fuzz clean
+.PHONY: all build test test-deps vet lint bench bench-deps demo fuzz crashwalk clean
 
 all: build
 
@@ -59,6 +59,13 @@ bench: bench-deps build
 # Flags: make demo DEMO_ARGS="--listen 127.0.0.1:9090 --state /tmp/vmvault-demo".
 demo: build test-deps
 	$(BIN) demo $(DEMO_ARGS)
+
+# The crash walk at scale (docs/RELIABILITY.md): SIGKILL backup, reclaim and
+# recatalog at every failpoint x many hit counts; `make test` runs 1,000.
+# make crashwalk KILLS=20000 CRASHWALK_SEED=... reruns a seed.
+KILLS ?= 5000
+crashwalk:
+	CRASHWALK_KILLS=$(KILLS) $(GO) test -count=1 -timeout 120m -run '^TestCrashWalk' -v ./internal/crashtest/
 
 # Run every fuzz target for a short while; seeds live in testdata/fuzz.
 fuzz:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -109,6 +110,9 @@ func decodePointValue(b []byte) (Point, error) {
 // initCatalog creates the buckets; it reports whether the catalog is new
 // (so that the caller rebuilds it from files).
 func initCatalog(db *bolt.DB, repoID string) (fresh bool, err error) {
+	if err := failpoint.Hit("catalog.init"); err != nil {
+		return false, err
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		if m != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
 )
@@ -530,6 +531,9 @@ func (c *checker) quarantine() error {
 	}
 	if len(ids) == 0 {
 		return nil
+	}
+	if err := failpoint.Hit("check.quarantine"); err != nil {
+		return err
 	}
 	return c.r.db.Update(func(tx *bolt.Tx) error {
 		for _, id := range ids {

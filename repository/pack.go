@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -53,16 +54,19 @@ func (r *Repository) newPackWriter() (*packWriter, error) {
 	pw := &packWriter{id: id, path: r.packPath(id), done: make(chan struct{})}
 	pw.tmpPath = pw.path + ".tmp"
 	if err := os.MkdirAll(filepath.Dir(pw.path), 0o700); err != nil {
-		return nil, fmt.Errorf("create pack dir: %w", err)
+		return nil, r.diskFull(fmt.Errorf("create pack dir: %w", err))
+	}
+	if err := failpoint.Hit("pack.create"); err != nil {
+		return nil, r.diskFull(fmt.Errorf("create pack: %w", err))
 	}
 	f, err := os.OpenFile(pw.tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create pack: %w", err)
+		return nil, r.diskFull(fmt.Errorf("create pack: %w", err))
 	}
 	if _, err := f.Write(magicPack[:]); err != nil {
 		f.Close()
 		os.Remove(pw.tmpPath)
-		return nil, fmt.Errorf("write pack %s: %w", id, err)
+		return nil, r.diskFull(fmt.Errorf("write pack %s: %w", id, err))
 	}
 	pw.f, pw.size = f, packStart
 	pw.w = bufio.NewWriterSize(f, packWriteBuffer)
@@ -110,10 +114,12 @@ func (r *Repository) appendBlob(e packEntry, stored []byte, pb *pendingBlob) (*p
 			continue
 		}
 		e.Offset = uint64(pw.size)
-		_, err = pw.w.Write(stored)
+		if err = failpoint.Hit("pack.write"); err == nil {
+			_, err = pw.w.Write(stored)
+		}
 		if err != nil {
 			// A failed append poisons the pack: its tail is unknown.
-			pw.werr = fmt.Errorf("write pack %s: %w", pw.id, err)
+			pw.werr = r.diskFull(fmt.Errorf("write pack %s: %w", pw.id, err))
 			pw.sealed = true
 			pw.mu.Unlock()
 			r.queueFinalize(pw)
@@ -173,6 +179,9 @@ func (r *Repository) finalize(pw *packWriter) {
 		err = r.writePackTail(pw)
 		if err == nil {
 			err = r.db.Update(func(tx *bolt.Tx) error {
+				if err := failpoint.Hit("catalog.pack"); err != nil {
+					return err
+				}
 				return indexPackTx(tx, pw.id, uint64(pw.size), pw.entries)
 			})
 			if err != nil {
@@ -196,7 +205,7 @@ func (r *Repository) finalize(pw *packWriter) {
 	}
 	delete(r.openPacks, pw.id)
 	r.mu.Unlock()
-	pw.err = err
+	pw.err = r.diskFull(err)
 	close(pw.done)
 }
 
@@ -208,6 +217,9 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 		os.Remove(pw.tmpPath)
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
 	}
+	if err := failpoint.Hit("pack.tail"); err != nil {
+		return fail(err)
+	}
 	if _, err := pw.w.Write(tail); err != nil {
 		return fail(err)
 	}
@@ -216,6 +228,9 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 	}
 	pw.size += int64(len(tail))
 	if !r.opts.NoFsync {
+		if err := failpoint.Hit("pack.fsync"); err != nil {
+			return fail(err)
+		}
 		if err := pw.f.Sync(); err != nil {
 			return fail(err)
 		}
@@ -224,11 +239,18 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 		os.Remove(pw.tmpPath)
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
 	}
+	if err := failpoint.Hit("pack.rename"); err != nil {
+		os.Remove(pw.tmpPath)
+		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
+	}
 	if err := os.Rename(pw.tmpPath, pw.path); err != nil {
 		os.Remove(pw.tmpPath)
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
 	}
 	if !r.opts.NoFsync {
+		if err := failpoint.Hit("pack.dirsync"); err != nil {
+			return fmt.Errorf("finalise pack %s: %w", pw.id, err)
+		}
 		if err := syncDir(filepath.Dir(pw.path)); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -127,7 +128,7 @@ func pointFrom(id ID, m manifest, locked bool) Point {
 func (r *Repository) recordPath(id ID) string { return filepath.Join(r.dir, "points", id.String()) }
 
 func (r *Repository) writeRecord(rec record) error {
-	if err := writeFileAtomic(r.recordPath(rec.Manifest), r.codec.encodeRecord(rec), !r.opts.NoFsync); err != nil {
+	if err := writeFileSteps(recordSteps, r.recordPath(rec.Manifest), r.codec.encodeRecord(rec), !r.opts.NoFsync); err != nil {
 		return fmt.Errorf("write commit record %s: %w", rec.Manifest, err)
 	}
 	return nil
@@ -244,6 +245,10 @@ func (r *Repository) LoadConfigBlob(ctx context.Context, p Point) ([]byte, error
 
 // Delete removes a restore point (its data is freed by the next Reclaim).
 func (r *Repository) Delete(ctx context.Context, id string) error {
+	return r.diskFull(r.deletePoint(ctx, id))
+}
+
+func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	if err := r.enter(); err != nil {
 		return err
 	}
@@ -257,6 +262,9 @@ func (r *Repository) Delete(ctx context.Context, id string) error {
 	}
 	pid, _ := ParseID(p.ID)
 	// The record is the truth: remove it first; the catalog follows.
+	if err := failpoint.Hit("point.delete"); err != nil {
+		return fmt.Errorf("delete %s: %w", p.ID, err)
+	}
 	if err := os.Remove(r.recordPath(pid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
@@ -265,7 +273,12 @@ func (r *Repository) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("delete %s: %w", p.ID, err)
 		}
 	}
-	return r.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPoints).Delete(pid[:]) })
+	return r.db.Update(func(tx *bolt.Tx) error {
+		if err := failpoint.Hit("catalog.delete"); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPoints).Delete(pid[:])
+	})
 }
 
 // Lock protects a restore point from deletion, retention and reclaim.
@@ -288,5 +301,10 @@ func (r *Repository) setLocked(ctx context.Context, id string, locked bool) erro
 		return err
 	}
 	p.Locked = locked
-	return r.db.Update(func(tx *bolt.Tx) error { return putPointTx(tx, p) })
+	return r.db.Update(func(tx *bolt.Tx) error {
+		if err := failpoint.Hit("catalog.lock"); err != nil {
+			return err
+		}
+		return putPointTx(tx, p)
+	})
 }

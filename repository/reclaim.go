@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -86,11 +87,11 @@ type packPlan struct {
 	dead      []ID
 }
 
-// Reclaim removes what no restore point references and repacks mostly-dead
+// reclaim removes what no restore point references and repacks mostly-dead
 // packs. It is safe while sessions write (see the package documentation).
 // Reclaim refuses to delete anything when a restore point cannot be read,
-// because then the live set is unknown.
-func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*ReclaimReport, error) {
+// because then the live set is unknown. Reclaim wraps it (diskfull.go).
+func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*ReclaimReport, error) {
 	if err := r.enter(); err != nil {
 		return nil, err
 	}
@@ -188,6 +189,10 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	}
 	var condemnedIDs []ID
 	if len(doomed) > 0 {
+		if err := failpoint.Hit("reclaim.condemn"); err != nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("reclaim: condemn: %w", err)
+		}
 		err = r.db.Update(func(tx *bolt.Tx) error {
 			if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
 				return err
@@ -291,6 +296,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 				keep[id] = true
 				break
 			}
+			if err := failpoint.Hit("reclaim.repack"); err != nil {
+				return rep, fmt.Errorf("reclaim: repack: %w", err)
+			}
 			pw, err := r.appendBlob(e, stored, nil)
 			if err != nil {
 				return rep, fmt.Errorf("reclaim: repack: %w", err)
@@ -311,6 +319,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 
 	// 4. Barrier: every session that started before the condemn step must
 	// end before anything it might read is deleted.
+	if err := failpoint.Hit("reclaim.barrier"); err != nil {
+		return rep, fmt.Errorf("reclaim: %w", err)
+	}
 	for {
 		r.mu.Lock()
 		old := false
@@ -341,6 +352,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		if keep[id] {
 			continue
 		}
+		if err := failpoint.Hit("reclaim.delete"); err != nil {
+			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
+		}
 		if err := os.Remove(r.packPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
 		}
@@ -350,6 +364,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		rep.BytesFreed += int64(doomed[id].info.Size)
 	}
 	for _, id := range orphans {
+		if err := failpoint.Hit("reclaim.delete"); err != nil {
+			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
+		}
 		if err := os.Remove(r.packPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
 		}
@@ -362,6 +379,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 			dirs[filepath.Dir(r.packPath(id))] = true
 		}
 		for d := range dirs {
+			if err := failpoint.Hit("reclaim.dirsync"); err != nil {
+				return rep, fmt.Errorf("reclaim: %w", err)
+			}
 			if err := syncDir(d); err != nil {
 				return rep, err
 			}
@@ -370,6 +390,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	gone := map[packID]bool{}
 	for _, id := range deleted {
 		gone[id] = true
+	}
+	if err := failpoint.Hit("reclaim.catalog"); err != nil {
+		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
 	err = r.db.Update(func(tx *bolt.Tx) error {
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)

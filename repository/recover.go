@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -35,6 +36,9 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		return err
 	}
 	if interrupted {
+		if err := failpoint.Hit("reconcile.reclaim"); err != nil {
+			return fmt.Errorf("recover interrupted reclaim: %w", err)
+		}
 		if err := r.db.Update(func(tx *bolt.Tx) error {
 			packs, blobs := tx.Bucket(bucketPacks), tx.Bucket(bucketBlobs)
 			gone := map[packID]bool{}
@@ -120,6 +124,9 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		if err != nil {
 			continue
 		}
+		if err := failpoint.Hit("reconcile.pack"); err != nil {
+			return fmt.Errorf("index pack %s: %w", id, err)
+		}
 		if err := r.db.Update(func(tx *bolt.Tx) error { return indexPackTx(tx, id, uint64(size), entries) }); err != nil {
 			return fmt.Errorf("index pack %s: %w", id, err)
 		}
@@ -172,6 +179,9 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		}
 		add = append(add, p)
 		report("index points", n, int64(len(files)))
+	}
+	if err := failpoint.Hit("reconcile.points"); err != nil {
+		return fmt.Errorf("index points: %w", err)
 	}
 	return r.db.Update(func(tx *bolt.Tx) error {
 		for id := range inCat {

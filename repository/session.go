@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -225,6 +226,9 @@ func (s *Session) referenceAll(ctx context.Context, what string, ids []ID) ([]re
 	for i, v := range info {
 		switch v.state {
 		case refMissing:
+			if err := s.packFailure(); err != nil { // the real cause, not "not found"
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
 			return nil, fmt.Errorf("%s references blob %s which is not in the repository: %w", what, ids[i], ErrNotFound)
 		case refCondemned:
 			if err := s.rescue(ctx, ids[i]); err != nil {
@@ -448,9 +452,9 @@ func (s *Session) flush(ctx context.Context) error {
 	return nil
 }
 
-// Commit flushes packs, writes the manifest and commits the restore point
-// LAST (commit record file, then catalog).
-func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
+// commit flushes packs, writes the manifest and commits the restore point
+// LAST (commit record file, then catalog). Commit wraps it (diskfull.go).
+func (s *Session) commit(ctx context.Context, p NewPoint) (Point, error) {
 	r := s.r
 	if p.Time.IsZero() {
 		return Point{}, errors.New("commit: restore point time is required")
@@ -517,6 +521,9 @@ func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
 	pt := pointFrom(mid, m, false)
 	if err := r.writeRecord(record{Manifest: mid}); err != nil {
 		return Point{}, fmt.Errorf("commit: %w", err)
+	}
+	if err := failpoint.Hit("catalog.point"); err != nil {
+		return pt, fmt.Errorf("commit: catalog (point %s is committed; reopen to repair): %w", pt.ID, err)
 	}
 	if err := r.db.Update(func(tx *bolt.Tx) error { return putPointTx(tx, pt) }); err != nil {
 		// The record is durable: the point exists and Open will re-catalog it.

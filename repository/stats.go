@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -128,6 +129,10 @@ func (r *Repository) Stats(ctx context.Context) (*Stats, error) {
 // Recatalog rebuilds index.db from the packs and commit records alone. No
 // session may be open; readers must not run concurrently.
 func (r *Repository) Recatalog(ctx context.Context, progress func(Progress)) error {
+	return r.diskFull(r.recatalog(ctx, progress))
+}
+
+func (r *Repository) recatalog(ctx context.Context, progress func(Progress)) error {
 	if err := r.enter(); err != nil {
 		return err
 	}
@@ -153,7 +158,16 @@ func (r *Repository) Recatalog(ctx context.Context, progress func(Progress)) err
 	if err := r.db.Close(); err != nil {
 		return fmt.Errorf("recatalog: close catalog: %w", err)
 	}
+	if err := failpoint.Hit("recatalog.rename"); err != nil {
+		if oerr := r.openCatalog(); oerr != nil {
+			return fmt.Errorf("recatalog: %v; reopening the catalog failed: %w", err, oerr)
+		}
+		return fmt.Errorf("recatalog: %w", err)
+	}
 	if err := os.Rename(path, old); err != nil {
+		if oerr := r.openCatalog(); oerr != nil {
+			return fmt.Errorf("recatalog: %v; reopening the catalog failed: %w", err, oerr)
+		}
 		return fmt.Errorf("recatalog: %w", err)
 	}
 	restore := func(cause error) error {
@@ -170,11 +184,17 @@ func (r *Repository) Recatalog(ctx context.Context, progress func(Progress)) err
 		return fmt.Errorf("recatalog: %w", cause)
 	}
 	r.db = nil
+	if err := failpoint.Hit("recatalog.open"); err != nil {
+		return restore(err)
+	}
 	if err := r.openCatalog(); err != nil {
 		return restore(err)
 	}
 	if err := r.reconcile(ctx, progress); err != nil {
 		return restore(err)
+	}
+	if err := failpoint.Hit("recatalog.done"); err != nil {
+		return fmt.Errorf("recatalog: %w", err)
 	}
 	os.Remove(old)
 	return nil

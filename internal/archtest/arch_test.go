@@ -23,7 +23,8 @@ type rule struct {
 // but denied".
 var rules = []rule{
 	{pkg: "dedup/...", allowed: []string{"dedup/..."}},
-	{pkg: "repository/...", allowed: []string{"repository/..."}},
+	{pkg: "repository/...", allowed: []string{"repository/...", "internal/failpoint"}},
+	{pkg: "internal/failpoint/...", allowed: []string{"internal/failpoint/..."}},
 	{pkg: "vmdk/...", allowed: []string{"vmdk/..."}},
 	{pkg: "diskimage/...", allowed: []string{"diskimage/...", "vmdk/..."}},
 	{pkg: "internal/clock/...", allowed: []string{"internal/clock/..."}},

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -144,6 +145,9 @@ func schemaNotNewer(tx *bolt.Tx) error {
 }
 
 func initSchema(tx *bolt.Tx) error {
+	if err := failpoint.Hit("state.open"); err != nil {
+		return err
+	}
 	for _, name := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
@@ -203,7 +207,14 @@ func (d *DB) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.guarded(func() error { return d.db.Update(fn) })
+	return d.guarded(func() error {
+		return d.db.Update(func(tx *bolt.Tx) error {
+			if err := failpoint.Hit("state.tx"); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	})
 }
 
 func (d *DB) guarded(fn func() error) error {
