@@ -41,7 +41,9 @@ package flr
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"strings"
@@ -169,6 +171,76 @@ type Entry struct {
 	Mtime  time.Time   `json:"mtime"`
 	Mode   fs.FileMode `json:"mode"`             // permission bits and type, as io/fs has them
 	Target string      `json:"target,omitempty"` // for symlinks
+}
+
+// MarshalJSON writes mode as Unix permission bits in octal ("0644",
+// "4755"), which is what administrators read; the type is in "type".
+func (e Entry) MarshalJSON() ([]byte, error) {
+	type plain Entry
+	return json.Marshal(struct {
+		plain
+		Mode string `json:"mode"`
+	}{plain(e), UnixMode(e.Mode)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (for Go clients and tests).
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	type plain Entry
+	var v struct {
+		plain
+		Mode string `json:"mode"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Entry(v.plain)
+	var u uint32
+	if _, err := fmt.Sscanf(v.Mode, "%o", &u); err != nil && v.Mode != "" {
+		return fmt.Errorf("mode %q: %w", v.Mode, err)
+	}
+	m := fs.FileMode(u & 0o777)
+	if u&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if u&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if u&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	switch e.Type {
+	case "dir":
+		m |= fs.ModeDir
+	case "symlink":
+		m |= fs.ModeSymlink
+	case "other":
+		m |= fs.ModeIrregular
+	}
+	e.Mode = m
+	return nil
+}
+
+// UnixMode formats the permission, setuid, setgid and sticky bits of m in
+// octal, as chmod takes them.
+func UnixMode(m fs.FileMode) string {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return fmt.Sprintf("%04o", u)
+}
+
+// Sparse is implemented by the files FS returns: DataExtents gives the
+// byte ranges [offset, length] that hold data, so a copy can leave the
+// holes unwritten; ok is false when the reader does not know.
+type Sparse interface {
+	DataExtents() (ranges [][2]int64, ok bool)
 }
 
 // TypeOf names the entry type of a file mode: file, dir, symlink or other.

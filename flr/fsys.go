@@ -277,6 +277,16 @@ func (g *guardedFile) ReadAt(p []byte, off int64) (int, error) {
 	return r.n, r.err
 }
 
+// DataExtents implements Sparse.
+func (g *guardedFile) DataExtents() ([][2]int64, bool) {
+	s, ok := g.File.(interface{ DataExtents() [][2]int64 })
+	if !ok {
+		return nil, false
+	}
+	r, err := guard(g.f, "extents", g.name, func() ([][2]int64, error) { return s.DataExtents(), nil })
+	return r, err == nil
+}
+
 func (g *guardedFile) Read(p []byte) (int, error) {
 	n, err := g.ReadAt(p, g.off)
 	g.off += int64(n)

@@ -244,3 +244,83 @@ func Ext4(t testing.TB, img, dir string, sizeMiB int, extra ...string) {
 	args = append(args, "-d", dir, img, fmt.Sprintf("%dM", sizeMiB))
 	Run(t, "mkfs.ext4", args...)
 }
+
+// Part is one partition to lay out: its size, its type (sgdisk's hex code
+// such as "8300", or sfdisk's "83") and the image to copy into it, if any.
+type Part struct {
+	SizeMiB int
+	Type    string
+	Image   string
+}
+
+// GPT makes a GPT disk of sizeMiB with sgdisk, partitions starting at 1 MiB
+// one after the other, each image copied to its partition's offset.
+func GPT(t testing.TB, img string, sizeMiB int, parts ...Part) {
+	t.Helper()
+	mkfile(t, img, int64(sizeMiB)<<20)
+	args := []string{"-o"}
+	for i, p := range parts {
+		args = append(args, fmt.Sprintf("-n=%d:0:+%dM", i+1, p.SizeMiB), fmt.Sprintf("-t=%d:%s", i+1, p.Type))
+	}
+	Run(t, "sgdisk", append(args, img)...)
+	off := int64(1) << 20
+	for _, p := range parts {
+		if p.Image != "" {
+			CopyAt(t, img, p.Image, off)
+		}
+		off += int64(p.SizeMiB) << 20
+	}
+}
+
+// MBR makes an MBR disk with sfdisk: the first two parts primary, the rest
+// logical partitions (5, 6, …) inside an extended partition, each logical
+// one preceded by its EBR (1 MiB apart, as sfdisk aligns them). It returns
+// each part's byte offset.
+func MBR(t testing.TB, img string, sizeMiB int, parts ...Part) []int64 {
+	t.Helper()
+	mkfile(t, img, int64(sizeMiB)<<20)
+	var script strings.Builder
+	script.WriteString("label: dos\nunit: sectors\n")
+	var offs []int64
+	off := int64(1) << 20
+	for i, p := range parts {
+		if i == 2 {
+			fmt.Fprintf(&script, "start=%d, type=5\n", off/512)
+			off += 1 << 20
+		} else if i > 2 {
+			off += 1 << 20 // room for the next EBR
+		}
+		fmt.Fprintf(&script, "start=%d, size=%d, type=%s\n", off/512, int64(p.SizeMiB)<<11, p.Type)
+		offs = append(offs, off)
+		off += int64(p.SizeMiB) << 20
+	}
+	cmd := exec.Command("sfdisk", "-q", img)
+	cmd.Stdin = strings.NewReader(script.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sfdisk: %v\n%s\n%s", err, out, script.String())
+	}
+	for i, p := range parts {
+		if p.Image != "" {
+			CopyAt(t, img, p.Image, offs[i])
+		}
+	}
+	return offs
+}
+
+func mkfile(t testing.TB, name string, size int64) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CopyAt copies file src into dst at byte offset off, keeping holes.
+func CopyAt(t testing.TB, dst, src string, off int64) {
+	t.Helper()
+	Run(t, "dd", "if="+src, "of="+dst, "bs=1M", fmt.Sprintf("seek=%d", off), "oflag=seek_bytes", "conv=notrunc,sparse", "status=none")
+}
