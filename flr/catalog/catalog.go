@@ -433,6 +433,9 @@ type Result struct {
 	Hits      []Hit `json:"hits"`
 	Truncated bool  `json:"truncated"` // more paths matched than Limit
 	Scanned   int64 `json:"scanned"`   // distinct paths looked at
+	// Pending are the points not catalogued yet (their files cannot be
+	// found until they are); filled by the service, which knows the points.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // matcher decides on "/"+path (lowercase).
