@@ -367,9 +367,13 @@ func (fakeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return []fs.DirEntry{fakeEntry{"..", fs.ModeDir | 0o755}, fakeEntry{".", fs.ModeDir}, fakeEntry{"", 0o644},
 		fakeEntry{"a/../../b", 0o644}, fakeEntry{"ok", 0o644}}, nil
 }
-func (fakeFS) Lstat(name string) (fs.FileInfo, error) { return fakeEntry{name, fs.ModeDir | 0o755}, nil }
-func (fakeFS) Readlink(string) (string, error)        { return "", fs.ErrInvalid }
-func (fakeFS) OpenFile(name string) (flr.File, error) { return memFile{bytes.NewReader([]byte("x"))}, nil }
+func (fakeFS) Lstat(name string) (fs.FileInfo, error) {
+	return fakeEntry{name, fs.ModeDir | 0o755}, nil
+}
+func (fakeFS) Readlink(string) (string, error) { return "", fs.ErrInvalid }
+func (fakeFS) OpenFile(name string) (flr.File, error) {
+	return memFile{bytes.NewReader([]byte("x"))}, nil
+}
 
 type memFile struct{ *bytes.Reader }
 

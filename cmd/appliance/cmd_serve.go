@@ -228,6 +228,9 @@ func serve(ctx context.Context, env *cliEnv, cfg *serveConfig) error {
 		TrustProxy:      cfg.API.TrustProxy,
 	}
 	targets.wire(&wcfg)
+	if wcfg.Files, err = startFileRestore(ctx, cfg.StateDir, rs, log, d); err != nil {
+		return err
+	}
 	if tagSrc != nil {
 		wcfg.Tags = tagSrc
 	}
