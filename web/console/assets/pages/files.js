@@ -189,6 +189,9 @@ async function browser(ctx, pointID) {
 
   function updateSelection() {
     dlSel.disabled = st.selected.size === 0;
+    // The link the button downloads, for people (a tooltip) and tests.
+    if (st.selected.size) dlSel.dataset.href = contentURL(pt.id, st.vol, [...st.selected], "zip");
+    else delete dlSel.dataset.href;
     selInfo.textContent = st.selected.size ? `${st.selected.size} selected` : "";
   }
 
