@@ -55,9 +55,9 @@ type FS struct {
 	v5, ftype, bigtimeFeature bool
 	nrext64                   bool
 
-	mu    sync.Mutex
-	dirs  map[uint64]map[string]uint64
-	dord  []uint64
+	mu   sync.Mutex
+	dirs map[uint64]map[string]uint64
+	dord []uint64
 }
 
 // Open reads the superblock of the XFS file system in r (size bytes).
