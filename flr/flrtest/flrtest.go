@@ -348,3 +348,19 @@ func Mounted(t testing.TB, img string, sizeMiB int, dir, mountType string, hook 
 	Run(t, "umount", mnt)
 	mounted = false
 }
+
+// FAT makes a FAT image (bits 12, 16 or 32) of sizeKiB with mkfs.vfat and
+// copies dir in with mcopy -s -m (mtimes kept).
+func FAT(t testing.TB, img string, bits, sizeKiB int, dir string) {
+	t.Helper()
+	Run(t, "mkfs.vfat", "-F", fmt.Sprint(bits), "-n", fmt.Sprintf("ESP%d", bits), "-C", img, fmt.Sprint(sizeKiB))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-s", "-m", "-i", img}
+	for _, e := range ents {
+		args = append(args, filepath.Join(dir, e.Name()))
+	}
+	Run(t, "mcopy", append(args, "::/")...)
+}
