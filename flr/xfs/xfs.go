@@ -549,7 +549,18 @@ func (f *FS) readDirInode(in *inode) ([]*dirent, error) {
 	// Data blocks live below the 32 GiB leaf offset; di_size ends at the
 	// last of them.
 	buf := make([]byte, f.dbs)
-	for off := int64(0); off < in.size; off += f.dbs {
+	var offs []int64 // directory blocks that are mapped, in order
+	for _, e := range fl.ext {
+		if e.unwritten {
+			continue
+		}
+		for o := int64(e.off) * f.bs / f.dbs * f.dbs; o < int64(e.off+e.n)*f.bs && o < in.size; o += f.dbs {
+			if len(offs) == 0 || offs[len(offs)-1] < o {
+				offs = append(offs, o)
+			}
+		}
+	}
+	for _, off := range offs {
 		if !fl.mapped(off) {
 			continue // a freed directory block
 		}
