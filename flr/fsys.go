@@ -22,6 +22,10 @@ type backend interface {
 	close() error
 }
 
+// recoverPanics is false only in fuzz tests, so that a reader's panic is
+// found and fixed rather than hidden.
+var recoverPanics = true
+
 // maxLinks bounds the symbolic links followed in one lookup, as Linux does.
 const maxLinks = 40
 
@@ -47,6 +51,9 @@ func (f *fsys) Close() error { return f.b.close() }
 // input) into ErrCorrupt and library not-found errors into ErrNotExist.
 func guard[T any](f *fsys, op, name string, call func() (T, error)) (v T, err error) {
 	defer func() {
+		if !recoverPanics {
+			return
+		}
 		if p := recover(); p != nil {
 			var zero T
 			v, err = zero, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: the reader failed: %v", ErrCorrupt, p)}

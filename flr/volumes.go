@@ -169,6 +169,9 @@ func openVolume(ctx context.Context, disks []Disk, id string) (FS, error) {
 // openBackend opens a reader, recovering a panic while it parses the superblock.
 func openBackend(l located) (b backend, err error) {
 	defer func() {
+		if !recoverPanics {
+			return
+		}
 		if p := recover(); p != nil {
 			b, err = nil, fmt.Errorf("%w: the %s reader failed: %v", ErrCorrupt, l.FS, p)
 		}

@@ -117,6 +117,9 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 			return nil, fmt.Errorf("%w: group descriptor size %d", ErrCorrupt, dsz)
 		}
 	}
+	if (first+1)*f.bs+ngroups*dsz > size {
+		return nil, fmt.Errorf("%w: %d group descriptors do not fit the volume", ErrCorrupt, ngroups)
+	}
 	gd := make([]byte, ngroups*dsz)
 	if _, err := r.ReadAt(gd, (first+1)*f.bs); err != nil {
 		return nil, fmt.Errorf("read group descriptors: %w", err)
@@ -625,14 +628,21 @@ func (f *FS) readDirInode(in *inode) ([]*dirent, error) {
 		}
 		return out, nil
 	}
+	// Only mapped blocks hold records: a hostile sparse directory of a
+	// gigabyte costs what it stores, not its size.
 	buf := make([]byte, f.bs)
-	for off := int64(0); off < in.size; off += f.bs {
-		n, err := fl.ReadAt(buf, off)
-		if err != nil && err != io.EOF {
-			return nil, err
+	for _, e := range fl.ext {
+		if e.zero {
+			continue
 		}
-		if err := parse(buf[:n]); err != nil {
-			return nil, err
+		for b := e.lblk; b < e.lblk+e.n && b*f.bs < in.size; b++ {
+			n, err := fl.ReadAt(buf, b*f.bs)
+			if err != nil && err != io.EOF {
+				return nil, err
+			}
+			if err := parse(buf[:n]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

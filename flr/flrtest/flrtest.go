@@ -324,3 +324,43 @@ func CopyAt(t testing.TB, dst, src string, off int64) {
 	t.Helper()
 	Run(t, "dd", "if="+src, "of="+dst, "bs=1M", fmt.Sprintf("seek=%d", off), "oflag=seek_bytes", "conv=notrunc,sparse", "status=none")
 }
+
+// Mounted formats img with mkfs (e.g. "mkfs.xfs", "-f"), loop-mounts it
+// with the given mount type and options, copies dir in with cp -a and
+// unmounts, so the file system is written by the kernel (or ntfs-3g).
+// then runs hook (if any) on the mounted tree.
+func Mounted(t testing.TB, img string, sizeMiB int, dir, mountType string, hook func(mnt string), mkfs ...string) {
+	t.Helper()
+	mkfile(t, img, int64(sizeMiB)<<20)
+	Run(t, mkfs[0], append(mkfs[1:], img)...)
+	mnt := t.TempDir()
+	Run(t, "mount", "-t", mountType, "-o", "loop", img, mnt)
+	mounted := true
+	defer func() {
+		if mounted {
+			exec.Command("umount", mnt).Run()
+		}
+	}()
+	Run(t, "cp", "-a", dir+"/.", mnt+"/")
+	if hook != nil {
+		hook(mnt)
+	}
+	Run(t, "umount", mnt)
+	mounted = false
+}
+
+// FAT makes a FAT image (bits 12, 16 or 32) of sizeKiB with mkfs.vfat and
+// copies dir in with mcopy -s -m (mtimes kept).
+func FAT(t testing.TB, img string, bits, sizeKiB int, dir string) {
+	t.Helper()
+	Run(t, "mkfs.vfat", "-F", fmt.Sprint(bits), "-n", fmt.Sprintf("ESP%d", bits), "-C", img, fmt.Sprint(sizeKiB))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-s", "-m", "-i", img}
+	for _, e := range ents {
+		args = append(args, filepath.Join(dir, e.Name()))
+	}
+	Run(t, "mcopy", append(args, "::/")...)
+}
