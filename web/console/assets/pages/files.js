@@ -321,6 +321,7 @@ async function browser(ctx, pointID) {
     let node = tree.querySelector('li[data-path="/"]');
     const parts = dir.split("/").filter(Boolean);
     let acc = "";
+    if (node) await node.expand(); // the root's folders are always shown
     for (const p of parts) {
       if (!node) return;
       await node.expand();
