@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -67,6 +68,10 @@ func Selection(paths []string) (sel []string, base string, err error) {
 		cl = append(cl, c)
 	}
 	sort.Strings(cl)
+	if slices.Contains(cl, ".") {
+		// The root covers everything; sorting does not put it first (" " < ".").
+		return []string{"."}, ".", nil
+	}
 	under := func(p, dir string) bool { return dir == "." || p == dir || strings.HasPrefix(p, dir+"/") }
 	for _, c := range cl {
 		if len(sel) > 0 && under(c, sel[len(sel)-1]) {

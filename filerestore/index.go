@@ -69,10 +69,12 @@ func (ix *indexer) store(name string) (*catalog.Store, *repository.Repository, e
 	}
 	p := CatalogPath(ix.s.cfg.CatalogDir, r)
 	st, err := catalog.Open(p)
-	if errors.Is(err, catalog.ErrVersion) {
-		ix.s.cfg.Logf("catalog %s is of another version: rebuilding it", p)
-		if rerr := os.Remove(p); rerr != nil {
-			return nil, nil, fmt.Errorf("remove stale catalog: %w", rerr)
+	if err != nil && !errors.Is(err, catalog.ErrInUse) {
+		// Another version, or a file damaged by a crash or a full disk: it
+		// is a cache, so it is put aside and built again.
+		ix.s.cfg.Logf("catalog %s cannot be used (%v): rebuilding it", p, err)
+		if rerr := os.Rename(p, p+".broken"); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("put the unusable catalog aside: %w", rerr)
 		}
 		st, err = catalog.Open(p)
 	}

@@ -184,6 +184,7 @@ type openPoint struct {
 	// guarded by Service.mu
 	refs     int
 	lastUsed time.Time
+	located  time.Time // when Locate last found the point
 
 	initOnce sync.Once
 	initErr  error
@@ -234,6 +235,17 @@ func (p *openPoint) close() {
 // acquire returns the open point (opening it if needed) with a reference
 // the caller releases.
 func (s *Service) acquire(ctx context.Context, id string) (*openPoint, func(), error) {
+	// A point used a moment ago by its full id (the requests of one
+	// download, a 10,000-path selection) is not looked up again: Locate
+	// lists every point of every repository.
+	s.mu.Lock()
+	if p := s.points[id]; p != nil && !s.closed && time.Since(p.located) < locateFresh {
+		p.refs++
+		p.lastUsed = time.Now()
+		s.mu.Unlock()
+		return s.ready(ctx, p)
+	}
+	s.mu.Unlock()
 	repoName, pt, err := s.cfg.Source.Locate(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -250,7 +262,18 @@ func (s *Service) acquire(ctx context.Context, id string) (*openPoint, func(), e
 	}
 	p.refs++
 	p.lastUsed = time.Now()
+	p.located = p.lastUsed
 	s.mu.Unlock()
+	return s.ready(ctx, p)
+}
+
+// locateFresh is how long a point found by Locate is trusted without
+// looking again (a deleted point stops being served after at most this).
+const locateFresh = 5 * time.Second
+
+// ready opens p's disks on first use; p holds a reference the returned
+// release drops.
+func (s *Service) ready(ctx context.Context, p *openPoint) (*openPoint, func(), error) {
 	release := func() {
 		s.mu.Lock()
 		p.refs--

@@ -506,3 +506,33 @@ func TestCatalogSearch(t *testing.T) {
 		t.Errorf("catalog file: %v", err)
 	}
 }
+
+// A catalog file damaged by a crash or a full disk is a cache: it is put
+// aside and built again, and searches answer (before: every search and
+// indexing pass failed on it).
+func TestBrokenCatalogRebuilt(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	flrtest.MakeTree(t, src, flrtest.Options{})
+	r := repository.TestRepository(t)
+	frtest.Backup(t, r, "web01", time.Now().UTC(), frtest.Ext4Disk(t, src))
+	dir := t.TempDir()
+	p := CatalogPath(dir, r)
+	if err := os.WriteFile(p, bytes.Repeat([]byte("not a bbolt file "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Source: Single("main", r), CatalogDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.IndexPending(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Search(context.Background(), catalog.Query{Pattern: "hostname"})
+	if err != nil || len(res.Hits) != 1 {
+		t.Fatalf("search after the rebuild: %+v %v", res, err)
+	}
+	if _, err := os.Stat(p + ".broken"); err != nil {
+		t.Errorf("the damaged file was not kept aside: %v", err)
+	}
+}

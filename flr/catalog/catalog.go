@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -586,7 +587,7 @@ func decodeFile(v []byte) (typ string, size int64, mtime time.Time, ok bool) {
 	}
 	typ = typeNames[v[0]]
 	sz, n := binary.Uvarint(v[1:])
-	if n <= 0 {
+	if n <= 0 || sz > math.MaxInt64 {
 		return "", 0, time.Time{}, false
 	}
 	ns, m := binary.Varint(v[1+n:])
