@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Fuzz inputs are compact images: a little-endian uint32 count of 512-byte
@@ -197,7 +198,17 @@ func FuzzVolumes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		im := expand(b)
-		exercise(t, im, im.size)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			exercise(t, im, im.size)
+		}()
+		// A hang is a failure too: the engine keeps the input.
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("input took more than 10 s")
+		}
 	})
 }
 
@@ -208,4 +219,26 @@ func TestSeedsRead(t *testing.T) {
 		t.Fatalf("no seeds: %v", err)
 	}
 	_ = fs.ErrNotExist
+}
+
+// TestFuzzCorpus replays a fuzz corpus directory (FLR_CORPUS) to find a slow input.
+func TestFuzzCorpus(t *testing.T) {
+	d := os.Getenv("FLR_CORPUS")
+	if d == "" {
+		t.Skip("set FLR_CORPUS to a fuzz corpus directory to replay it")
+	}
+	ents, _ := os.ReadDir(d)
+	for _, e := range ents {
+		raw, _ := os.ReadFile(filepath.Join(d, e.Name()))
+		var b []byte
+		var s string
+		if _, err := fmt.Sscanf(string(raw), "go test fuzz v1\n[]byte(%q)", &s); err != nil {
+			t.Logf("%s: %v", e.Name(), err)
+			continue
+		}
+		b = []byte(s)
+		t.Logf("replaying %s", e.Name())
+		im := expand(b)
+		exercise(t, im, im.size)
+	}
 }
