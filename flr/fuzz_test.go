@@ -212,13 +212,34 @@ func FuzzVolumes(f *testing.F) {
 	})
 }
 
-// TestSeedsRead: the committed seeds are real file systems the readers open.
+// TestSeedsRead: the committed seeds are real file systems the readers
+// open and walk (so the fuzzer starts from valid structures).
 func TestSeedsRead(t *testing.T) {
-	ents, err := os.ReadDir(filepath.Join("testdata", "fuzz", "FuzzVolumes"))
-	if err != nil || len(ents) == 0 {
-		t.Fatalf("no seeds: %v", err)
+	d := filepath.Join("testdata", "fuzz", "FuzzVolumes")
+	for _, name := range []string{"ext4", "ext4-inline", "fat12"} {
+		raw, err := os.ReadFile(filepath.Join(d, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s string
+		if _, err := fmt.Sscanf(string(raw), "go test fuzz v1\n[]byte(%q)", &s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		im := expand([]byte(s))
+		disks := []Disk{{Name: name, R: im, Size: im.size}}
+		vols, err := Volumes(context.Background(), disks)
+		if err != nil || len(vols) != 1 || !vols[0].Browsable {
+			t.Fatalf("%s: volumes %+v %v", name, vols, err)
+		}
+		f, err := Open(context.Background(), disks, vols[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fs.ReadFile(f, "d/e/f.txt")
+		if err != nil || string(b) != "hello\n" {
+			t.Errorf("%s: d/e/f.txt = %q, %v", name, b, err)
+		}
 	}
-	_ = fs.ErrNotExist
 }
 
 // TestFuzzCorpus replays a fuzz corpus directory (FLR_CORPUS) to find a slow input.
