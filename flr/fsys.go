@@ -9,6 +9,11 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/vmvault/vmvault/flr/ext4"
+	"github.com/vmvault/vmvault/flr/fat"
+	"github.com/vmvault/vmvault/flr/lvm"
+	"github.com/vmvault/vmvault/flr/xfs"
 )
 
 // backend is one file-system reader. Its paths are always clean io/fs paths
@@ -21,6 +26,22 @@ type backend interface {
 	open(p string) (File, error) // a regular file
 	close() error
 }
+
+// markCorrupt makes a reader's own corruption error match ErrCorrupt too,
+// keeping its message.
+func markCorrupt(err error) error {
+	for _, c := range []error{ext4.ErrCorrupt, xfs.ErrCorrupt, fat.ErrCorrupt, lvm.ErrCorrupt} {
+		if errors.Is(err, c) && !errors.Is(err, ErrCorrupt) {
+			return corruptError{err}
+		}
+	}
+	return err
+}
+
+type corruptError struct{ err error }
+
+func (c corruptError) Error() string   { return c.err.Error() }
+func (c corruptError) Unwrap() []error { return []error{c.err, ErrCorrupt} }
 
 // recoverPanics is false only in fuzz tests, so that a reader's panic is
 // found and fixed rather than hidden.
@@ -67,6 +88,7 @@ func guard[T any](f *fsys, op, name string, call func() (T, error)) (v T, err er
 		if cerr := f.ctx.Err(); cerr != nil {
 			return v, cerr
 		}
+		err = markCorrupt(err)
 		var pe *fs.PathError
 		if !errors.As(err, &pe) {
 			err = &fs.PathError{Op: op, Path: name, Err: err}

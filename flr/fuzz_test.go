@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Fuzz inputs are compact images: a little-endian uint32 count of 512-byte
@@ -197,15 +198,68 @@ func FuzzVolumes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		im := expand(b)
-		exercise(t, im, im.size)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			exercise(t, im, im.size)
+		}()
+		// A hang is a failure too: the engine keeps the input.
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("input took more than 10 s")
+		}
 	})
 }
 
-// TestSeedsRead: the committed seeds are real file systems the readers open.
+// TestSeedsRead: the committed seeds are real file systems the readers
+// open and walk (so the fuzzer starts from valid structures).
 func TestSeedsRead(t *testing.T) {
-	ents, err := os.ReadDir(filepath.Join("testdata", "fuzz", "FuzzVolumes"))
-	if err != nil || len(ents) == 0 {
-		t.Fatalf("no seeds: %v", err)
+	d := filepath.Join("testdata", "fuzz", "FuzzVolumes")
+	for _, name := range []string{"ext4", "ext4-inline", "fat12"} {
+		raw, err := os.ReadFile(filepath.Join(d, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s string
+		if _, err := fmt.Sscanf(string(raw), "go test fuzz v1\n[]byte(%q)", &s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		im := expand([]byte(s))
+		disks := []Disk{{Name: name, R: im, Size: im.size}}
+		vols, err := Volumes(context.Background(), disks)
+		if err != nil || len(vols) != 1 || !vols[0].Browsable {
+			t.Fatalf("%s: volumes %+v %v", name, vols, err)
+		}
+		f, err := Open(context.Background(), disks, vols[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fs.ReadFile(f, "d/e/f.txt")
+		if err != nil || string(b) != "hello\n" {
+			t.Errorf("%s: d/e/f.txt = %q, %v", name, b, err)
+		}
 	}
-	_ = fs.ErrNotExist
+}
+
+// TestFuzzCorpus replays a fuzz corpus directory (FLR_CORPUS) to find a slow input.
+func TestFuzzCorpus(t *testing.T) {
+	d := os.Getenv("FLR_CORPUS")
+	if d == "" {
+		t.Skip("set FLR_CORPUS to a fuzz corpus directory to replay it")
+	}
+	ents, _ := os.ReadDir(d)
+	for _, e := range ents {
+		raw, _ := os.ReadFile(filepath.Join(d, e.Name()))
+		var b []byte
+		var s string
+		if _, err := fmt.Sscanf(string(raw), "go test fuzz v1\n[]byte(%q)", &s); err != nil {
+			t.Logf("%s: %v", e.Name(), err)
+			continue
+		}
+		b = []byte(s)
+		t.Logf("replaying %s", e.Name())
+		im := expand(b)
+		exercise(t, im, im.size)
+	}
 }

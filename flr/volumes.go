@@ -176,5 +176,6 @@ func openBackend(l located) (b backend, err error) {
 			b, err = nil, fmt.Errorf("%w: the %s reader failed: %v", ErrCorrupt, l.FS, p)
 		}
 	}()
-	return backends[l.FS](l.r, l.Size)
+	b, err = backends[l.FS](l.r, l.Size)
+	return b, markCorrupt(err)
 }

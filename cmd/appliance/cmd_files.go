@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/flr"
+	"github.com/vmvault/vmvault/flr/mount"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -660,3 +661,66 @@ func ctxReader(ctx context.Context, r io.Reader) io.Reader {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+func init() {
+	register(&command{name: "files mount", summary: "mount a restore point's volumes read-only through FUSE (until interrupted)", run: runFilesMount})
+}
+
+func runFilesMount(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "files mount")
+	rf := addRepoFlags(fs)
+	ff := addFilesFlags(fs, rf, false)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: give exactly one MOUNTPOINT", errUsage)
+	}
+	if *ff.point == "" {
+		return fmt.Errorf("%w: --restore-point is required", errUsage)
+	}
+	r, err := rf.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	p, disks, closeDisks, err := pointDisks(ctx, r, *ff.point)
+	if err != nil {
+		return err
+	}
+	defer closeDisks()
+	vols, err := flr.Volumes(ctx, disks)
+	if err != nil {
+		return err
+	}
+	open := map[string]flr.FS{}
+	defer func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}()
+	for _, v := range vols {
+		if !v.Browsable {
+			fmt.Fprintf(env.stderr, "%s (%s): not mounted: %s\n", v.ID, v.FS, v.Reason)
+			continue
+		}
+		f, err := flr.Open(ctx, disks, v.ID)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "%s (%s): not mounted: %v\n", v.ID, v.FS, err)
+			continue
+		}
+		open[v.ID] = f
+	}
+	srv, err := mount.Mount(pos[0], open)
+	if err != nil {
+		return fmt.Errorf("mount %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.stdout, "mounted %d volume(s) of %s read-only at %s; interrupt to unmount\n", len(open), short(p.ID), pos[0])
+	<-ctx.Done()
+	if err := srv.Unmount(); err != nil {
+		return fmt.Errorf("unmount %s: %w", pos[0], err)
+	}
+	srv.Wait()
+	return nil
+}

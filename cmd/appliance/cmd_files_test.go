@@ -3,10 +3,13 @@ package main
 import (
 	"archive/tar"
 	"archive/zip"
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -279,3 +282,59 @@ func extract(t *testing.T, archive, dir string) {
 }
 
 func timeUnixNano(n int64) time.Time { return time.Unix(0, n) }
+
+// TestFilesMount mounts a restore point through FUSE and compares the tree
+// with cp-like reads, then unmounts on cancel.
+func TestFilesMount(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Skipf("SKIP: FUSE needs /dev/fuse and root (%v, uid %d)", err, os.Geteuid())
+	}
+	repo, point, src := filesPoint(t)
+	mnt := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan cliResult, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string {
+			return map[string]string{"VMVAULT_PASSWORD": testPassword}[k]
+		}}
+		code := run(ctx, env, []string{"files", "mount", "--repo", repo, "--restore-point", point, mnt})
+		done <- cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+	}()
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(mnt, "d0p2", "etc")); err == nil {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("mount ended: %d %s %s", r.code, r.stdout, r.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not mounted after 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tree := filepath.Join(mnt, "d1p6")
+	os.RemoveAll(filepath.Join(t.TempDir(), "x"))
+	copyTree := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", tree, copyTree).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a from the mount: %v\n%s", err, out)
+	}
+	os.RemoveAll(filepath.Join(copyTree, "lost+found"))
+	sameTree(t, src, copyTree)
+	if err := os.WriteFile(filepath.Join(mnt, "d0p2", "new"), []byte("x"), 0o644); err == nil {
+		t.Error("write into the read-only mount succeeded")
+	}
+	cancel()
+	select {
+	case r := <-done:
+		if r.code != 0 {
+			t.Fatalf("mount exit %d: %s", r.code, r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("mount did not end after cancel")
+	}
+}

@@ -55,9 +55,38 @@ type FS struct {
 	v5, ftype, bigtimeFeature bool
 	nrext64                   bool
 
-	mu   sync.Mutex
-	dirs map[uint64]map[string]uint64
-	dord []uint64
+	mu    sync.Mutex
+	dirs  map[uint64]map[string]uint64
+	dord  []uint64
+	cache map[int64][]byte // inode blocks by byte offset
+	order []int64
+}
+
+// cacheBlocks bounds the inode blocks kept (8 MiB at 4 KiB): a listing
+// reads every entry's inode, and inodes sit 8 or 16 to a block.
+const cacheBlocks = 2048
+
+// block reads the file-system block at byte offset off through the cache.
+func (f *FS) block(off int64) ([]byte, error) {
+	f.mu.Lock()
+	b, ok := f.cache[off]
+	f.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b = make([]byte, f.bs)
+	if _, err := f.r.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	if len(f.order) >= cacheBlocks {
+		delete(f.cache, f.order[0])
+		f.order = f.order[1:]
+	}
+	f.cache[off] = b
+	f.order = append(f.order, off)
+	f.mu.Unlock()
+	return b, nil
 }
 
 // Open reads the superblock of the XFS file system in r (size bytes).
@@ -69,7 +98,7 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	if string(sb[:4]) != "XFSB" {
 		return nil, fmt.Errorf("%w: no XFS superblock", ErrCorrupt)
 	}
-	f := &FS{r: r, size: size, dirs: map[uint64]map[string]uint64{}}
+	f := &FS{r: r, size: size, dirs: map[uint64]map[string]uint64{}, cache: map[int64][]byte{}}
 	f.bs = int64(be.Uint32(sb[4:]))
 	f.dblocks = be.Uint64(sb[8:])
 	f.rootIno = be.Uint64(sb[56:])
@@ -140,11 +169,12 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 	if ag >= f.agcount || agb >= f.agblocks {
 		return nil, fmt.Errorf("%w: inode %d out of range", ErrCorrupt, ino)
 	}
-	off := int64(ag*f.agblocks+agb)*f.bs + int64(idx)*f.inodeSize
-	raw := make([]byte, f.inodeSize)
-	if _, err := f.r.ReadAt(raw, off); err != nil {
+	blk, err := f.block(int64(ag*f.agblocks+agb) * f.bs)
+	if err != nil {
 		return nil, fmt.Errorf("read inode %d: %w", ino, err)
 	}
+	// A copy: the data fork is handed out with the inode.
+	raw := append([]byte(nil), blk[int64(idx)*f.inodeSize:int64(idx+1)*f.inodeSize]...)
 	if raw[0] != 'I' || raw[1] != 'N' {
 		return nil, fmt.Errorf("%w: inode %d has no magic", ErrCorrupt, ino)
 	}
