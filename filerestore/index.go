@@ -169,7 +169,7 @@ func (s *Service) indexRepo(ctx context.Context, name string, progress Progress)
 		if pi, ok := have[p.ID]; ok && pi.Complete {
 			continue
 		}
-		if err := s.indexPoint(ctx, st, r, name, p, progress); err != nil {
+		if err := s.indexPoint(ctx, st, r, name, p, pts, progress); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -181,13 +181,24 @@ func (s *Service) indexRepo(ctx context.Context, name string, progress Progress)
 
 // indexPoint walks every browsable volume of a point into its catalog,
 // resuming after the volumes a previous build finished.
-func (s *Service) indexPoint(ctx context.Context, st *catalog.Store, r *repository.Repository, repo string, p repository.Point, progress Progress) error {
+func (s *Service) indexPoint(ctx context.Context, st *catalog.Store, r *repository.Repository, repo string, p repository.Point, all []repository.Point, progress Progress) error {
 	s.idx.build.Lock()
 	defer s.idx.build.Unlock()
 	if pi, err := st.Point(p.ID); err == nil && pi.Complete {
 		return nil // built by a concurrent pass meanwhile
 	}
-	b, err := st.Build(catalog.PointInfo{ID: p.ID, VM: p.VM.Name, VMUUID: p.VM.InstanceUUID, Time: p.Time})
+	info := catalog.PointInfo{ID: p.ID, VM: p.VM.Name, VMUUID: p.VM.InstanceUUID, Time: p.Time}
+	// A point whose disks are another's (the same disk maps: an idle VM,
+	// an unchanged image) holds the same files: that catalog is copied
+	// instead of walking the file systems again.
+	if src, ok := sameDisks(st, p, all); ok {
+		if err := st.Clone(ctx, src, info); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return err
+		}
+	}
+	b, err := st.Build(info)
 	if err != nil {
 		return err
 	}
@@ -238,6 +249,34 @@ func (s *Service) indexPoint(ctx context.Context, st *catalog.Store, r *reposito
 		}
 	}
 	return b.Finish()
+}
+
+// sameDisks returns a point of pts with a complete catalog and the same
+// disk maps as p, disk for disk (its parent when nothing changed, or its
+// child: points are indexed newest first).
+func sameDisks(st *catalog.Store, p repository.Point, pts []repository.Point) (string, bool) {
+	if len(p.Disks) == 0 {
+		return "", false
+	}
+	for _, o := range pts {
+		if o.ID == p.ID || len(o.Disks) != len(p.Disks) {
+			continue
+		}
+		same := true
+		for i := range p.Disks {
+			if p.Disks[i].Map != o.Disks[i].Map {
+				same = false
+				break
+			}
+		}
+		if !same {
+			continue
+		}
+		if pi, err := st.Point(o.ID); err == nil && pi.Complete {
+			return o.ID, true
+		}
+	}
+	return "", false
 }
 
 // walkVolume records every entry of a volume, depth first. An unreadable

@@ -536,3 +536,39 @@ func TestBrokenCatalogRebuilt(t *testing.T) {
 		t.Errorf("the damaged file was not kept aside: %v", err)
 	}
 }
+
+// A point whose disks are another point's (the same disk maps) gets that
+// point's catalog copied: its file systems are not walked again.
+func TestCatalogCloneForUnchangedDisks(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	flrtest.MakeTree(t, src, flrtest.Options{BigDir: 500})
+	r := repository.TestRepository(t)
+	disk := frtest.Ext4Disk(t, src)
+	p1 := frtest.Backup(t, r, "web01", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), disk)
+	p2 := frtest.Backup(t, r, "web01", time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), disk)
+	if p1.Disks[0].Map != p2.Disks[0].Map {
+		t.Fatalf("the same image gave two disk maps: %s, %s", p1.Disks[0].Map, p2.Disks[0].Map)
+	}
+	s, err := New(Config{Source: Single("main", r), CatalogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	walked := map[string]bool{}
+	if err := s.IndexPending(context.Background(), func(_, point string, _ int64) { walked[point] = true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(walked) != 1 || !walked[p2.ID] {
+		t.Errorf("walked %v, want only the newest point %s", walked, p2.ID)
+	}
+	st, _, _ := s.idx.store("main")
+	a, _ := st.Point(p1.ID)
+	b, _ := st.Point(p2.ID)
+	if !a.Complete || !b.Complete || a.Files != b.Files || a.Files < 500 {
+		t.Errorf("catalogs %+v / %+v", a, b)
+	}
+	res, err := s.Search(context.Background(), catalog.Query{Pattern: "file-000499"})
+	if err != nil || len(res.Hits) != 1 || len(res.Hits[0].Versions) != 2 {
+		t.Fatalf("search: %+v %v", res, err)
+	}
+}

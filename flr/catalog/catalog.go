@@ -396,6 +396,89 @@ func (b *Builder) flush() error {
 	return nil
 }
 
+// Clone makes info.ID's catalog a copy of src's (a complete catalog), for a
+// point whose disks are byte for byte those of src (the same disk maps):
+// nothing is walked. The copy is written in batches; an interrupted clone
+// is resumed by cloning again.
+func (s *Store) Clone(ctx context.Context, src string, info PointInfo) error {
+	from, err := s.Point(src)
+	if err != nil {
+		return err
+	}
+	if !from.Complete {
+		return fmt.Errorf("clone catalog of %s: source %s is incomplete: %w", info.ID, src, ErrNotFound)
+	}
+	var after []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done := false
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			files := tx.Bucket(bucketFiles)
+			sb := files.Bucket([]byte(src))
+			if sb == nil {
+				done = true
+				return nil
+			}
+			db, err := files.CreateBucketIfNotExists([]byte(info.ID))
+			if err != nil {
+				return err
+			}
+			paths := tx.Bucket(bucketPaths)
+			c := sb.Cursor()
+			k, v := c.First()
+			if after != nil {
+				k, v = c.Seek(after)
+				if k != nil && bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			n := 0
+			for ; k != nil && n < batchSize; k, v = c.Next() {
+				if db.Get(k) == nil {
+					dk := paths.Get(revKey(k))
+					if dk == nil {
+						return fmt.Errorf("path id %x without a dictionary entry: %w", k, ErrNotFound)
+					}
+					dk = append([]byte(nil), dk...)
+					pv := paths.Get(dk)
+					if len(pv) < 8 {
+						return fmt.Errorf("dictionary entry %q damaged", dk)
+					}
+					refs, _ := binary.Uvarint(pv[8:])
+					if err := paths.Put(dk, binary.AppendUvarint(append([]byte(nil), pv[:8]...), refs+1)); err != nil {
+						return err
+					}
+				}
+				if err := db.Put(k, v); err != nil {
+					return err
+				}
+				after = append(after[:0], k...)
+				n++
+			}
+			if k == nil {
+				done = true
+				pi := from
+				pi.ID, pi.VM, pi.VMUUID, pi.Time = info.ID, info.VM, info.VMUUID, info.Time
+				pi.BuiltAt, pi.BuildSeconds = time.Now().UTC(), 0
+				b, err := json.Marshal(pi)
+				if err != nil {
+					return err
+				}
+				return tx.Bucket(bucketPoints).Put([]byte(info.ID), b)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("clone catalog of %s from %s: %w", info.ID, src, err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
 // Query is a search.
 type Query struct {
 	// Pattern: with any of * ? [ it is a glob (path.Match syntax) on the

@@ -260,3 +260,33 @@ func BenchmarkSearch1M(b *testing.B) {
 		b.Errorf("a search took %v, over 1 s", worst)
 	}
 }
+
+func TestClone(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	at := time.Now().UTC()
+	build(t, s, "p1", "vm", at, []ent{{"v", "a", TypeFile, 1}, {"v", "b", TypeFile, 2}})
+	if err := s.Clone(ctx, "p1", PointInfo{ID: "p2", VM: "vm", Time: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	pi, err := s.Point("p2")
+	if err != nil || !pi.Complete || pi.Files != 2 || !pi.Time.Equal(at.Add(time.Hour)) {
+		t.Fatalf("clone: %+v %v", pi, err)
+	}
+	res, _ := s.Search(ctx, Query{Pattern: "b"})
+	if len(res.Hits) != 1 || len(res.Hits[0].Versions) != 2 {
+		t.Fatalf("versions after the clone: %+v", res.Hits)
+	}
+	// References were counted: dropping the source keeps the clone's paths.
+	s.Drop(ctx, "p1")
+	if n := countPaths(t, s); n != 4 {
+		t.Errorf("after dropping the source: %d path records, want 4", n)
+	}
+	s.Drop(ctx, "p2")
+	if n := countPaths(t, s); n != 0 {
+		t.Errorf("after dropping both: %d path records", n)
+	}
+	if err := s.Clone(ctx, "nope", PointInfo{ID: "p3"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("clone of nothing: %v", err)
+	}
+}
