@@ -14,7 +14,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
 # Debian packages the tests need, keyed by the command that proves each is installed.
-TEST_TOOLS := qemu-img:qemu-utils mkfs.ext4:e2fsprogs losetup:mount debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd
+TEST_TOOLS := qemu-img:qemu-utils mkfs.ext4:e2fsprogs debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd mkfs.xfs:xfsprogs pvcreate:lvm2 mkntfs:ntfs-3g ntfs-3g:ntfs-3g setfattr:attr getfattr:attr sgdisk:gdisk sfdisk:fdisk losetup:mount
 
 .PHONY: all build test test-deps vet lint bench bench-deps demo fuzz crashwalk clean
 

@@ -42,6 +42,10 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/restore-points/:id/lock", op, s.lockPoint},
 		{"POST", "/api/v1/restore-points/:id/unlock", op, s.unlockPoint},
 		{"DELETE", "/api/v1/restore-points/:id", adm, s.deletePoint},
+		{"GET", "/api/v1/restore-points/:id/volumes", ro, s.listVolumes},
+		{"GET", "/api/v1/restore-points/:id/volumes/:vol/files", ro, s.listFiles},
+		{"GET", "/api/v1/restore-points/:id/volumes/:vol/content", ro, s.getContent},
+		{"GET", "/api/v1/files/search", ro, s.searchFiles},
 
 		{"GET", "/api/v1/repositories", ro, s.listRepositories},
 		{"GET", "/api/v1/repositories/:id", ro, s.getRepository},

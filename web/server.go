@@ -51,6 +51,9 @@ type Config struct {
 	Runs RunLog
 	// VCenter tests vCenter connections; nil: 501.
 	VCenter VCenterTester
+	// Files serves file-level restore (browse, download, search); nil: 501.
+	// Downloads are recorded through Events when it has AddEvent.
+	Files FileService
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.
@@ -225,6 +228,9 @@ func (s *Server) ObserveBackup(read, newBytes, stored int64, d time.Duration) {
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p) // a stream cut on purpose: net/http closes the connection
+			}
 			s.cfg.Logger.Error("handler panic", "path", c.FullPath(), "panic", p)
 			s.writeError(c, errors.New("panic"))
 			c.Abort()

@@ -62,7 +62,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	o := demoOptions{}
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the API and console (plain HTTP, loopback only; port 0 picks a free port)")
 	fs.StringVar(&o.stateDir, "state", "", "keep the demo's repository and database in `DIR` (default: a temporary directory removed on exit)")
-	fs.IntVar(&o.vms, "vms", 3, "number of sample VMs (web-01, db-01, files-01, web-02, ...)")
+	fs.IntVar(&o.vms, "vms", 3, "number of sample VMs (web-01, db-01, files-01, then app-01 on GPT+LVM+XFS and win-01 on GPT+NTFS, which need root, web-02, ...)")
 	fs.DurationVar(&o.churn, "churn", demoChurnDefault, "how often each sample VM writes a little data (0 disables)")
 	diskMiB := fs.Int("disk-mib", 64, "size of each sample VM's disk in MiB")
 	pos, err := parseFlags(fs, args)

@@ -258,6 +258,9 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 		TrustProxy:      cfg.API.TrustProxy,
 	}
 	targets.wire(&wcfg)
+	if wcfg.Files, err = startFileRestore(ctx, cfg.StateDir, rs, log, d); err != nil {
+		return err
+	}
 	if tagSrc != nil {
 		wcfg.Tags = tagSrc
 	}

@@ -35,7 +35,8 @@ type SampleVM struct {
 	// Kind picks the generated tree: "web" (site, logs, a cache file), "db"
 	// (table and WAL files), "files" (documents and pictures).
 	Kind string
-	// FS is FSExt4 (mkfs.ext4 -d) or FSVFAT (mkfs.vfat + mcopy).
+	// FS is FSExt4 (mkfs.ext4 -d), FSVFAT (mkfs.vfat + mcopy), FSXFSLVM
+	// (GPT + LVM + XFS) or FSNTFS (GPT + NTFS); the last two need root.
 	FS string
 	// Capacity is the disk size (default 64 MiB); Fill about how many bytes
 	// of files the tree holds (default Capacity/3).
@@ -48,14 +49,22 @@ type SampleVM struct {
 // DefaultSampleVMs returns n specs of capacity bytes each: web-01 (ext4),
 // db-01 (ext4), files-01 (FAT), then web-02, db-02, files-02, ...
 func DefaultSampleVMs(n int, capacity int64) []SampleVM {
-	kinds := []struct{ kind, fs string }{{"web", FSExt4}, {"db", FSExt4}, {"files", FSVFAT}}
+	// app and win (GPT + LVM + XFS, GPT + NTFS) come fourth and fifth: they
+	// need root, so the first three work anywhere.
+	kinds := []struct{ kind, fs string }{{"web", FSExt4}, {"db", FSExt4}, {"files", FSVFAT}, {"app", FSXFSLVM}, {"win", FSNTFS}}
 	out := make([]SampleVM, 0, n)
 	for i := range n {
 		k := kinds[i%len(kinds)]
-		out = append(out, SampleVM{
+		sv := SampleVM{
 			Name: fmt.Sprintf("%s-%02d", k.kind, i/len(kinds)+1), Kind: k.kind, FS: k.fs,
 			Capacity: capacity, Seed: uint64(i + 1),
-		})
+		}
+		if k.fs == FSXFSLVM && capacity < minXFSDisk {
+			// mkfs.xfs refuses file systems under 300 MB; the disk is thin,
+			// and the files stay as many as the others'.
+			sv.Capacity, sv.Fill = minXFSDisk, capacity/3
+		}
+		out = append(out, sv)
 	}
 	return out
 }
@@ -87,8 +96,12 @@ func (l *Lab) AddSampleVMs(ctx context.Context, dir string, specs []SampleVM) ([
 			need["mkfs.ext4"] = "e2fsprogs"
 		case FSVFAT:
 			need["mkfs.vfat"], need["mcopy"] = "dosfstools", "mtools"
+		case FSXFSLVM:
+			need["mkfs.xfs"], need["pvcreate"], need["sgdisk"] = "xfsprogs", "lvm2", "gdisk"
+		case FSNTFS:
+			need["mkntfs"], need["ntfs-3g"], need["sgdisk"] = "ntfs-3g", "ntfs-3g", "gdisk"
 		default:
-			return nil, fmt.Errorf("lab: sample VM %s: unknown file system %q (want %s or %s)", s.Name, s.FS, FSExt4, FSVFAT)
+			return nil, fmt.Errorf("lab: sample VM %s: unknown file system %q (want %s, %s, %s or %s)", s.Name, s.FS, FSExt4, FSVFAT, FSXFSLVM, FSNTFS)
 		}
 	}
 	for tool, pkg := range need {
@@ -214,8 +227,11 @@ func (l *Lab) addSample(ctx context.Context, dir string, folder *object.Folder, 
 		}
 	}
 	guest, family := "otherLinux64Guest", "linuxGuest"
-	if s.FS == FSVFAT {
+	switch s.FS {
+	case FSVFAT, FSNTFS:
 		guest, family = "windows9Server64Guest", "windowsGuest"
+	case FSXFSLVM:
+		guest = "rhel9_64Guest"
 	}
 	smp.InstanceUUID = sampleUUID("instance", s.Name)
 	spec := types.VirtualMachineConfigSpec{
@@ -342,6 +358,15 @@ func genTree(root string, s SampleVM) ([]genFile, error) {
 	case "files":
 		add("README.TXT", []byte("Shared files of "+s.Name+"\r\n"), false)
 		binDir, binExt, txtDir, txtExt = "Pictures", ".jpg", "Documents", ".txt"
+	case "win":
+		add("README.TXT", []byte("Data disk of "+s.Name+"\r\n"), false)
+		text("Users/alice/Documents/Quarterly report.txt", 12<<10)
+		binDir, binExt, txtDir, txtExt = "Users/alice/Pictures", ".jpg", "Shares/Finance", ".csv"
+	case "app":
+		add("etc/hostname", []byte(s.Name+"\n"), false)
+		text("etc/app/app.conf", 2<<10)
+		text("var/log/app/app.log", 64<<10)
+		binDir, binExt, txtDir, txtExt = "srv/app/data", ".db", "home/alice", ".txt"
 	default:
 		add("etc/hostname", []byte(s.Name+"\n"), false)
 		text("etc/nginx/nginx.conf", 3<<10)
@@ -397,6 +422,10 @@ func makeFS(ctx context.Context, s SampleVM, root, img string) error {
 	switch s.FS {
 	case FSExt4:
 		return run(nil, "mkfs.ext4", "-q", "-F", "-L", s.Name, "-d", root, img, strconv.FormatInt(s.Capacity>>10, 10)+"k")
+	case FSXFSLVM:
+		return makeXFSLVM(ctx, s, root, img)
+	case FSNTFS:
+		return makeNTFS(ctx, s, root, img)
 	case FSVFAT:
 		f, err := os.Create(img)
 		if err != nil {

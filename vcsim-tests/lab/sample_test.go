@@ -172,7 +172,7 @@ func TestAddSampleVMs(t *testing.T) {
 		fsck(s)
 	}
 
-	if _, err := l.AddSampleVMs(ctx, t.TempDir(), []lab.SampleVM{{Name: "x", FS: "ntfs"}}); err == nil || !strings.Contains(err.Error(), "unknown file system") {
+	if _, err := l.AddSampleVMs(ctx, t.TempDir(), []lab.SampleVM{{Name: "x", FS: "zfs"}}); err == nil || !strings.Contains(err.Error(), "unknown file system") {
 		t.Errorf("unknown file system: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import jobwizard from "./jobwizard.js";
 import restore from "./restore.js";
 import points from "./points.js";
 import repositories from "./repositories.js";
+import files from "./files.js";
 
 export default [
   dashboard,
@@ -18,6 +19,7 @@ export default [
   jobs,
   jobwizard,
   restore,
+  files,
   points,
   repositories,
   tasks,

@@ -11,6 +11,7 @@ const MODES = [
   { id: "original", title: "Restore over the original VM", text: "Overwrites the original VM's disks with the restore point. Everything written since is lost.", danger: true },
   { id: "rehearsal", title: "Rehearsal", text: "Restores a disconnected copy (NICs not connected) to prove the point restores, then leaves it for you to inspect and delete." },
   { id: "disk", title: "Single disk", text: "Restores one disk of the point and attaches it to a VM of your choice." },
+  { id: "files", title: "Restore files", text: "Browse the point's file systems and download single files, folders or a selection as a zip. Nothing is restored to vSphere." },
 ];
 
 export default {
@@ -292,6 +293,7 @@ export default {
           const c = f.querySelector("input[name=mode]:checked");
           if (!c) return fieldErr(f, [{ field: "mode", message: "Choose what to do." }]);
           st.mode = c.value;
+          if (st.mode === "files") return ctx.navigate(`#/files?point=${encodeURIComponent(st.point.id)}`);
           show("target");
         });
       },

@@ -1,0 +1,89 @@
+package flr_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmvault/vmvault/flr"
+	"github.com/vmvault/vmvault/flr/flrtest"
+)
+
+// TestNTFS: mkntfs + ntfs-3g (loop mount, cp -a): resident and
+// non-resident data, Unicode and long names, a 10,000-entry directory, a
+// sparse file, LZNT1-compressed files and an alternate data stream.
+func TestNTFS(t *testing.T) {
+	flrtest.Need(t, true, "mkntfs", "ntfs-3g", "setfattr", "mount")
+	src := t.TempDir()
+	flrtest.MakeTree(t, src, flrtest.Options{Unicode: true, BigDir: 10000, SparseMiB: 64})
+	text := bytes.Repeat([]byte("compressible text, compressible text.\n"), 20000)
+	os.MkdirAll(filepath.Join(src, "compressed"), 0o755)
+	os.WriteFile(filepath.Join(src, "compressed", "text.txt"), text, 0o644)
+	rnd := make([]byte, 200_000)
+	for i := range rnd {
+		rnd[i] = byte(i * 7919 >> 3)
+	}
+	os.WriteFile(filepath.Join(src, "compressed", "mixed.bin"), append(rnd, text...), 0o644)
+	img := filepath.Join(t.TempDir(), "ntfs.img")
+	flrtest.Mounted(t, img, 200, src, "ntfs-3g", func(mnt string) {
+		// Compression is set on the directory and applies to files created
+		// in it afterwards: copy them again.
+		c := filepath.Join(mnt, "compressed")
+		os.RemoveAll(c)
+		os.Mkdir(c, 0o755)
+		flrtest.Run(t, "setfattr", "-h", "-v", "0x00000800", "-n", "system.ntfs_attrib_be", c)
+		flrtest.Run(t, "cp", "-a", filepath.Join(src, "compressed")+"/.", c+"/")
+		if a := flrtest.Run(t, "getfattr", "-h", "-e", "hex", "-n", "system.ntfs_attrib_be", filepath.Join(c, "text.txt")); !strings.Contains(a, "0x00000800") && !strings.Contains(a, "0x00000820") {
+			t.Fatalf("text.txt is not compressed: %s", a)
+		}
+		flrtest.Run(t, "setfattr", "-n", "user.Zone.Identifier", "-v", "[ZoneTransfer]", filepath.Join(mnt, "etc", "hostname"))
+		flrtest.Run(t, "cp", "--sparse=always", "--preserve=timestamps", filepath.Join(src, "sparse.img"), filepath.Join(mnt, "sparse.img"))
+	}, "mkntfs", "-Q", "-F", "-q", "-L", "WinData")
+	vols, err := flr.Volumes(t.Context(), []flr.Disk{diskOf(t, img)})
+	if err != nil || len(vols) != 1 || vols[0].FS != flr.KindNTFS {
+		t.Fatalf("volumes %+v %v", vols, err)
+	}
+	f := openOnly(t, []flr.Disk{diskOf(t, img)}, flr.KindNTFS)
+	n := flrtest.Compare(t, f, src, flrtest.CompareOptions{Mtimes: true, Ignore: func(p string) bool {
+		return strings.Contains(p, ":") || p == "System Volume Information"
+	}})
+	if n < 10000 {
+		t.Fatalf("compared %d files", n)
+	}
+	ents, err := flr.List(f, "etc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ads *flr.Entry
+	for i, e := range ents {
+		if e.Name == "hostname:Zone.Identifier" {
+			ads = &ents[i]
+		}
+	}
+	if ads == nil || ads.Type != "file" || ads.Size != int64(len("[ZoneTransfer]")) {
+		t.Fatalf("alternate data stream not listed: %+v", ents)
+	}
+	fl, err := f.Open("etc/hostname:Zone.Identifier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(fl)
+	if string(b) != "[ZoneTransfer]" {
+		t.Errorf("ADS content %q", b)
+	}
+	// Case-insensitive lookup, as on Windows.
+	if _, err := f.Stat("ETC/HOSTNAME"); err != nil {
+		t.Errorf("case-insensitive Stat: %v", err)
+	}
+	// The sparse file's holes are known.
+	sf, err := f.OpenFile("sparse.img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := sf.(flr.Sparse).DataExtents(); !ok || len(r) == 0 || r[0][1] >= 32<<20 {
+		t.Errorf("sparse file extents %v %v", r, ok)
+	}
+}
