@@ -392,3 +392,62 @@ func TestDedupClonedThenPatched(t *testing.T) {
 		t.Errorf("the patch (%d bytes, mostly old content) stored %d bytes", patchBytes, ca)
 	}
 }
+
+// TestIncrementalRunsOnV10Repository: a repository written by format v1.0
+// (repository/testdata/repo-v1.0) takes an incremental whose long changed run
+// is cut by content and whose small writes are slices of a coalesced blob;
+// both points restore byte-identical and check --read-data is clean. Runs
+// need no format change (whole data extents), slices are v1.1 segments.
+func TestIncrementalRunsOnV10Repository(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "repository", "testdata", "repo-v1.0"))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repository.Open(ctx, dir, []byte("golden"), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if v := r.Config().Version; v.Major != 1 || v.Minor != 0 {
+		t.Fatalf("the fixture is version %d.%d, want 1.0", v.Major, v.Minor)
+	}
+	pts, err := r.List(ctx)
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("points %v %v", pts, err)
+	}
+	old := readBack(t, r, pts[0].ID)
+	cur := append([]byte(nil), old...)
+	rng := rand.New(rand.NewPCG(9, 9))
+	copy(cur[160<<10:], fileContent(rng, 128<<10))
+	copy(cur[4<<10:], fileContent(rng, 4096))
+	copy(cur[12<<10:], fileContent(rng, 4096))
+	cc := r.Config().Chunker
+	c, err := dedup.New(dedup.Params{Algorithm: cc.Algorithm, Polynomial: cc.Polynomial, MinSize: cc.MinSize, AvgSize: cc.AvgSize, MaxSize: cc.MaxSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := r.OpenDisk(ctx, pts[0].ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	_, exts, err := r.DiskExtents(ctx, pts[0].ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := blockDiff(old, cur)
+	p, res := backupAndCommit(t, r, c, DiskInput{Source: bytes.NewReader(cur), Size: int64(len(cur)),
+		Parent: &ParentDisk{Reader: pr, Extents: exts, Changed: changed, Method: dedup.MethodSlices,
+			Options: dedup.IncrementalOptions{Window: 16 << 10, RunCDC: 64 << 10}}}, pts[0].ID)
+	if res.Slices.Runs != 1 || res.Slices.Groups != 1 {
+		t.Fatalf("runs %d, group blobs %d; want one of each (changed %v)", res.Slices.Runs, res.Slices.Groups, changed)
+	}
+	if got := readBack(t, r, p.ID); !bytes.Equal(got, cur) {
+		t.Fatal("the incremental restores different bytes")
+	}
+	if got := readBack(t, r, pts[0].ID); !bytes.Equal(got, old) {
+		t.Fatal("the v1.0 point restores different bytes")
+	}
+	requireCheckClean(t, r)
+}
