@@ -388,11 +388,11 @@ func ParentChunks(m []MapExtent) []ParentChunk {
 // least RunCDC bytes is cut with c from its own bytes (its first byte is a cut, the others follow
 // its content), so the same new data at any offset, on this disk or another, makes the same blobs.
 // Shorter runs are emitted as new data pieces (cut at window boundaries, so at most Window bytes
-// each; all-zero pieces as Zero chunks). When two or more pieces of one window hold data, they are coalesced: one Group chunk
-// (Length 0) carries their bytes back to back as one blob, and each piece follows as an InGroup
-// chunk, a slice of it (Skip = its place in the blob) — per-blob costs (hash, seal, catalog entry)
-// are then paid per window, not per CBT extent, and the same changes at the same places still
-// make the same blob. A lone piece (a whole window, or the only one with data) stays a plain data
+// each; all-zero pieces as Zero chunks). When two or more pieces of one window hold data, they are
+// coalesced: one Group chunk (Length 0) carries their bytes back to back as one blob, and each
+// piece follows as an InGroup chunk, a slice of it (Skip = its place in the blob) — per-blob costs
+// (hash, seal, catalog entry) are then paid per window, not per CBT extent, and the same changes
+// at the same places still make the same blob. A lone piece (a whole window, or the only one with data) stays a plain data
 // chunk. Every unchanged byte is emitted as a reference into the parent extent that holds it
 // (Chunk.Parent = its index in parent, Offset and Length within that extent). Windows that would
 // hold more than MaxExtents extents, or reference a parent blob of which the new map keeps less than
