@@ -713,7 +713,9 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	// a round trip each.
 	var plan []dedup.Extent
 	if in.Parent != nil {
-		plan = in.Parent.Changed
+		// Touching CBT areas are one read: the chunker reads a changed run
+		// (cut with CDC when long) or a window piece across their edges.
+		plan = coalescePlan(in.Parent.Changed)
 	} else {
 		plan = in.Allocated
 	}

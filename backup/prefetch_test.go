@@ -140,3 +140,15 @@ func TestRechunkParentPlan(t *testing.T) {
 		}
 	}
 }
+
+func TestCoalescePlan(t *testing.T) {
+	in := []dedup.Extent{{Offset: 128, Length: 64}, {Offset: 0, Length: 64}, {Offset: 64, Length: 64}, {Offset: 300, Length: 0}, {Offset: 400, Length: 10}, {Offset: 405, Length: 2}}
+	got := coalescePlan(in)
+	want := []dedup.Extent{{Offset: 0, Length: 192}, {Offset: 400, Length: 10}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("coalescePlan = %v, want %v", got, want)
+	}
+	if in[0].Offset != 128 {
+		t.Fatal("the input was modified")
+	}
+}

@@ -36,8 +36,8 @@ const (
 // IncrementalOptions tune the slice planner; zero values take the defaults.
 type IncrementalOptions struct {
 	// Window is the compaction unit (default: the chunker's average size, 1 MiB by default, so a
-	// window of a full backup's map holds one or two chunks); new pieces are also cut at window
-	// boundaries, so none is larger.
+	// window of a full backup's map holds one or two chunks); new pieces of short changed runs are
+	// also cut at window boundaries, so none is larger.
 	Window int64
 	// MaxExtents: a window that would hold more extents than this is rewritten with CDC
 	// (default 64: with 1 MiB windows, 16 made a chain of 1%-of-the-data 4 KiB incrementals
@@ -52,6 +52,13 @@ type IncrementalOptions struct {
 	// Rechunk also decodes the parent bytes it re-chunks, and at 1.25 it was picked for 1 MiB runs
 	// where it ran 3x slower than slices).
 	RechunkFactor float64
+	// RunCDC: a changed run (CBT extents merged where they touch) of at least this many bytes is
+	// cut with the chunker from its own bytes, starting at the run's first byte, instead of into
+	// window pieces: its cuts then follow its content, not its disk offset, so the same new file
+	// written at another place of this disk or of another VM makes the same blobs (issue 15).
+	// Shorter runs (small scattered writes) stay window pieces, coalesced per window. Default: the
+	// window (1 MiB with the default chunker: two minimum-size chunks).
+	RunCDC int64
 }
 
 // Default slice planner parameters (docs/PERFORMANCE.md section 6 has the measurements).
@@ -77,6 +84,9 @@ func (o IncrementalOptions) withDefaults(c Chunker) IncrementalOptions {
 	}
 	if o.RechunkFactor <= 0 {
 		o.RechunkFactor = DefaultRechunkFactor
+	}
+	if o.RunCDC <= 0 {
+		o.RunCDC = o.Window
 	}
 	return o
 }
@@ -109,12 +119,16 @@ type IncrementalStats struct {
 	Groups          int   // blobs holding the data pieces of one window back to back (2+ pieces each)
 	ZeroPieces      int   // changed pieces that read as zeros (holes)
 	CompactedChunks int   // chunks cut by CDC in compacted windows
+	Runs            int   // changed runs of at least RunCDC bytes, cut with CDC from their own bytes
+	RunBytes        int64 // bytes of those runs (outside compacted windows)
+	RunChunks       int   // chunks cut in them (zero chunks included)
 }
 
 // item is one extent of the naive new map: a part of a parent extent, or a changed range.
 type item struct {
 	off, n int64
-	par    int // parent extent index, or -1 for changed bytes
+	par    int  // parent extent index, or -1 for changed bytes
+	run    bool // a changed run cut with CDC from its own bytes (not cut at windows)
 }
 
 func (it item) end() int64 { return it.off + it.n }
@@ -175,6 +189,11 @@ func newSlicePlan(c Chunker, size int64, par []MapExtent, changed []Extent, o In
 	var at int64
 	for _, c := range ch {
 		keep(at, c.Offset)
+		if c.Length >= p.o.RunCDC {
+			p.items = append(p.items, item{off: c.Offset, n: c.Length, par: -1, run: true})
+			at = c.Offset + c.Length
+			continue
+		}
 		for off := c.Offset; off < c.Offset+c.Length; {
 			end := min(c.Offset+c.Length, (off/w+1)*w)
 			p.items = append(p.items, item{off: off, n: end - off, par: -1})
@@ -186,9 +205,26 @@ func newSlicePlan(c Chunker, size int64, par []MapExtent, changed []Extent, o In
 
 	// Windows over the extent limit: only windows holding an item boundary can hold more than one
 	// item, so counting at each item's first and last window is exact.
+	// A run cut with CDC makes chunks of at least the chunker's minimum size but its last: it
+	// counts, in every window it touches, the most chunks it can leave there.
+	minChunk := w
+	if c != nil {
+		if pr := c.Params(); pr.Algorithm == AlgorithmFixed {
+			minChunk = int64(pr.AvgSize)
+		} else if pr.MinSize > 0 {
+			minChunk = int64(pr.MinSize)
+		}
+	}
 	count := map[int64]int{}
 	for _, it := range p.items {
 		a, b := it.off/w, (it.end()-1)/w
+		if it.run {
+			for win := a; win <= b; win++ {
+				ov := min(it.end(), (win+1)*w) - max(it.off, win*w)
+				count[win] += int(ov/minChunk) + 2
+			}
+			continue
+		}
 		count[a]++
 		if b != a {
 			count[b]++
@@ -348,13 +384,15 @@ func ParentChunks(m []MapExtent) []ParentChunk {
 }
 
 // Incremental derives a new disk map from its parent's map without reading the parent, except in
-// the windows it compacts: each changed extent is read from src exactly once and emitted as new
-// data pieces (cut at window boundaries, so at most Window bytes each; all-zero pieces as Zero
-// chunks). When two or more pieces of one window hold data, they are coalesced: one Group chunk
-// (Length 0) carries their bytes back to back as one blob, and each piece follows as an InGroup
-// chunk, a slice of it (Skip = its place in the blob) — per-blob costs (hash, seal, catalog entry)
-// are then paid per window, not per CBT extent, and the same changes at the same places still
-// make the same blob. A lone piece (a whole window, or the only one with data) stays a plain data
+// the windows it compacts: each changed extent is read from src exactly once. A changed run of at
+// least RunCDC bytes is cut with c from its own bytes (its first byte is a cut, the others follow
+// its content), so the same new data at any offset, on this disk or another, makes the same blobs.
+// Shorter runs are emitted as new data pieces (cut at window boundaries, so at most Window bytes
+// each; all-zero pieces as Zero chunks). When two or more pieces of one window hold data, they are
+// coalesced: one Group chunk (Length 0) carries their bytes back to back as one blob, and each
+// piece follows as an InGroup chunk, a slice of it (Skip = its place in the blob) — per-blob costs
+// (hash, seal, catalog entry) are then paid per window, not per CBT extent, and the same changes
+// at the same places still make the same blob. A lone piece (a whole window, or the only one with data) stays a plain data
 // chunk. Every unchanged byte is emitted as a reference into the parent extent that holds it
 // (Chunk.Parent = its index in parent, Offset and Length within that extent). Windows that would
 // hold more than MaxExtents extents, or reference a parent blob of which the new map keeps less than
@@ -410,7 +448,7 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 		var idx []int
 		var total int64
 		for k := j; k < len(p.items) && p.items[k].off < b && p.items[k].off/w == win; k++ {
-			if it := p.items[k]; it.par < 0 {
+			if it := p.items[k]; it.par < 0 && !it.run {
 				idx = append(idx, k)
 				total += min(b, it.end()) - max(a, it.off)
 			}
@@ -449,6 +487,22 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 		st.Groups++
 		return out(Chunk{Offset: max(a, p.items[j].off), Data: buf[:fill], Parent: -1, Group: true})
 	}
+	// Nested Splits must not add their reads to the caller's Stats: we count them here.
+	sctx := context.WithValue(ctx, statsKey{}, (*Stats)(nil))
+	// splitRun cuts the changed run [lo, hi) with the chunker from its own bytes: the first cut
+	// is lo, the others follow the content (the run's last chunk ends at hi).
+	splitRun := func(lo, hi int64) error {
+		v := &sectionReader{r: src, base: lo}
+		err := c.Split(sctx, v, hi-lo, nil, func(ch Chunk) error {
+			ch.Offset += lo
+			st.RunChunks++
+			return out(ch)
+		})
+		st.SourceBytes += v.n
+		st.Runs++
+		st.RunBytes += hi - lo
+		return err
+	}
 	// emitRange emits the naive map's items clipped to [a, b).
 	emitRange := func(a, b int64) error {
 		for ii < len(p.items) && p.items[ii].end() <= a {
@@ -460,6 +514,12 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 			}
 			it := p.items[j]
 			lo, hi := max(a, it.off), min(b, it.end())
+			if it.run {
+				if err := splitRun(lo, hi); err != nil {
+					return err
+				}
+				continue
+			}
 			ch := Chunk{Offset: lo, Length: int(hi - lo), Parent: -1}
 			if it.par < 0 && it.off/w != grpWin {
 				if err := group(j, it.off/w, a, b); err != nil {
@@ -503,8 +563,6 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 		}
 		return nil
 	}
-	// Nested Splits must not add their reads to the caller's Stats: we count them here.
-	sctx := context.WithValue(ctx, statsKey{}, (*Stats)(nil))
 	var at int64
 	for _, r := range p.runs {
 		if err := emitRange(at, r.Offset); err != nil {
@@ -528,6 +586,19 @@ func Incremental(ctx context.Context, c Chunker, src, parent io.ReaderAt, size i
 		return st, err
 	}
 	return st, nil
+}
+
+// sectionReader reads r from base on, counting the bytes read (one goroutine).
+type sectionReader struct {
+	r    io.ReaderAt
+	base int64
+	n    int64
+}
+
+func (s *sectionReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := s.r.ReadAt(b, s.base+off)
+	s.n += int64(n)
+	return n, err
 }
 
 // windowView is the new disk's content inside a compacted run, seen from the run's start: changed

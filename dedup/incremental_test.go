@@ -3,6 +3,7 @@ package dedup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"math/rand"
 	"testing"
@@ -337,5 +338,71 @@ func TestIncrementalErrors(t *testing.T) {
 	cancel()
 	if _, err := Incremental(cctx, c, src, src, 100, m, []Extent{{0, 10}}, IncrementalOptions{}, noop); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestIncrementalRunsFollowContent: the same new bytes written at different
+// 4 KiB-aligned offsets of two disks (or behind a different first block) make
+// the same blobs, because a long changed run is cut from its own content; a
+// short run stays window pieces. With RunCDC disabled (window pieces, the
+// code before issue 15) almost nothing is shared.
+func TestIncrementalRunsFollowContent(t *testing.T) {
+	for _, alg := range []string{AlgorithmCDC, AlgorithmFixed} {
+		t.Run(alg, func(t *testing.T) {
+			c := newChunker(t, smallParams(alg), 64<<10)
+			rng := rand.New(rand.NewSource(11))
+			size := 2 << 20
+			base := make([]byte, size)
+			rng.Read(base)
+			s := &blobStore{}
+			par := fullMap(t, c, s, base)
+			upd := make([]byte, 300<<10)
+			rng.Read(upd)
+			shared := func(o IncrementalOptions, lead int) (int64, IncrementalStats) {
+				// Disk 1 gets upd at 64 KiB + 4 KiB; disk 2 at 1 MiB + 12 KiB,
+				// after lead blocks of other new bytes (in the same run).
+				newBlobs := func(off int, prefix []byte) (map[[32]byte]int, IncrementalStats) {
+					cur := append([]byte(nil), base...)
+					copy(cur[off:], prefix)
+					copy(cur[off+len(prefix):], upd)
+					n := len(s.blobs)
+					_, st := runIncremental(t, c, s, base, par, cur, []Extent{{int64(off), int64(len(prefix) + len(upd))}}, o)
+					out := map[[32]byte]int{}
+					for _, b := range s.blobs[n:] {
+						out[sha256.Sum256(b)] = len(b)
+					}
+					return out, st
+				}
+				a, _ := newBlobs(64<<10+4096, nil)
+				prefix := make([]byte, lead*4096)
+				rng.Read(prefix)
+				b, st := newBlobs(1<<20+12288, prefix)
+				var common int64
+				for h, n := range b {
+					if _, ok := a[h]; ok {
+						common += int64(n)
+					}
+				}
+				return common, st
+			}
+			for _, lead := range []int{0, 1, 5} {
+				common, st := shared(IncrementalOptions{}, lead)
+				if st.Runs != 1 || st.RunBytes != int64(len(upd)+lead*4096) {
+					t.Fatalf("lead %d: %d runs of %d bytes cut by CDC, want 1 of %d", lead, st.Runs, st.RunBytes, len(upd)+lead*4096)
+				}
+				// Fixed-size chunks only re-align when the lead is a multiple
+				// of their size; CDC re-synchronises after a chunk or two.
+				want := int64(len(upd)) * 8 / 10
+				if alg == AlgorithmFixed && lead != 0 {
+					want = 0
+				}
+				if common < want {
+					t.Errorf("lead %d blocks: %d of %d new bytes shared between the two disks, want at least %d", lead, common, len(upd), want)
+				}
+			}
+			if common, st := shared(IncrementalOptions{RunCDC: 1 << 40}, 0); st.Runs != 0 || common > int64(len(upd))/4 {
+				t.Errorf("window pieces: %d runs, %d bytes shared (want almost none: pieces depend on offsets)", st.Runs, common)
+			}
+		})
 	}
 }

@@ -74,14 +74,18 @@ type InitOptions struct {
 	CompressionLevel string
 }
 
-// DefaultCompressionLevel: on a real ext4 image (/usr/lib, 600 MiB of
-// non-zero 1 MiB chunks) "fastest" stores 33.8 % at 236 MB/s per core,
-// "default" 32.2 % at 170 MB/s, "better" 31.4 % at 90 MB/s (bench_test.go,
-// FORMAT.md). With "default" vmvault stored within ±1.5 % of restic 0.18 on
-// the VM images of docs/PERFORMANCE.md, sometimes above; "better" stays
-// 0.5–3 % below it, and a full backup still runs at 2.5–3x restic's speed,
-// so it is the default.
-const DefaultCompressionLevel = "better"
+// DefaultCompressionLevel is the level of the blobs above smallBlob (smaller
+// ones are compressed at "fastest" whatever the level; zstd stores
+// incompressible blocks raw at 4-7 GB/s at any level, so dense random data
+// costs nothing to try). Measured on 2026-12-01 against restic 0.18 (zstd
+// "default") with docs/PERFORMANCE.md's disk classes: on a 4 GiB ext4 of
+// /usr/lib/x86_64-linux-gnu (753 MiB allocated) "default" stores 227.3 MB
+// (restic 228.7) for 3.9 CPU-seconds, "better" 222.0 MB for 6.6; on the
+// text image 118.2 MB (restic 119.5) for 1.1 CPU-s, "better" 115.1 MB for
+// 1.8. "better" buys 1.5-3 % of stored bytes for 1.7x the CPU, which loses
+// the 2x-restic wall-clock target whenever the two cores are shared
+// (issue 15); "default" stays within 1 % of restic's stored bytes.
+const DefaultCompressionLevel = "default"
 
 func validLevel(l string) bool { return l == "fastest" || l == "default" || l == "better" }
 

@@ -38,7 +38,8 @@ if [ ! -f "$IMG/vm.img" ]; then
 	mkfs.ext4 -q -F -U 11111111-2222-4333-8444-555555555555 -E root_owner=0:0 -d "$IMG/tree" "$IMG/vm.img" 4G
 	rm -rf "$IMG/tree"
 fi
-if [ ! -f "$IMG/vm2.img" ]; then
+ONLY_CLASSES=; [ "${BENCH_ONLY:-}" = classes ] && ONLY_CLASSES=1
+if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/vm2.img" ]; then
 	log "making vm2.img (debugfs -w: ~50 MB new files, rewrites)"
 	cp --sparse=always "$IMG/vm.img" "$IMG/vm2.img"
 	head -c 20000000 /dev/urandom > "$IMG/new1.bin"
@@ -52,18 +53,37 @@ if [ ! -f "$IMG/vm2.img" ]; then
 	} > "$IMG/debugfs.cmds"
 	debugfs -w -f "$IMG/debugfs.cmds" "$IMG/vm2.img" >/dev/null 2>&1
 fi
-if [ ! -f "$IMG/changed.json" ]; then
+if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/changed.json" ]; then
 	log "computing the changed blocks (what CBT would report)"
 	go run "$ROOT/scripts/diffblocks" "$IMG/vm.img" "$IMG/vm2.img" > "$IMG/changed.json"
 fi
-if [ ! -f "$IMG/clone.img" ]; then
+if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/clone.img" ]; then
 	cp --sparse=always "$IMG/vm.img" "$IMG/clone.img"
 	echo clone-01 > "$IMG/hostname"
 	debugfs -w -R "rm etc/hostname" "$IMG/clone.img" >/dev/null 2>&1
 	debugfs -w -R "write $IMG/hostname etc/hostname" "$IMG/clone.img" >/dev/null 2>&1
 fi
 [ -f "$IMG/random.img" ] || head -c 1073741824 /dev/urandom > "$IMG/random.img"
-if [ ! -f "$IMG/big.img" ]; then
+if [ ! -f "$IMG/os.img" ]; then
+	log "making os.img (mkfs.ext4 -d from a copy of /usr/lib/x86_64-linux-gnu: executables and libraries)"
+	rm -rf "$IMG/tree" && mkdir -p "$IMG/tree/usr/lib"
+	cp -a /usr/lib/x86_64-linux-gnu "$IMG/tree/usr/lib/"
+	mkfs.ext4 -q -F -U 11111111-2222-4333-8444-555555555555 -E root_owner=0:0 -d "$IMG/tree" "$IMG/os.img" "${BENCH_OS_GIB:-4}G"
+	rm -rf "$IMG/tree"
+fi
+if [ ! -d "$IMG/update" ]; then
+	# The update the clones install: ~30 MB of shared libraries none of the
+	# images holds (taken from /usr/lib/x86_64-linux-gnu; vm.img has none).
+	mkdir -p "$IMG/update"
+	total=0
+	for f in $(find /usr/lib/x86_64-linux-gnu -maxdepth 1 -type f -name '*.so*' -size +200k -size -4M | sort); do
+		cp "$f" "$IMG/update/"
+		total=$((total + $(stat -c %s "$f")))
+		[ "$total" -gt 30000000 ] && break
+	done
+fi
+[ -x "$WORK/bin/diffblocks" ] || go build -o "$WORK/bin/diffblocks" "$ROOT/scripts/diffblocks"
+if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/big.img" ]; then
 	truncate -s 64G "$IMG/big.img"
 	for i in $(seq 0 15); do
 		dd if="$IMG/random.img" of="$IMG/big.img" bs=16M count=16 seek=$((i * 256 + 7)) conv=notrunc status=none
@@ -71,13 +91,15 @@ if [ ! -f "$IMG/big.img" ]; then
 fi
 
 # --- helpers -------------------------------------------------------------
-# timed CMD...: runs CMD, sets SECS and RSS_MB (peak resident memory).
+# timed CMD...: runs CMD, sets SECS, CPU (user + system seconds) and RSS_MB
+# (peak resident memory).
 timed() {
 	local out
-	out=$( { /usr/bin/time -f '%e %M' "$@" >"$WORK/last.out" 2>"$WORK/last.err"; } 2>&1 ) || { cat "$WORK/last.err" >&2; return 1; }
+	out=$( { /usr/bin/time -f '%e %M %U %S' "$@" >"$WORK/last.out" 2>"$WORK/last.err"; } 2>&1 ) || { cat "$WORK/last.err" >&2; return 1; }
 	out=$(tail -1 "$WORK/last.err")
-	SECS=${out% *}
-	RSS_MB=$(( ${out#* } / 1024 ))
+	read -r SECS RSS_KB U S <<<"$out"
+	RSS_MB=$(( RSS_KB / 1024 ))
+	CPU=$(awk -v u="$U" -v s="$S" 'BEGIN { printf "%.2f", u + s }')
 }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -87,6 +109,89 @@ jq_num() { python3 -c "import json,sys; print(json.load(open('$WORK/last.out'))[
 
 new_vmvault() { rm -rf "$WORK/vv"; "$APPLIANCE" repo init --repo "$WORK/vv" >/dev/null; }
 new_restic() { rm -rf "$WORK/rr"; "$RESTIC" -r "$WORK/rr" init >/dev/null 2>&1; }
+
+# --- issue 15: three disk classes and the update on clones, one table ------
+# BENCH_CLASSES (default "os vm random") picks the disk classes; the update
+# on clones always runs. BENCH_OS_GIB sizes the OS image (default 4).
+cpuratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+classes() {
+	echo "### Disk classes and the update on clones, against restic $("$RESTIC" version | cut -d' ' -f2)"
+	echo
+	echo "Load average before: $(cut -d' ' -f1-3 /proc/loadavg). Ratios are restic / vmvault for time and CPU (above 1: vmvault faster or cheaper), vmvault / restic for stored bytes and RSS."
+	echo
+	echo "| disk | backup s (vmvault / restic) | **speed** | CPU s (vmvault / restic) | **CPU** | stored MB (vmvault / restic) | **stored** | RSS MiB (vmvault / restic) | restore s, median of 3 (vmvault / restic --sparse) | **restore** |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for class in "os:OS binaries (/usr/lib/x86_64-linux-gnu)" "vm:text and documents" "random:dense random 1 GiB"; do
+		local f=${class%%:*} name=${class#*:}
+		case " ${BENCH_CLASSES:-os vm random} " in *" $f "*) ;; *) continue ;; esac
+		new_vmvault; new_restic; sync
+		timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm "$f" --json "$IMG/$f.img"
+		local vs=$SECS vc=$CPU vr=$RSS_MB id; id=$(jq_num restore_point)
+		sync
+		timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/$f.img"
+		local rs=$SECS rc=$CPU rr=$RSS_MB
+		local vb rb; vb=$(du -sb "$WORK/vv" | cut -f1); rb=$(du -sb "$WORK/rr" | cut -f1)
+		# Restores alternate, three each, after a sync so that the write-back
+		# of one does not land on the next; the medians are compared.
+		local vxs=() rxs=() k
+		for k in 1 2 3; do
+			rm -rf "$WORK/out.img" "$WORK/rrest"; sync
+			timed "$APPLIANCE" image restore --repo "$WORK/vv" --restore-point "$id" "$WORK/out.img"; vxs+=("$SECS")
+			[ "$k" = 1 ] && { cmp "$WORK/out.img" "$IMG/$f.img" || { echo "vmvault restore of $f differs" >&2; exit 1; }; }
+			rm -f "$WORK/out.img"; sync
+			timed "$RESTIC" -r "$WORK/rr" restore latest --path "$IMG/$f.img" --sparse --target "$WORK/rrest"; rxs+=("$SECS")
+		done
+		rm -rf "$WORK/rrest"
+		local vx rx; vx=$(printf '%s\n' "${vxs[@]}" | sort -n | sed -n 2p); rx=$(printf '%s\n' "${rxs[@]}" | sort -n | sed -n 2p)
+		echo "| $name, $(( $(alloc "$IMG/$f.img") / 1048576 )) MiB allocated | $vs / $rs | $(ratio "$rs" "$vs")x | $vc / $rc | $(cpuratio "$rc" "$vc")x | $(mb "$vb") / $(mb "$rb") | $(ratio "$vb" "$rb")x | $vr / $rr | $vx / $rx | $(ratio "$rx" "$vx")x |"
+	done
+	# The same update (~30 MB of new libraries) on four clones of vm.img;
+	# each clone wrote a log of another size first, so its allocator puts the
+	# update elsewhere. vmvault: full backup of each clone, then a CBT
+	# incremental (the changed 4 KiB blocks); restic: both images whole.
+	new_vmvault; new_restic
+	local cmds="$WORK/clone.cmds" i vstored=() rstored=() vsecs=() reads=() vcpus=() vrss=() rsecs=() rcpus=() rrss=()
+	for i in 1 2 3 4; do
+		local c="$IMG/clone$i.img" before
+		cp --sparse=always "$IMG/vm.img" "$c"
+		head -c $((4096 * (1 + 3 * i) + 100)) /dev/urandom > "$WORK/boot.log"
+		{ echo "mkdir var"; echo "write $WORK/boot.log var/boot.log"; } > "$cmds"
+		debugfs -w -f "$cmds" "$c" >/dev/null 2>&1
+		"$APPLIANCE" image backup --repo "$WORK/vv" --vm "clone$i" --json "$c" > "$WORK/last.out"
+		local pid; pid=$(jq_num restore_point)
+		"$RESTIC" -r "$WORK/rr" backup -q "$c" >/dev/null
+		cp --sparse=always "$c" "$c.before"
+		{ echo "mkdir opt"; for f in "$IMG"/update/*; do echo "write $f opt/$(basename "$f")"; done; } > "$cmds"
+		debugfs -w -f "$cmds" "$c" >/dev/null 2>&1
+		"$WORK/bin/diffblocks" "$c.before" "$c" > "$WORK/changed$i.json"
+		rm -f "$c.before"
+		local vb0 rb0; vb0=$(du -sb "$WORK/vv" | cut -f1); rb0=$(du -sb "$WORK/rr" | cut -f1)
+		timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm "clone$i" --json --parent "$pid" --changed "$WORK/changed$i.json" "$c"
+		vsecs+=("$SECS"); vcpus+=("$CPU"); vrss+=("$RSS_MB"); reads+=("$(jq_num bytes_read)")
+		timed "$RESTIC" -r "$WORK/rr" backup -q "$c"
+		rsecs+=("$SECS"); rcpus+=("$CPU"); rrss+=("$RSS_MB")
+		vstored+=($(( $(du -sb "$WORK/vv" | cut -f1) - vb0 ))); rstored+=($(( $(du -sb "$WORK/rr" | cut -f1) - rb0 )))
+		rm -f "$c"
+	done
+	local v2=$(( vstored[1] + vstored[2] + vstored[3] )) r2=$(( rstored[1] + rstored[2] + rstored[3] ))
+	sum3() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { printf "%.2f", a + b + c }'; }
+	local vs2 rs2 vc2 rc2
+	vs2=$(sum3 "${vsecs[1]}" "${vsecs[2]}" "${vsecs[3]}"); rs2=$(sum3 "${rsecs[1]}" "${rsecs[2]}" "${rsecs[3]}")
+	vc2=$(sum3 "${vcpus[1]}" "${vcpus[2]}" "${vcpus[3]}"); rc2=$(sum3 "${rcpus[1]}" "${rcpus[2]}" "${rcpus[3]}")
+	echo "| update on clones, VM 1 (CBT incremental; restic reads the image; stored target ≤ 1.05x) | ${vsecs[0]} / ${rsecs[0]} | $(ratio "${rsecs[0]}" "${vsecs[0]}")x | ${vcpus[0]} / ${rcpus[0]} | $(cpuratio "${rcpus[0]}" "${vcpus[0]}")x | $(mb ${vstored[0]}) / $(mb ${rstored[0]}) | $(ratio ${vstored[0]} ${rstored[0]})x | ${vrss[0]} / ${rrss[0]} | | |"
+	echo "| update on clones, VMs 2–4 together (stored target ≤ 1.5x) | $vs2 / $rs2 | $(ratio "$rs2" "$vs2")x | $vc2 / $rc2 | $(cpuratio "$rc2" "$vc2")x | $(mb $v2) / $(mb $r2) | $(ratio $v2 $r2)x | ${vrss[1]} / ${rrss[1]} | | |"
+	echo
+	echo "Update on four clones of vm.img: $(du -sb "$IMG/update" | cut -f1) bytes of new files each; the CBT incrementals read ${reads[*]} bytes; stored MB per clone vmvault $(mb ${vstored[0]}) $(mb ${vstored[1]}) $(mb ${vstored[2]}) $(mb ${vstored[3]}), restic $(mb ${rstored[0]}) $(mb ${rstored[1]}) $(mb ${rstored[2]}) $(mb ${rstored[3]})."
+	echo
+	echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	rm -rf "$WORK/vv" "$WORK/rr"
+}
+if [ "${BENCH_ONLY:-}" = classes ]; then
+	classes
+	exit 0
+fi
 
 echo "## End-to-end: appliance image backup/restore vs restic 0.18.0"
 echo
@@ -179,3 +284,5 @@ for spec in "cdc 262144" "cdc 1048576" "cdc 4194304" "fixed 65536" "fixed 104857
 	echo "| $1 $(( $2 / 1024 )) KiB | $F | $SECS | $(jq_num bytes_read) | $(jq_num stored_bytes_added) | $(ratio $(jq_num stored_bytes_added) $CHANGED) |"
 done
 rm -rf "$WORK/vv" "$WORK/rr"
+echo
+classes
