@@ -34,21 +34,66 @@ const (
 )
 
 // markPoints adds every blob referenced by committed restore points to live.
+// The commit records on disk are the truth (FORMAT.md §11), not the catalog:
+// a point whose catalog entry was never written (a failed catalog
+// transaction after Commit) or was dropped (an unreadable record at a
+// recatalog) is still live. A record that exists but cannot be read stops
+// reclaim: its blobs are unknown, so nothing may be deleted. Points the
+// catalog lists without a record on disk (check reports them) are marked
+// too, until `repo delete` or a recatalog forgets them.
 func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progress func(Progress)) error {
-	pts, err := r.List(ctx)
+	type markTarget struct {
+		id     string
+		config ID
+		disks  []Disk
+	}
+	ids, err := r.listRecords()
 	if err != nil {
 		return err
+	}
+	onDisk := map[ID]bool{}
+	var pts []markTarget
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := r.readRecord(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("commit record %s cannot be read (repair or remove the file; its blobs are unknown): %w", r.recordPath(id), err)
+		}
+		onDisk[id] = true
+		b, err := r.loadBlob(ctx, rec.Manifest, nil)
+		if err != nil {
+			return fmt.Errorf("restore point %s: manifest: %w", id, err)
+		}
+		m, err := decodeManifest(b)
+		if err != nil {
+			return fmt.Errorf("restore point %s: %w", id, err)
+		}
+		pts = append(pts, markTarget{id.String(), m.Config, m.Disks})
+	}
+	cat, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range cat {
+		if pid, err := ParseID(p.ID); err == nil && !onDisk[pid] {
+			pts = append(pts, markTarget{p.ID, p.ConfigID, p.Disks})
+		}
 	}
 	for n, p := range pts {
 		if progress != nil {
 			progress(Progress{Phase: "mark", Done: int64(n), Total: int64(len(pts))})
 		}
-		pid, _ := ParseID(p.ID)
+		pid, _ := ParseID(p.id)
 		live[pid] = struct{}{}
-		if !p.ConfigID.IsZero() {
-			live[p.ConfigID] = struct{}{}
+		if !p.config.IsZero() {
+			live[p.config] = struct{}{}
 		}
-		for _, d := range p.Disks {
+		for _, d := range p.disks {
 			// A root or segment already marked had all its blobs marked:
 			// incremental points share almost everything with their parent.
 			if _, seen := live[d.Map]; seen {
@@ -57,7 +102,7 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 			live[d.Map] = struct{}{}
 			dr, err := r.loadRoot(ctx, d.Map)
 			if err != nil {
-				return fmt.Errorf("restore point %s: %w", p.ID, err)
+				return fmt.Errorf("restore point %s: %w", p.id, err)
 			}
 			for _, ref := range dr.Segs {
 				if _, seen := live[ref.ID]; seen {
@@ -66,7 +111,7 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 				live[ref.ID] = struct{}{}
 				s, err := r.loadSegment(ctx, ref)
 				if err != nil {
-					return fmt.Errorf("restore point %s: %w", p.ID, err)
+					return fmt.Errorf("restore point %s: %w", p.id, err)
 				}
 				for _, e := range s.Extents {
 					if !e.Zero {

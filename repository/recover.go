@@ -2,11 +2,8 @@ package repository
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+	"sort"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -126,19 +123,17 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		report("index packs", int64(i+1), int64(len(todo)))
 	}
 
-	// 3. Points: commit records are the truth.
+	// 3. Points: commit records are the truth. An entry whose record is
+	// missing is kept and reported by check (FORMAT.md §13: a deleted record
+	// is detected, not silently forgotten); `repo delete` or a recatalog
+	// drops it.
 	files := map[ID]bool{}
-	ents, err := os.ReadDir(filepath.Join(r.dir, "points"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("list points: %w", err)
+	recs, err := r.listRecords()
+	if err != nil {
+		return err
 	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if id, err := ParseID(e.Name()); err == nil {
-			files[id] = true
-		}
+	for _, id := range recs {
+		files[id] = true
 	}
 	inCat := map[ID]bool{}
 	lockedInCat := map[ID]bool{}
@@ -153,6 +148,16 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	}); err != nil {
 		return err
 	}
+	var missing []string
+	for id := range inCat {
+		if !files[id] {
+			missing = append(missing, id.String())
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		r.warn(fmt.Sprintf("the catalog lists %d restore point(s) whose commit record is missing from points/ (e.g. %s): check reports them; restore the files, or delete the points", len(missing), missing[0]))
+	}
 	var add []Point
 	var n int64
 	for id := range files {
@@ -163,7 +168,7 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		if inCat[id] {
 			rec, err := r.readRecord(id)
 			if err != nil || rec.Locked == lockedInCat[id] {
-				continue // unreadable records are check's business
+				continue // unreadable records are check's business (and stop reclaim)
 			}
 		}
 		p, err := r.loadPointFromFiles(ctx, id)
@@ -173,14 +178,10 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		add = append(add, p)
 		report("index points", n, int64(len(files)))
 	}
+	if len(add) == 0 {
+		return nil
+	}
 	return r.db.Update(func(tx *bolt.Tx) error {
-		for id := range inCat {
-			if !files[id] {
-				if err := tx.Bucket(bucketPoints).Delete(id[:]); err != nil {
-					return err
-				}
-			}
-		}
 		for _, p := range add {
 			if err := putPointTx(tx, p); err != nil {
 				return err
