@@ -44,6 +44,7 @@ const (
 	ProblemCorruptBlob   = "corrupt-blob"   // a blob failed verification
 	ProblemBadPoint      = "bad-point"      // commit record, manifest or disk map unreadable
 	ProblemCatalog       = "catalog"        // catalog disagrees with commit records
+	ProblemMissingRecord = "missing-record" // catalog lists a restore point whose commit record is not on disk
 )
 
 func (p Problem) String() string {
@@ -392,6 +393,11 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 		report("points", int64(n+1), int64(len(pts)))
 		pid, _ := ParseID(p.ID)
 		rec, err := r.readRecord(pid)
+		if errors.Is(err, os.ErrNotExist) {
+			i := c.problem(Problem{Kind: ProblemMissingRecord, Message: fmt.Sprintf("restore point %s is in the catalog but its commit record %s is missing (restore the file from a copy, or delete the point; reclaim keeps its data meanwhile)", p.ID, r.recordPath(pid))})
+			c.attach(i, p.ID, -1)
+			continue
+		}
 		if err != nil {
 			i := c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("restore point %s: commit record: %v", p.ID, err)})
 			c.attach(i, p.ID, -1)
@@ -414,13 +420,21 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			}
 		}
 	}
-	ents, err := os.ReadDir(r.dir + "/points")
-	if err == nil {
-		for _, e := range ents {
-			if id, err := ParseID(e.Name()); err == nil && !inCat[id.String()] {
-				c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("commit record %s is not in the catalog (its manifest may be unreadable)", id), Points: []string{id.String()}})
-			}
+	recs, err := r.listRecords()
+	if err != nil {
+		return err
+	}
+	for _, id := range recs {
+		if inCat[id.String()] {
+			continue
 		}
+		if _, err := r.readRecord(id); err != nil {
+			if !errors.Is(err, os.ErrNotExist) { // not deleted meanwhile
+				c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("commit record %s cannot be read: %v (reclaim refuses to run until it is repaired or removed)", r.recordPath(id), err), Points: []string{id.String()}})
+			}
+			continue
+		}
+		c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("commit record %s is not in the catalog (its manifest may be unreadable)", id), Points: []string{id.String()}})
 	}
 	return nil
 }
