@@ -14,8 +14,12 @@ import (
 
 // ReclaimReport summarises a Reclaim.
 type ReclaimReport struct {
-	LiveBlobs     int   `json:"live_blobs"`
+	LiveBlobs int `json:"live_blobs"`
+	// DeadBlobs counts the unreferenced blobs this reclaim removed;
+	// DeadBlobsKept those it left in packs that are mostly live (a later
+	// reclaim removes them once their pack qualifies).
 	DeadBlobs     int   `json:"dead_blobs"`
+	DeadBlobsKept int   `json:"dead_blobs_kept"`
 	PacksDeleted  int   `json:"packs_deleted"`
 	PacksRepacked int   `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
 	OrphanFiles   int   `json:"orphan_files"`
@@ -179,6 +183,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		live[id] = struct{}{}
 	}
 	plans := map[packID]*packPlan{}
+	totalDead := 0
 	err := r.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
 			pi, err := decodePackInfo(v)
@@ -206,7 +211,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 				rep.LiveBlobs++
 			} else {
 				pl.dead = append(pl.dead, ID(k))
-				rep.DeadBlobs++
+				totalDead++
 			}
 			return nil
 		})
@@ -416,7 +421,9 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	for _, id := range deleted {
 		gone[id] = true
 	}
+	removed := 0
 	err = r.db.Update(func(tx *bolt.Tx) error {
+		removed = 0
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)
 		for id, pl := range doomed {
 			if !gone[id] {
@@ -451,6 +458,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 					if err := blobs.Delete(bid[:]); err != nil {
 						return err
 					}
+					removed++
 				}
 			}
 			if err := packs.Delete(id[:]); err != nil {
@@ -462,6 +470,7 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err != nil {
 		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
+	rep.DeadBlobs, rep.DeadBlobsKept = removed, max(totalDead-removed, 0)
 	r.mu.Lock()
 	for _, id := range condemnedIDs {
 		delete(r.condemned, id)

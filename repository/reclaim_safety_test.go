@@ -181,3 +181,46 @@ func TestMissingRecordIsReportedNotDropped(t *testing.T) {
 	}
 	requireClean(t, r3)
 }
+
+func catalogBlobs(t testing.TB, r *Repository) int {
+	t.Helper()
+	var n int
+	r.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketBlobs).Stats().KeyN
+		return nil
+	})
+	return n
+}
+
+// TestReclaimReportCountsWhatItRemoved: the summary used to count every
+// dead blob of the catalog, including those left in mostly-live packs.
+func TestReclaimReportCountsWhatItRemoved(t *testing.T) {
+	r := TestRepository(t, WithPackSize(8<<20))
+	ctx := context.Background()
+	img1, img2 := testDisk(430, 3<<20), testDisk(431, 256<<10)
+	img2[0] = 1
+	p1 := backup(t, r, "vm", testTime, img1, img2) // one pack: img1 (stays live) and img2 (dies)
+	p2 := backup(t, r, "vm", testTime.Add(time.Hour), img1)
+	small := testDisk(432, 128<<10)
+	small[0] = 2
+	p3 := backup(t, r, "other", testTime.Add(2*time.Hour), small) // a pack of its own that dies whole
+	for _, id := range []string{p1.ID, p3.ID} {
+		if err := r.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := catalogBlobs(t, r)
+	rep, err := r.Reclaim(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := before - catalogBlobs(t, r)
+	if rep.DeadBlobs != removed || removed == 0 {
+		t.Fatalf("report says %d dead blobs removed, the catalog lost %d", rep.DeadBlobs, removed)
+	}
+	if rep.DeadBlobsKept == 0 {
+		t.Fatalf("report %+v: the dead blobs left in the mostly-live pack are not counted as kept", rep)
+	}
+	verifyPoint(t, r, p2.ID, img1)
+	requireClean(t, r)
+}
