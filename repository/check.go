@@ -198,6 +198,10 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 	}
 	r.mu.Unlock()
 	badPacks := map[packID]string{}
+	// Packs whose size or header is wrong: a damaged header or trailer
+	// says nothing about the blobs, which verify against their ids on
+	// their own, so each catalogued blob is read and verified.
+	damaged := map[packID][]packEntry{}
 	ids := make([]packID, 0, len(packs))
 	for id := range packs {
 		ids = append(ids, id)
@@ -241,14 +245,14 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 				continue
 			}
 			if uint64(size) != pi.Size {
-				badPacks[id] = "pack size mismatch"
-				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d", id, size, pi.Size)})
+				damaged[id] = nil
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d (each of its blobs is verified on its own)", id, size, pi.Size)})
 				continue
 			}
 			entries, _, err := r.readPackHeader(id)
 			if err != nil {
-				badPacks[id] = "pack header unreadable"
-				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v", id, err)})
+				damaged[id] = nil
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v (its blobs are verified on their own; recatalog salvages those that verify)", id, err)})
 				continue
 			}
 			if msg := r.comparePack(id, entries, perPack[id]); msg != "" {
@@ -277,7 +281,7 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		}
 		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it)", id)})
 	}
-	if len(badPacks) > 0 {
+	if len(badPacks) > 0 || len(damaged) > 0 {
 		// Every blob of a lost pack is lost.
 		if err := r.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
@@ -285,12 +289,21 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 				if err == nil {
 					if why, ok := badPacks[l.Pack]; ok {
 						c.blobProblem(ID(k), ProblemCorruptBlob, l.Pack.String(), fmt.Sprintf("blob %s: %s", ID(k), why), "", -1)
+					} else if es, ok := damaged[l.Pack]; ok {
+						damaged[l.Pack] = append(es, l.entry(ID(k)))
 					}
 				}
 				return nil
 			})
 		}); err != nil {
 			return nil, err
+		}
+		for _, id := range ids {
+			if es, ok := damaged[id]; ok {
+				if err := c.verifyEntries(ctx, id, es); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if err := c.checkPoints(ctx, report); err != nil {
@@ -327,6 +340,32 @@ func (r *Repository) comparePack(id packID, entries []packEntry, catalogCount ui
 		msg = fmt.Sprintf("catalog has %d blobs in this pack, header lists %d", catalogCount, pointing)
 	}
 	return msg
+}
+
+// verifyEntries reads and verifies the catalogued blobs of a pack whose
+// header cannot be trusted, one by one at the catalog's offsets.
+func (c *checker) verifyEntries(ctx context.Context, id packID, entries []packEntry) error {
+	var blobs, bytes int64
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		buf := make([]byte, e.StoredLen)
+		err := c.r.readPackAt(id, buf, int64(e.Offset))
+		if err == nil {
+			blobs++
+			bytes += int64(e.StoredLen)
+			_, err = c.r.codec.decode(nil, e, buf)
+		}
+		if err != nil {
+			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), (&CorruptBlobError{Blob: e.ID, Pack: id.String(), Err: err}).Error(), "", -1)
+		}
+	}
+	c.mu.Lock()
+	c.rep.BlobsRead += blobs
+	c.rep.BytesRead += bytes
+	c.mu.Unlock()
+	return nil
 }
 
 // readPack reads a whole pack sequentially and verifies every blob.

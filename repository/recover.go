@@ -92,8 +92,10 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	}
 
 	// 2. Index packs that reached their final name but not the catalog
-	// (crash between rename and index transaction). Unreadable ones are left
-	// for check to report and reclaim to remove.
+	// (crash between rename and index transaction, or a recatalog). A pack
+	// whose header is damaged is salvaged: the blobs that verify are
+	// indexed. Packs with no verifiable blob are left for check to report
+	// and reclaim to remove.
 	known := map[packID]bool{}
 	if err := r.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
@@ -115,7 +117,16 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		}
 		entries, size, err := r.readPackHeader(id)
 		if err != nil {
-			continue
+			// Damaged magic, trailer or header: its blobs may be intact.
+			herr := err
+			var hint []packEntry
+			if r.salvageHints != nil {
+				hint = r.salvageHints(id)
+			}
+			if entries, size, err = r.salvagePack(id, hint); err != nil {
+				continue
+			}
+			r.warn(fmt.Sprintf("pack %s: %v; salvaged the %d blobs that verify against their ids (check reports the pack)", id, herr, len(entries)))
 		}
 		if err := r.db.Update(func(tx *bolt.Tx) error { return indexPackTx(tx, id, uint64(size), entries) }); err != nil {
 			return fmt.Errorf("index pack %s: %w", id, err)

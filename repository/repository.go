@@ -50,6 +50,10 @@ type Repository struct {
 	warnMu   sync.Mutex
 	warnings []string
 
+	// salvageHints, set during Recatalog, returns the entries the previous
+	// catalog knew for a pack (offsets and lengths for salvagePack).
+	salvageHints func(packID) []packEntry
+
 	mu        sync.Mutex // guards the fields below; never held across I/O except short catalog reads
 	pending   map[ID]*pendingBlob
 	condemned map[ID]struct{}
