@@ -52,7 +52,8 @@ func copyDir(t testing.TB, src, dst string) {
 }
 
 type catalogFixture struct {
-	dir  string
+	dir    string
+	repoID string
 	pts  []Point
 	imgs [][]byte
 	db   []byte // the intact index.db
@@ -73,6 +74,7 @@ func newCatalogFixture(t testing.TB) *catalogFixture {
 		t.Fatal(err)
 	}
 	fx.pts[0].Locked = true
+	fx.repoID = r.Config().ID
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +316,7 @@ func FuzzCatalogOpen(f *testing.F) {
 	flipped := append([]byte(nil), fx.db...)
 	flipped[2*4096+16] ^= 0xff
 	f.Add(flipped)
-	cfg := Config{ID: "fuzz"}
+	cfg := Config{ID: fx.repoID} // so that a catalog that verifies gets read back
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "index.db")
