@@ -54,9 +54,9 @@ func copyDir(t testing.TB, src, dst string) {
 type catalogFixture struct {
 	dir    string
 	repoID string
-	pts  []Point
-	imgs [][]byte
-	db   []byte // the intact index.db
+	pts    []Point
+	imgs   [][]byte
+	db     []byte // the intact index.db
 }
 
 // newCatalogFixture builds a closed repository with two points and small
