@@ -279,7 +279,7 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		if r.packIndexed(id) {
 			continue // indexed after our catalog snapshot (a concurrent backup)
 		}
-		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it)", id)})
+		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it unless a restore point misses a blob)", id)})
 	}
 	if len(badPacks) > 0 || len(damaged) > 0 {
 		// Every blob of a lost pack is lost.

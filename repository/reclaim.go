@@ -18,13 +18,16 @@ type ReclaimReport struct {
 	// DeadBlobs counts the unreferenced blobs this reclaim removed;
 	// DeadBlobsKept those it left in packs that are mostly live (a later
 	// reclaim removes them once their pack qualifies).
-	DeadBlobs     int   `json:"dead_blobs"`
-	DeadBlobsKept int   `json:"dead_blobs_kept"`
-	PacksDeleted  int   `json:"packs_deleted"`
-	PacksRepacked int   `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
-	OrphanFiles   int   `json:"orphan_files"`
-	BytesFreed    int64 `json:"bytes_freed"`
-	BytesRepacked int64 `json:"bytes_repacked"`
+	DeadBlobs     int `json:"dead_blobs"`
+	DeadBlobsKept int `json:"dead_blobs_kept"`
+	PacksDeleted  int `json:"packs_deleted"`
+	PacksRepacked int `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
+	OrphanFiles   int `json:"orphan_files"`
+	// OrphanFilesKept counts unindexed pack files left in place because a
+	// restore point references a blob that is not indexed.
+	OrphanFilesKept int   `json:"orphan_files_kept"`
+	BytesFreed      int64 `json:"bytes_freed"`
+	BytesRepacked   int64 `json:"bytes_repacked"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
@@ -126,6 +129,28 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 		}
 	}
 	return nil
+}
+
+// liveBlobMissing reports whether a live blob is neither indexed nor
+// pending.
+func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
+	var missing []ID
+	r.db.View(func(tx *bolt.Tx) error {
+		for id := range live {
+			if _, ok := lookupTx(tx, id); !ok {
+				missing = append(missing, id)
+			}
+		}
+		return nil
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range missing {
+		if _, ok := r.pending[id]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 type packPlan struct {
@@ -308,6 +333,12 @@ func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*Rec
 			orphans = kept
 			return nil
 		})
+	}
+	if len(orphans) > 0 && r.liveBlobMissing(live) {
+		// A restore point needs a blob the catalog lacks: it may be in one
+		// of these unindexed files (a pack whose header could not be
+		// salvaged), so none of them is deleted.
+		rep.OrphanFilesKept, orphans = len(orphans), nil
 	}
 
 	// 3. Repack live blobs of doomed packs (normal write order: new packs are

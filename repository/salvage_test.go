@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // biggestPack returns the path of the largest pack file of dir.
@@ -148,4 +150,68 @@ func TestDamagedPackHeaderStillReportsBadBlob(t *testing.T) {
 	if packProblems != 1 || blobProblems != 1 || rep.Quarantined != 1 || len(rep.Problems) != 2 {
 		t.Fatalf("problems %v (quarantined %d): want the pack and exactly its one bad blob", rep.Problems, rep.Quarantined)
 	}
+}
+
+// TestReclaimKeepsUnindexedPackAPointNeeds: a pack whose sealed header is
+// damaged cannot be salvaged without a catalog, so it stays unindexed.
+// Reclaim used to delete it as an orphan file, destroying blobs that a
+// saved catalog could still locate; it now keeps every orphan while a
+// restore point references a blob that is not indexed.
+func TestReclaimKeepsUnindexedPackAPointNeeds(t *testing.T) {
+	dir := t.TempDir()
+	r := TestRepository(t, WithDir(dir), WithPackSize(256<<10))
+	ctx := context.Background()
+	img := testDisk(520, 3<<20)
+	p := backup(t, r, "a", testTime, img)
+	// A pack of data blobs only: marking (which reads maps and manifests)
+	// succeeds without it.
+	meta, data := map[packID]bool{}, map[packID]bool{}
+	r.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+			l, _ := decodeBlobLoc(v)
+			if l.Type == BlobData {
+				data[l.Pack] = true
+			} else {
+				meta[l.Pack] = true
+			}
+			return nil
+		})
+	})
+	var victim packID
+	for id := range data {
+		if !meta[id] {
+			victim = id
+		}
+	}
+	if victim == (packID{}) {
+		t.Fatal("no pack holds only data blobs")
+	}
+	r.Close()
+	path := r.packPath(victim)
+	b, _ := os.ReadFile(path)
+	b[len(b)-40] ^= 0x01 // inside the sealed header
+	os.WriteFile(path, b, 0o600)
+	saved, _ := os.ReadFile(filepath.Join(dir, "index.db"))
+	os.Remove(filepath.Join(dir, "index.db"))
+
+	r2, err := Open(ctx, dir, []byte(TestPassword), OpenOptions{NoFsync: true, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r2.Reclaim(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil || rep.OrphanFiles != 0 || rep.OrphanFilesKept != 1 {
+		t.Fatalf("reclaim %+v deleted the unindexed pack a point needs (%v)", rep, err)
+	}
+	r2.Close()
+	// The saved catalog still locates its blobs: the point is whole.
+	os.WriteFile(filepath.Join(dir, "index.db"), saved, 0o600)
+	r3 := reopen(t, dir)
+	verifyPoint(t, r3, p.ID, img)
+	if err := r3.Recatalog(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	verifyPoint(t, r3, p.ID, img)
 }
