@@ -122,6 +122,7 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 	level := cf.Level
 	if opts.CompressionLevel != "" {
 		if !validLevel(opts.CompressionLevel) {
+			releaseRepoLock(lf) // the process keeps no lock for a refused Open
 			return nil, fmt.Errorf("open %s: unknown compression level %q", dir, opts.CompressionLevel)
 		}
 		level = opts.CompressionLevel
