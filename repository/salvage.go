@@ -63,50 +63,50 @@ func (r *Repository) salvagePack(id packID, hint []packEntry) (entries []packEnt
 }
 
 // findPackHeader looks for a pack's header just before its trailer
-// without trusting the trailer (nil when none is found).
+// without trusting the trailer (nil when none is found). The region a
+// header can occupy is read once; each candidate length costs one AES
+// block (sealed) or an 8-byte compare (plain) before any full decode.
 func (r *Repository) findPackHeader(f *os.File, id packID, size int64) []packEntry {
 	c := r.codec
 	over := int64(0)
 	if c.encrypted {
 		over = blobSealOverhead
 	}
+	end := size - packTrailerSize
+	maxN := min(int64(maxPackHeaderBlobs), (end-packStart-packHeaderFixed-over)/packEntrySize)
+	if maxN < 1 {
+		return nil
+	}
+	tailStart := end - (packHeaderFixed + maxN*packEntrySize + over)
+	tail := make([]byte, end-tailStart)
+	if _, err := f.ReadAt(tail, tailStart); err != nil {
+		return nil
+	}
 	ad := packHeaderAD(id)
-	head := make([]byte, gcmNonceSize+16)
-	maxN := min(int64(maxPackHeaderBlobs), size/packEntrySize)
+	first := make([]byte, 16)
 	for n := int64(1); n <= maxN; n++ {
 		hlen := packHeaderFixed + n*packEntrySize + over
-		hstart := size - packTrailerSize - hlen
-		if hstart < packStart {
-			break
-		}
-		if _, err := f.ReadAt(head, hstart); err != nil {
-			return nil
-		}
-		first := head[:16]
+		hdr := tail[int64(len(tail))-hlen:]
+		copy(first, hdr[:16])
 		if c.encrypted {
 			// GCM is CTR mode: with a 12-byte nonce the first block of
 			// ciphertext is XORed with AES(nonce ‖ 00000002).
 			var ctr, ks [16]byte
-			copy(ctr[:], head[:gcmNonceSize])
+			copy(ctr[:], hdr[:gcmNonceSize])
 			ctr[15] = 2
 			c.block.Encrypt(ks[:], ctr[:])
-			first = make([]byte, 16)
 			for i := range first {
-				first[i] = head[gcmNonceSize+i] ^ ks[i]
+				first[i] = hdr[gcmNonceSize+i] ^ ks[i]
 			}
 		}
 		if [8]byte(first[:8]) != magicPackHeader || int64(binary.LittleEndian.Uint32(first[12:])) != n {
 			continue
 		}
-		hdr := make([]byte, hlen)
-		if _, err := f.ReadAt(hdr, hstart); err != nil {
-			return nil
-		}
-		plain, err := c.openMeta("pack header", hdr, ad)
+		plain, err := c.openMeta("pack header", append([]byte(nil), hdr...), ad)
 		if err != nil {
 			continue
 		}
-		if entries, err := decodePackHeader(plain, uint64(hstart), c.encrypted); err == nil {
+		if entries, err := decodePackHeader(plain, uint64(end-hlen), c.encrypted); err == nil {
 			return entries
 		}
 	}
