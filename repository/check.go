@@ -93,7 +93,8 @@ type checker struct {
 	hits      int         // problems recorded or attached so far
 	cleanSegs map[ID]bool // segments walked without any finding
 	rep       *CheckReport
-	bad       map[ID]int // blob -> index into rep.Problems
+	packs     map[packID]packInfo // catalog snapshot
+	bad       map[ID]int          // blob -> index into rep.Problems
 	touched   map[int]map[string]bool
 }
 
@@ -188,6 +189,7 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		return nil, fmt.Errorf("check: read catalog: %w", err)
 	}
 	c.rep.Packs = len(packs)
+	c.packs = packs
 	onDisk, err := r.listPackFiles()
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
@@ -505,6 +507,11 @@ func (c *checker) checkRef(e Extent, data bool, point string, disk int) {
 	loc, ok, err := c.r.lookup(id)
 	if err != nil || !ok {
 		c.blobProblem(id, ProblemMissingBlob, "", fmt.Sprintf("blob %s is not in the repository", id), point, disk)
+		return
+	}
+	if _, known := c.packs[loc.Pack]; !known && !c.r.packIndexed(loc.Pack) {
+		// A damaged catalog entry (its pack id changed): recatalog rebuilds it.
+		c.blobProblem(id, ProblemCatalog, loc.Pack.String(), fmt.Sprintf("the catalog places blob %s in pack %s, which it does not list (recatalog rebuilds the catalog)", id, loc.Pack), point, disk)
 		return
 	}
 	if !data {
