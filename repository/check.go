@@ -3,6 +3,7 @@ package repository
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -448,9 +449,14 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: lock state differs between catalog and commit record", p.ID)})
 			c.attach(i, p.ID, -1)
 		}
-		if _, err := r.loadPointFromFiles(ctx, pid); err != nil {
+		fp, err := r.loadPointFromFiles(ctx, pid)
+		if err != nil {
 			c.blobError(err, pid, p.ID, -1, "manifest")
 			continue
+		}
+		if a, b := pointJSON(fp), pointJSON(p); a != b {
+			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: the catalog entry differs from its manifest and commit record (recatalog rebuilds it)", p.ID)})
+			c.attach(i, p.ID, -1)
 		}
 		if !p.ConfigID.IsZero() {
 			c.checkRef(Extent{ID: p.ConfigID}, false, p.ID, -1)
@@ -605,4 +611,9 @@ func (c *checker) quarantine() error {
 		}
 		return nil
 	})
+}
+
+func pointJSON(p Point) string {
+	b, _ := json.Marshal(p)
+	return string(b)
 }
