@@ -454,7 +454,9 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			c.blobError(err, pid, p.ID, -1, "manifest")
 			continue
 		}
-		if a, b := pointJSON(fp), pointJSON(p); a != b {
+		cp := p
+		cp.Locked = fp.Locked // reported above
+		if a, b := pointJSON(fp), pointJSON(cp); a != b {
 			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: the catalog entry differs from its manifest and commit record (recatalog rebuilds it)", p.ID)})
 			c.attach(i, p.ID, -1)
 		}
