@@ -3,6 +3,7 @@ package repository
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ const (
 	ProblemCorruptBlob   = "corrupt-blob"   // a blob failed verification
 	ProblemBadPoint      = "bad-point"      // commit record, manifest or disk map unreadable
 	ProblemCatalog       = "catalog"        // catalog disagrees with commit records
+	ProblemMissingRecord = "missing-record" // catalog lists a restore point whose commit record is not on disk
 )
 
 func (p Problem) String() string {
@@ -93,7 +95,8 @@ type checker struct {
 	hits      int         // problems recorded or attached so far
 	cleanSegs map[ID]bool // segments walked without any finding
 	rep       *CheckReport
-	bad       map[ID]int // blob -> index into rep.Problems
+	packs     map[packID]packInfo // catalog snapshot
+	bad       map[ID]int          // blob -> index into rep.Problems
 	touched   map[int]map[string]bool
 }
 
@@ -188,6 +191,7 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		return nil, fmt.Errorf("check: read catalog: %w", err)
 	}
 	c.rep.Packs = len(packs)
+	c.packs = packs
 	onDisk, err := r.listPackFiles()
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
@@ -198,6 +202,10 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 	}
 	r.mu.Unlock()
 	badPacks := map[packID]string{}
+	// Packs whose size or header is wrong: a damaged header or trailer
+	// says nothing about the blobs, which verify against their ids on
+	// their own, so each catalogued blob is read and verified.
+	damaged := map[packID][]packEntry{}
 	ids := make([]packID, 0, len(packs))
 	for id := range packs {
 		ids = append(ids, id)
@@ -241,14 +249,14 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 				continue
 			}
 			if uint64(size) != pi.Size {
-				badPacks[id] = "pack size mismatch"
-				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d", id, size, pi.Size)})
+				damaged[id] = nil
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is %d bytes, catalog says %d (each of its blobs is verified on its own)", id, size, pi.Size)})
 				continue
 			}
 			entries, _, err := r.readPackHeader(id)
 			if err != nil {
-				badPacks[id] = "pack header unreadable"
-				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v", id, err)})
+				damaged[id] = nil
+				c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: fmt.Sprintf("pack %s: %v (its blobs are verified on their own; recatalog salvages those that verify)", id, err)})
 				continue
 			}
 			if msg := r.comparePack(id, entries, perPack[id]); msg != "" {
@@ -275,9 +283,9 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		if r.packIndexed(id) {
 			continue // indexed after our catalog snapshot (a concurrent backup)
 		}
-		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it)", id)})
+		c.problem(Problem{Kind: ProblemUnindexedPack, Pack: id.String(), Message: fmt.Sprintf("pack %s is on disk but unreadable and not indexed (reclaim removes it unless a restore point misses a blob)", id)})
 	}
-	if len(badPacks) > 0 {
+	if len(badPacks) > 0 || len(damaged) > 0 {
 		// Every blob of a lost pack is lost.
 		if err := r.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
@@ -285,12 +293,21 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 				if err == nil {
 					if why, ok := badPacks[l.Pack]; ok {
 						c.blobProblem(ID(k), ProblemCorruptBlob, l.Pack.String(), fmt.Sprintf("blob %s: %s", ID(k), why), "", -1)
+					} else if es, ok := damaged[l.Pack]; ok {
+						damaged[l.Pack] = append(es, l.entry(ID(k)))
 					}
 				}
 				return nil
 			})
 		}); err != nil {
 			return nil, err
+		}
+		for _, id := range ids {
+			if es, ok := damaged[id]; ok {
+				if err := c.verifyEntries(ctx, id, es); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if err := c.checkPoints(ctx, report); err != nil {
@@ -327,6 +344,32 @@ func (r *Repository) comparePack(id packID, entries []packEntry, catalogCount ui
 		msg = fmt.Sprintf("catalog has %d blobs in this pack, header lists %d", catalogCount, pointing)
 	}
 	return msg
+}
+
+// verifyEntries reads and verifies the catalogued blobs of a pack whose
+// header cannot be trusted, one by one at the catalog's offsets.
+func (c *checker) verifyEntries(ctx context.Context, id packID, entries []packEntry) error {
+	var blobs, bytes int64
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		buf := make([]byte, e.StoredLen)
+		err := c.r.readPackAt(id, buf, int64(e.Offset))
+		if err == nil {
+			blobs++
+			bytes += int64(e.StoredLen)
+			_, err = c.r.codec.decode(nil, e, buf)
+		}
+		if err != nil {
+			c.blobProblem(e.ID, ProblemCorruptBlob, id.String(), (&CorruptBlobError{Blob: e.ID, Pack: id.String(), Err: err}).Error(), "", -1)
+		}
+	}
+	c.mu.Lock()
+	c.rep.BlobsRead += blobs
+	c.rep.BytesRead += bytes
+	c.mu.Unlock()
+	return nil
 }
 
 // readPack reads a whole pack sequentially and verifies every blob.
@@ -393,6 +436,11 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 		report("points", int64(n+1), int64(len(pts)))
 		pid, _ := ParseID(p.ID)
 		rec, err := r.readRecord(pid)
+		if errors.Is(err, os.ErrNotExist) {
+			i := c.problem(Problem{Kind: ProblemMissingRecord, Message: fmt.Sprintf("restore point %s is in the catalog but its commit record %s is missing (restore the file from a copy, or delete the point; reclaim keeps its data meanwhile)", p.ID, r.recordPath(pid))})
+			c.attach(i, p.ID, -1)
+			continue
+		}
 		if err != nil {
 			i := c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("restore point %s: commit record: %v", p.ID, err)})
 			c.attach(i, p.ID, -1)
@@ -402,9 +450,16 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: lock state differs between catalog and commit record", p.ID)})
 			c.attach(i, p.ID, -1)
 		}
-		if _, err := r.loadPointFromFiles(ctx, pid); err != nil {
+		fp, err := r.loadPointFromFiles(ctx, pid)
+		if err != nil {
 			c.blobError(err, pid, p.ID, -1, "manifest")
 			continue
+		}
+		cp := p
+		cp.Locked = fp.Locked // reported above
+		if a, b := pointJSON(fp), pointJSON(cp); a != b {
+			i := c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("restore point %s: the catalog entry differs from its manifest and commit record (recatalog rebuilds it)", p.ID)})
+			c.attach(i, p.ID, -1)
 		}
 		if !p.ConfigID.IsZero() {
 			c.checkRef(Extent{ID: p.ConfigID}, false, p.ID, -1)
@@ -415,13 +470,21 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 			}
 		}
 	}
-	ents, err := os.ReadDir(r.dir + "/points")
-	if err == nil {
-		for _, e := range ents {
-			if id, err := ParseID(e.Name()); err == nil && !inCat[id.String()] {
-				c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("commit record %s is not in the catalog (its manifest may be unreadable)", id), Points: []string{id.String()}})
-			}
+	recs, err := r.listRecords()
+	if err != nil {
+		return err
+	}
+	for _, id := range recs {
+		if inCat[id.String()] {
+			continue
 		}
+		if _, err := r.readRecord(id); err != nil {
+			if !errors.Is(err, os.ErrNotExist) { // not deleted meanwhile
+				c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("commit record %s cannot be read: %v (reclaim refuses to run until it is repaired or removed)", r.recordPath(id), err), Points: []string{id.String()}})
+			}
+			continue
+		}
+		c.problem(Problem{Kind: ProblemCatalog, Message: fmt.Sprintf("commit record %s is not in the catalog (its manifest may be unreadable)", id), Points: []string{id.String()}})
 	}
 	return nil
 }
@@ -453,6 +516,11 @@ func (c *checker) checkRef(e Extent, data bool, point string, disk int) {
 	loc, ok, err := c.r.lookup(id)
 	if err != nil || !ok {
 		c.blobProblem(id, ProblemMissingBlob, "", fmt.Sprintf("blob %s is not in the repository", id), point, disk)
+		return
+	}
+	if _, known := c.packs[loc.Pack]; !known && !c.r.packIndexed(loc.Pack) {
+		// A damaged catalog entry (its pack id changed): recatalog rebuilds it.
+		c.blobProblem(id, ProblemCatalog, loc.Pack.String(), fmt.Sprintf("the catalog places blob %s in pack %s, which it does not list (recatalog rebuilds the catalog)", id, loc.Pack), point, disk)
 		return
 	}
 	if !data {
@@ -549,4 +617,9 @@ func (c *checker) quarantine() error {
 		}
 		return nil
 	})
+}
+
+func pointJSON(p Point) string {
+	b, _ := json.Marshal(p)
+	return string(b)
 }

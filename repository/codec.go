@@ -22,7 +22,8 @@ import (
 // after construction and safe for concurrent use.
 type codec struct {
 	encrypted bool
-	aead      cipher.AEAD // nil when unencrypted
+	aead      cipher.AEAD  // nil when unencrypted
+	block     cipher.Block // the AES key schedule under aead (salvage locates sealed pack headers with it)
 	idKey     []byte
 	macs      sync.Pool // hash.Hash (HMAC-SHA-256 with idKey)
 	enc       *zstd.Encoder
@@ -58,6 +59,7 @@ func newCodec(encKey, idKey []byte, level string) (*codec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("aes: %w", err)
 		}
+		c.block = block
 		c.aead, err = cipher.NewGCM(block)
 		if err != nil {
 			return nil, fmt.Errorf("gcm: %w", err)

@@ -113,6 +113,12 @@ func TestConcurrentBackupsReclaimDelete(t *testing.T) {
 			mu.Unlock()
 			parentExt, parentImg, parentID = ext, img, p.ID
 		}
+		// On a loaded machine both writers can finish before a second
+		// reclaim does (seen at a4cc495 too): keep the writers' sessions
+		// "running" until reclaims overlapped them.
+		for deadline := time.Now().Add(30 * time.Second); reclaims.Load() < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		writersDone.Add(1)
 		return nil
 	}

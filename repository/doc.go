@@ -6,7 +6,9 @@
 //
 // Truth lives in files: packs (each ends with a header listing its blobs) and
 // one tiny commit record per restore point under points/. index.db is a cache
-// that Recatalog rebuilds from those files alone. The exact bytes are
+// that Recatalog rebuilds from those files alone; Open verifies it page by
+// page before bbolt maps it and rebuilds it when it is damaged, and reclaim
+// decides what is live from the commit records on disk, never from it. The exact bytes are
 // documented in FORMAT.md; the write order (pack -> fsync -> rename -> fsync
 // dir -> index transaction -> commit record last) is the crash-safety
 // contract.

@@ -205,7 +205,7 @@ func TestGoldenIDs(t *testing.T) {
 }
 
 // goldenPack builds a pack with one raw (incompressible-sized) data blob.
-func goldenPack(t *testing.T, c *codec, pid packID) ([]byte, []byte) {
+func goldenPack(t testing.TB, c *codec, pid packID) ([]byte, []byte) {
 	data := []byte("tiny") // zstd cannot shrink 4 bytes: stored raw, deterministic
 	id := c.id(data)
 	stored, _, flags := c.encode(nil, nil, BlobData, id, data)

@@ -127,6 +127,28 @@ func pointFrom(id ID, m manifest, locked bool) Point {
 
 func (r *Repository) recordPath(id ID) string { return filepath.Join(r.dir, "points", id.String()) }
 
+// listRecords returns the ids of the commit records under points/ (temp
+// files and names that are not ids are not records).
+func (r *Repository) listRecords() ([]ID, error) {
+	ents, err := os.ReadDir(filepath.Join(r.dir, "points"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list commit records: %w", err)
+	}
+	var out []ID
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if id, err := ParseID(e.Name()); err == nil && id.String() == e.Name() {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 func (r *Repository) writeRecord(rec record) error {
 	if err := writeFileSteps(recordSteps, r.recordPath(rec.Manifest), r.codec.encodeRecord(rec), !r.opts.NoFsync); err != nil {
 		return fmt.Errorf("write commit record %s: %w", rec.Manifest, err)

@@ -15,13 +15,20 @@ import (
 
 // ReclaimReport summarises a Reclaim.
 type ReclaimReport struct {
-	LiveBlobs     int   `json:"live_blobs"`
-	DeadBlobs     int   `json:"dead_blobs"`
-	PacksDeleted  int   `json:"packs_deleted"`
-	PacksRepacked int   `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
-	OrphanFiles   int   `json:"orphan_files"`
-	BytesFreed    int64 `json:"bytes_freed"`
-	BytesRepacked int64 `json:"bytes_repacked"`
+	LiveBlobs int `json:"live_blobs"`
+	// DeadBlobs counts the unreferenced blobs this reclaim removed;
+	// DeadBlobsKept those it left in packs that are mostly live (a later
+	// reclaim removes them once their pack qualifies).
+	DeadBlobs     int `json:"dead_blobs"`
+	DeadBlobsKept int `json:"dead_blobs_kept"`
+	PacksDeleted  int `json:"packs_deleted"`
+	PacksRepacked int `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
+	OrphanFiles   int `json:"orphan_files"`
+	// OrphanFilesKept counts unindexed pack files left in place because a
+	// restore point references a blob that is not indexed.
+	OrphanFilesKept int   `json:"orphan_files_kept"`
+	BytesFreed      int64 `json:"bytes_freed"`
+	BytesRepacked   int64 `json:"bytes_repacked"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
@@ -35,21 +42,66 @@ const (
 )
 
 // markPoints adds every blob referenced by committed restore points to live.
+// The commit records on disk are the truth (FORMAT.md §11), not the catalog:
+// a point whose catalog entry was never written (a failed catalog
+// transaction after Commit) or was dropped (an unreadable record at a
+// recatalog) is still live. A record that exists but cannot be read stops
+// reclaim: its blobs are unknown, so nothing may be deleted. Points the
+// catalog lists without a record on disk (check reports them) are marked
+// too, until `repo delete` or a recatalog forgets them.
 func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progress func(Progress)) error {
-	pts, err := r.List(ctx)
+	type markTarget struct {
+		id     string
+		config ID
+		disks  []Disk
+	}
+	ids, err := r.listRecords()
 	if err != nil {
 		return err
+	}
+	onDisk := map[ID]bool{}
+	var pts []markTarget
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := r.readRecord(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("commit record %s cannot be read (repair or remove the file; its blobs are unknown): %w", r.recordPath(id), err)
+		}
+		onDisk[id] = true
+		b, err := r.loadBlob(ctx, rec.Manifest, nil)
+		if err != nil {
+			return fmt.Errorf("restore point %s: manifest: %w", id, err)
+		}
+		m, err := decodeManifest(b)
+		if err != nil {
+			return fmt.Errorf("restore point %s: %w", id, err)
+		}
+		pts = append(pts, markTarget{id.String(), m.Config, m.Disks})
+	}
+	cat, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range cat {
+		if pid, err := ParseID(p.ID); err == nil && !onDisk[pid] {
+			pts = append(pts, markTarget{p.ID, p.ConfigID, p.Disks})
+		}
 	}
 	for n, p := range pts {
 		if progress != nil {
 			progress(Progress{Phase: "mark", Done: int64(n), Total: int64(len(pts))})
 		}
-		pid, _ := ParseID(p.ID)
+		pid, _ := ParseID(p.id)
 		live[pid] = struct{}{}
-		if !p.ConfigID.IsZero() {
-			live[p.ConfigID] = struct{}{}
+		if !p.config.IsZero() {
+			live[p.config] = struct{}{}
 		}
-		for _, d := range p.Disks {
+		for _, d := range p.disks {
 			// A root or segment already marked had all its blobs marked:
 			// incremental points share almost everything with their parent.
 			if _, seen := live[d.Map]; seen {
@@ -58,7 +110,7 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 			live[d.Map] = struct{}{}
 			dr, err := r.loadRoot(ctx, d.Map)
 			if err != nil {
-				return fmt.Errorf("restore point %s: %w", p.ID, err)
+				return fmt.Errorf("restore point %s: %w", p.id, err)
 			}
 			for _, ref := range dr.Segs {
 				if _, seen := live[ref.ID]; seen {
@@ -67,7 +119,7 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 				live[ref.ID] = struct{}{}
 				s, err := r.loadSegment(ctx, ref)
 				if err != nil {
-					return fmt.Errorf("restore point %s: %w", p.ID, err)
+					return fmt.Errorf("restore point %s: %w", p.id, err)
 				}
 				for _, e := range s.Extents {
 					if !e.Zero {
@@ -78,6 +130,28 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 		}
 	}
 	return nil
+}
+
+// liveBlobMissing reports whether a live blob is neither indexed nor
+// pending.
+func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
+	var missing []ID
+	r.db.View(func(tx *bolt.Tx) error {
+		for id := range live {
+			if _, ok := lookupTx(tx, id); !ok {
+				missing = append(missing, id)
+			}
+		}
+		return nil
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range missing {
+		if _, ok := r.pending[id]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 type packPlan struct {
@@ -135,6 +209,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		live[id] = struct{}{}
 	}
 	plans := map[packID]*packPlan{}
+	totalDead := 0
 	err := r.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
 			pi, err := decodePackInfo(v)
@@ -162,7 +237,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 				rep.LiveBlobs++
 			} else {
 				pl.dead = append(pl.dead, ID(k))
-				rep.DeadBlobs++
+				totalDead++
 			}
 			return nil
 		})
@@ -263,6 +338,12 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 			orphans = kept
 			return nil
 		})
+	}
+	if len(orphans) > 0 && r.liveBlobMissing(live) {
+		// A restore point needs a blob the catalog lacks: it may be in one
+		// of these unindexed files (a pack whose header could not be
+		// salvaged), so none of them is deleted.
+		rep.OrphanFilesKept, orphans = len(orphans), nil
 	}
 
 	// 3. Repack live blobs of doomed packs (normal write order: new packs are
@@ -394,7 +475,9 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err := failpoint.Hit("reclaim.catalog"); err != nil {
 		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
+	removed := 0
 	err = r.db.Update(func(tx *bolt.Tx) error {
+		removed = 0
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)
 		for id, pl := range doomed {
 			if !gone[id] {
@@ -429,6 +512,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 					if err := blobs.Delete(bid[:]); err != nil {
 						return err
 					}
+					removed++
 				}
 			}
 			if err := packs.Delete(id[:]); err != nil {
@@ -440,6 +524,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err != nil {
 		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
+	rep.DeadBlobs, rep.DeadBlobsKept = removed, max(totalDead-removed, 0)
 	r.mu.Lock()
 	for _, id := range condemnedIDs {
 		delete(r.condemned, id)

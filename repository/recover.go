@@ -2,11 +2,8 @@ package repository
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+	"sort"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
@@ -99,8 +96,10 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	}
 
 	// 2. Index packs that reached their final name but not the catalog
-	// (crash between rename and index transaction). Unreadable ones are left
-	// for check to report and reclaim to remove.
+	// (crash between rename and index transaction, or a recatalog). A pack
+	// whose header is damaged is salvaged: the blobs that verify are
+	// indexed. Packs with no verifiable blob are left for check to report
+	// and reclaim to remove.
 	known := map[packID]bool{}
 	if err := r.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
@@ -122,7 +121,16 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		}
 		entries, size, err := r.readPackHeader(id)
 		if err != nil {
-			continue
+			// Damaged magic, trailer or header: its blobs may be intact.
+			herr := err
+			var hint []packEntry
+			if r.salvageHints != nil {
+				hint = r.salvageHints(id)
+			}
+			if entries, size, err = r.salvagePack(id, hint); err != nil {
+				continue
+			}
+			r.warn(fmt.Sprintf("pack %s: %v; salvaged the %d blobs that verify against their ids (check reports the pack)", id, herr, len(entries)))
 		}
 		if err := failpoint.Hit("reconcile.pack"); err != nil {
 			return fmt.Errorf("index pack %s: %w", id, err)
@@ -133,19 +141,17 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		report("index packs", int64(i+1), int64(len(todo)))
 	}
 
-	// 3. Points: commit records are the truth.
+	// 3. Points: commit records are the truth. An entry whose record is
+	// missing is kept and reported by check (FORMAT.md §13: a deleted record
+	// is detected, not silently forgotten); `repo delete` or a recatalog
+	// drops it.
 	files := map[ID]bool{}
-	ents, err := os.ReadDir(filepath.Join(r.dir, "points"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("list points: %w", err)
+	recs, err := r.listRecords()
+	if err != nil {
+		return err
 	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if id, err := ParseID(e.Name()); err == nil {
-			files[id] = true
-		}
+	for _, id := range recs {
+		files[id] = true
 	}
 	inCat := map[ID]bool{}
 	lockedInCat := map[ID]bool{}
@@ -160,6 +166,16 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	}); err != nil {
 		return err
 	}
+	var missing []string
+	for id := range inCat {
+		if !files[id] {
+			missing = append(missing, id.String())
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		r.warn(fmt.Sprintf("the catalog lists %d restore point(s) whose commit record is missing from points/ (e.g. %s): check reports them; restore the files, or delete the points", len(missing), missing[0]))
+	}
 	var add []Point
 	var n int64
 	for id := range files {
@@ -170,7 +186,7 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 		if inCat[id] {
 			rec, err := r.readRecord(id)
 			if err != nil || rec.Locked == lockedInCat[id] {
-				continue // unreadable records are check's business
+				continue // unreadable records are check's business (and stop reclaim)
 			}
 		}
 		p, err := r.loadPointFromFiles(ctx, id)
@@ -183,14 +199,10 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	if err := failpoint.Hit("reconcile.points"); err != nil {
 		return fmt.Errorf("index points: %w", err)
 	}
+	if len(add) == 0 {
+		return nil
+	}
 	return r.db.Update(func(tx *bolt.Tx) error {
-		for id := range inCat {
-			if !files[id] {
-				if err := tx.Bucket(bucketPoints).Delete(id[:]); err != nil {
-					return err
-				}
-			}
-		}
 		for _, p := range add {
 			if err := putPointTx(tx, p); err != nil {
 				return err

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // OpenOptions tune an open repository.
@@ -23,6 +22,15 @@ type OpenOptions struct {
 	// CompressionLevel overrides the config's level for this process
 	// ("fastest", "default", "better"; "" = the config's).
 	CompressionLevel string
+	// RetryLock is how long Open waits for a repository locked by another
+	// process (0: fail at once with a LockedError naming the holder).
+	RetryLock time.Duration
+	// Holder names this process in the lock file ("daemon", "CLI (repo
+	// check)"); "" = the program and its sub-command.
+	Holder string
+	// Logger receives warnings (a catalog rebuilt after corruption, ...);
+	// nil = slog.Default(). Warnings also returns them.
+	Logger *slog.Logger
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -37,6 +45,14 @@ type Repository struct {
 	lockFile *os.File
 	db       *bolt.DB
 	files    *fileCache
+	log      *slog.Logger
+
+	warnMu   sync.Mutex
+	warnings []string
+
+	// salvageHints, set during Recatalog, returns the entries the previous
+	// catalog knew for a pack (offsets and lengths for salvagePack).
+	salvageHints func(packID) []packEntry
 
 	mu        sync.Mutex // guards the fields below; never held across I/O except short catalog reads
 	pending   map[ID]*pendingBlob
@@ -99,39 +115,36 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	lockPath := filepath.Join(dir, "locks", lockFileName)
-	lf, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := acquireRepoLock(ctx, lockPath, opts.RetryLock, opts.Holder)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: lock: %w", dir, err)
-	}
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lf.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("open %s: %w (%s is held; is another vmvault running?)", dir, ErrLocked, lockPath)
-		}
-		return nil, fmt.Errorf("open %s: flock: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	level := cf.Level
 	if opts.CompressionLevel != "" {
 		if !validLevel(opts.CompressionLevel) {
+			releaseRepoLock(lf) // the process keeps no lock for a refused Open
 			return nil, fmt.Errorf("open %s: unknown compression level %q", dir, opts.CompressionLevel)
 		}
 		level = opts.CompressionLevel
 	}
 	c, err := newCodec(encKey, idKey, level)
 	if err != nil {
-		lf.Close()
+		releaseRepoLock(lf)
 		return nil, err
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 64 << 20
 	}
 	r := &Repository{
-		dir: dir, cfg: cf.public(), codec: c, opts: opts, lockFile: lf,
+		dir: dir, cfg: cf.public(), codec: c, opts: opts, lockFile: lf, log: opts.Logger,
 		files:     newFileCache(64),
 		pending:   map[ID]*pendingBlob{},
 		condemned: map[ID]struct{}{},
 		sessions:  map[*Session]struct{}{},
 		openPacks: map[packID]*packWriter{},
+	}
+	if r.log == nil {
+		r.log = slog.Default()
 	}
 	r.sessDone = sync.NewCond(&r.mu)
 	fail := func(err error) (*Repository, error) {
@@ -139,16 +152,13 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 			r.db.Close()
 		}
 		c.close()
-		lf.Close()
+		releaseRepoLock(lf)
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	if err := r.removeTemp(); err != nil {
 		return fail(err)
 	}
-	if err := r.openCatalog(); err != nil {
-		return fail(err)
-	}
-	if err := r.reconcile(ctx, nil); err != nil {
+	if err := r.loadCatalog(ctx); err != nil {
 		return fail(err)
 	}
 	n := 2
@@ -158,36 +168,6 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 		go r.finalizer()
 	}
 	return r, nil
-}
-
-func (r *Repository) openCatalog() error {
-	path := filepath.Join(r.dir, "index.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return fmt.Errorf("catalog %s is locked: %w", path, ErrLocked)
-	}
-	if err == nil {
-		if _, err = initCatalog(db, r.cfg.ID); err != nil {
-			db.Close()
-		}
-	}
-	if err != nil {
-		// index.db is only a cache: move it aside and rebuild it from packs
-		// and commit records.
-		if rerr := os.Rename(path, path+".bad"); rerr != nil {
-			return fmt.Errorf("catalog unusable (%v) and cannot be moved aside: %w", err, rerr)
-		}
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoSync: r.opts.NoFsync, NoFreelistSync: true})
-		if err != nil {
-			return fmt.Errorf("catalog: %w", err)
-		}
-		if _, err := initCatalog(db, r.cfg.ID); err != nil {
-			db.Close()
-			return fmt.Errorf("catalog: %w", err)
-		}
-	}
-	r.db = db
-	return nil
 }
 
 // removeTemp deletes temp files left by a crash (no session can be open:
@@ -250,8 +230,7 @@ func (r *Repository) Close() error {
 	if err := r.db.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	syscall.Flock(int(r.lockFile.Fd()), syscall.LOCK_UN)
-	if err := r.lockFile.Close(); err != nil {
+	if err := releaseRepoLock(r.lockFile); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -190,6 +190,13 @@ func (r *Repository) recatalog(ctx context.Context, progress func(Progress)) err
 	if err := r.openCatalog(); err != nil {
 		return restore(err)
 	}
+	// The old catalog (when it is sound) knows where the blobs of a pack
+	// with a damaged header are; it is never required.
+	if hints := openHintCatalog(old); hints != nil {
+		defer hints.Close()
+		r.salvageHints = func(id packID) []packEntry { return packEntriesOf(hints, id) }
+		defer func() { r.salvageHints = nil }()
+	}
 	if err := r.reconcile(ctx, progress); err != nil {
 		return restore(err)
 	}

@@ -273,8 +273,8 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "reclaimed %s: %d packs deleted, %d repacked, %d orphan files removed; %d live blobs kept, %d dead removed\n",
-		humanBytes(rep.BytesFreed), rep.PacksDeleted, rep.PacksRepacked, rep.OrphanFiles, rep.LiveBlobs, rep.DeadBlobs)
+	fmt.Fprintf(env.stdout, "reclaimed %s: %d packs deleted, %d repacked, %d orphan files removed; %d live blobs kept, %d dead removed, %d dead left in mostly-live packs\n",
+		humanBytes(rep.BytesFreed), rep.PacksDeleted, rep.PacksRepacked, rep.OrphanFiles, rep.LiveBlobs, rep.DeadBlobs, rep.DeadBlobsKept)
 	return nil
 }
 

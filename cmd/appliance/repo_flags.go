@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
 	"github.com/vmvault/vmvault/repository"
 )
@@ -18,13 +20,16 @@ type repoFlags struct {
 	dir          string
 	passwordFile string
 	noFsync      bool
+	retryLock    time.Duration
+	command      string // "appliance repo check": names this process in the lock file
 }
 
 func addRepoFlags(fs *flag.FlagSet) *repoFlags {
-	f := &repoFlags{}
+	f := &repoFlags{command: fs.Name()}
 	fs.StringVar(&f.dir, "repo", "", "repository directory (required)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "read the repository passphrase from this file (default: $VMVAULT_PASSWORD)")
 	fs.BoolVar(&f.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
+	fs.DurationVar(&f.retryLock, "retry-lock", 0, "wait up to this long (e.g. 5m) for a repository locked by another process (default: fail at once)")
 	return f
 }
 
@@ -64,7 +69,16 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 	if err != nil {
 		return nil, err
 	}
-	r, err := repository.Open(ctx, f.dir, pw, repository.OpenOptions{NoFsync: f.noFsync})
+	if f.retryLock < 0 {
+		return nil, fmt.Errorf("%w: --retry-lock must not be negative", errUsage)
+	}
+	r, err := repository.Open(ctx, f.dir, pw, repository.OpenOptions{
+		NoFsync:   f.noFsync,
+		RetryLock: f.retryLock,
+		Holder:    "CLI (" + f.command + ")",
+		// Warnings (a catalog rebuilt after corruption) go to the user.
+		Logger: slog.New(slog.NewTextHandler(env.stderr, nil)),
+	})
 	if err != nil {
 		if errors.Is(err, repository.ErrWrongPassword) && pw == nil {
 			return nil, fmt.Errorf("open repository %s: it is encrypted: give the passphrase with --password-file or VMVAULT_PASSWORD: %w", f.dir, err)
