@@ -150,6 +150,9 @@ func decodePackHeader(b []byte, headerStart uint64, encrypted bool) ([]packEntry
 	if v := binary.LittleEndian.Uint16(b[8:]); v != packHeaderVersion {
 		return nil, formatErr(what, "unsupported version %d", v)
 	}
+	if b[10] != 0 || b[11] != 0 {
+		return nil, formatErr(what, "reserved bytes are not zero")
+	}
 	n := binary.LittleEndian.Uint32(b[12:])
 	if n > maxPackHeaderBlobs || uint64(len(b)) != packHeaderFixed+uint64(n)*packEntrySize {
 		return nil, formatErr(what, "%d entries do not match %d bytes", n, len(b))

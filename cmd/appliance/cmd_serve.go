@@ -164,7 +164,7 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 		if pass != "" {
 			pw = []byte(pass)
 		}
-		r, err := repository.Open(ctx, rc.Path, pw, repository.OpenOptions{})
+		r, err := repository.Open(ctx, rc.Path, pw, repository.OpenOptions{Holder: "daemon (appliance serve)", Logger: log.With("repository", rc.Name)})
 		if err != nil {
 			if errors.Is(err, repository.ErrLocked) {
 				return fmt.Errorf("repository %s (%s) is in use by another daemon or command: %w", rc.Name, rc.Path, err)
