@@ -43,7 +43,7 @@ func TestNTFS(t *testing.T) {
 		flrtest.Run(t, "cp", "--sparse=always", "--preserve=timestamps", filepath.Join(src, "sparse.img"), filepath.Join(mnt, "sparse.img"))
 	}, "mkntfs", "-Q", "-F", "-q", "-L", "WinData")
 	vols, err := flr.Volumes(t.Context(), []flr.Disk{diskOf(t, img)})
-	if err != nil || len(vols) != 1 || vols[0].FS != flr.KindNTFS {
+	if err != nil || len(vols) != 1 || vols[0].FS != flr.KindNTFS || vols[0].Label != "WinData" {
 		t.Fatalf("volumes %+v %v", vols, err)
 	}
 	f := openOnly(t, []flr.Disk{diskOf(t, img)}, flr.KindNTFS)
