@@ -276,25 +276,3 @@ func TestSeedsRead(t *testing.T) {
 		}
 	}
 }
-
-// TestFuzzCorpus replays a fuzz corpus directory (FLR_CORPUS) to find a slow input.
-func TestFuzzCorpus(t *testing.T) {
-	d := os.Getenv("FLR_CORPUS")
-	if d == "" {
-		t.Skip("set FLR_CORPUS to a fuzz corpus directory to replay it")
-	}
-	ents, _ := os.ReadDir(d)
-	for _, e := range ents {
-		raw, _ := os.ReadFile(filepath.Join(d, e.Name()))
-		var b []byte
-		var s string
-		if _, err := fmt.Sscanf(string(raw), "go test fuzz v1\n[]byte(%q)", &s); err != nil {
-			t.Logf("%s: %v", e.Name(), err)
-			continue
-		}
-		b = []byte(s)
-		t.Logf("replaying %s", e.Name())
-		im := expand(b)
-		exercise(t, im, im.size)
-	}
-}
