@@ -309,3 +309,31 @@ func (f *ntfsFile) DataExtents() [][2]int64 {
 	}
 	return out
 }
+
+func init() { labelers[KindNTFS] = ntfsLabel }
+
+// ntfsLabel reads the volume label: the $VOLUME_NAME attribute (0x60) of
+// the $Volume metafile (MFT record 3).
+func ntfsLabel(r io.ReaderAt, size int64) string {
+	c, err := ntfs.GetNTFSContext(r, 0)
+	if err != nil {
+		return ""
+	}
+	m, err := c.GetMFT(3)
+	if err != nil {
+		return ""
+	}
+	for _, a := range m.EnumerateAttributes(c) {
+		if a.Type().Value != 0x60 {
+			continue
+		}
+		n := min(a.DataSize(), 256)
+		if n <= 0 {
+			return ""
+		}
+		b := make([]byte, n)
+		k, _ := a.Data(c).ReadAt(b, 0)
+		return utf16le(b[:k&^1])
+	}
+	return ""
+}

@@ -3,6 +3,7 @@ package flr_test
 import (
 	"bytes"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,7 @@ func TestNTFS(t *testing.T) {
 		flrtest.Run(t, "cp", "--sparse=always", "--preserve=timestamps", filepath.Join(src, "sparse.img"), filepath.Join(mnt, "sparse.img"))
 	}, "mkntfs", "-Q", "-F", "-q", "-L", "WinData")
 	vols, err := flr.Volumes(t.Context(), []flr.Disk{diskOf(t, img)})
-	if err != nil || len(vols) != 1 || vols[0].FS != flr.KindNTFS {
+	if err != nil || len(vols) != 1 || vols[0].FS != flr.KindNTFS || vols[0].Label != "WinData" {
 		t.Fatalf("volumes %+v %v", vols, err)
 	}
 	f := openOnly(t, []flr.Disk{diskOf(t, img)}, flr.KindNTFS)
@@ -85,5 +86,34 @@ func TestNTFS(t *testing.T) {
 	}
 	if r, ok := sf.(flr.Sparse).DataExtents(); !ok || len(r) == 0 || r[0][1] >= 32<<20 {
 		t.Errorf("sparse file extents %v %v", r, ok)
+	}
+}
+
+// TestNTFSConcurrent: the API reads one volume from many requests at once.
+func TestNTFSConcurrent(t *testing.T) {
+	flrtest.Need(t, true, "mkntfs", "ntfs-3g", "mount")
+	src := t.TempDir()
+	flrtest.MakeTree(t, src, flrtest.Options{BigDir: 200})
+	img := filepath.Join(t.TempDir(), "ntfs.img")
+	flrtest.Mounted(t, img, 32, src, "ntfs-3g", nil, "mkntfs", "-Q", "-F", "-q")
+	f := openOnly(t, []flr.Disk{diskOf(t, img)}, flr.KindNTFS)
+	want, _ := os.ReadFile(filepath.Join(src, "data", "random-1m.bin"))
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			b, err := fs.ReadFile(f, "data/random-1m.bin")
+			if err == nil && !bytes.Equal(b, want) {
+				err = io.ErrUnexpectedEOF
+			}
+			if err == nil {
+				_, err = f.ReadDir("big")
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

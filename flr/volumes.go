@@ -93,9 +93,26 @@ func locate(ctx context.Context, disks []Disk) ([]located, error) {
 		out = append(out, lvs...)
 	}
 	for i := range out {
+		if lf, ok := labelers[out[i].FS]; ok && out[i].Label == "" && out[i].r != nil {
+			out[i].Label = safeLabel(lf, out[i].r, out[i].Size)
+		}
 		setBrowsable(&out[i].Volume)
 	}
 	return out, nil
+}
+
+// labelers read labels that live deeper than the superblock probe reads.
+var labelers = map[string]func(r io.ReaderAt, size int64) string{}
+
+func safeLabel(lf func(io.ReaderAt, int64) string, r io.ReaderAt, size int64) (l string) {
+	defer func() {
+		if recoverPanics {
+			if p := recover(); p != nil {
+				l = ""
+			}
+		}
+	}()
+	return lf(r, size)
 }
 
 // setBrowsable decides, from the kind, whether a reader exists, and says why not.

@@ -441,10 +441,17 @@ func walkGet(ctx context.Context, fsys flr.FS, names []string, st *getStats, fn 
 
 // getDir restores into a new directory. Every write goes through os.Root,
 // which refuses any path that would leave OUT, symbolic links included.
-func getDir(ctx context.Context, fsys flr.FS, names []string, out string, st *getStats) error {
+func getDir(ctx context.Context, fsys flr.FS, names []string, out string, st *getStats) (err error) {
 	if err := os.Mkdir(out, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", out, err)
 	}
+	// OUT did not exist: a failed get leaves nothing behind (RemoveAll
+	// removes links, it does not follow them).
+	defer func() {
+		if err != nil {
+			os.RemoveAll(out)
+		}
+	}()
 	root, err := os.OpenRoot(out)
 	if err != nil {
 		return err

@@ -338,3 +338,29 @@ func TestFilesMount(t *testing.T) {
 		t.Fatal("mount did not end after cancel")
 	}
 }
+
+// TestFilesGetCycle: a directory hard-linked into itself (debugfs) makes
+// `files get` stop with an error in bounded time and leave no OUT behind.
+func TestFilesGetCycle(t *testing.T) {
+	flrtest.Need(t, false, "mkfs.ext4", "debugfs")
+	src := t.TempDir()
+	flrtest.MakeTree(t, src, flrtest.Options{})
+	img := filepath.Join(t.TempDir(), "fs.img")
+	flrtest.Ext4(t, img, src, 32)
+	flrtest.Run(t, "debugfs", "-w", "-R", "ln /etc /etc/nginx/loop", img)
+	repo := initRepo(t)
+	point := lastLine(mustCLI(t, "image", "backup", "--repo", repo, "--vm", "loop", img))
+	for _, out := range []string{filepath.Join(t.TempDir(), "out"), filepath.Join(t.TempDir(), "out.tar")} {
+		start := time.Now()
+		r := runCLI(t, "files", "get", "--repo", repo, "--restore-point", point, "--volume", "d0", "--output", out, "/etc")
+		if r.code != 1 || !strings.Contains(r.stderr, "may loop") {
+			t.Errorf("get through a cycle into %s: exit %d: %s", out, r.code, r.stderr)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("took %v", d)
+		}
+		if _, err := os.Lstat(out); !os.IsNotExist(err) {
+			t.Errorf("a failed get left %s behind", out)
+		}
+	}
+}

@@ -249,7 +249,8 @@ type extent struct {
 func (f *FS) extents(in *inode) ([]extent, error) {
 	var out []extent
 	if in.flags&flagExtents != 0 {
-		if err := f.walkExtents(in.iblk[:], 0, &out); err != nil {
+		visits := 0
+		if err := f.walkExtents(in.iblk[:], 0, &out, &visits); err != nil {
 			return nil, fmt.Errorf("inode %d: %w", in.ino, err)
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].lblk < out[j].lblk })
@@ -315,7 +316,15 @@ func (f *FS) extents(in *inode) ([]extent, error) {
 	return out, nil
 }
 
-func (f *FS) walkExtents(b []byte, depth int, out *[]extent) error {
+// maxNodes bounds the extent-tree nodes one file may visit: a hostile tree
+// whose index entries all point at the same empty node would otherwise
+// take 340^5 steps.
+const maxNodes = 1 << 16
+
+func (f *FS) walkExtents(b []byte, depth int, out *[]extent, visits *int) error {
+	if *visits++; *visits > maxNodes {
+		return fmt.Errorf("%w: extent tree of more than %d nodes", ErrCorrupt, maxNodes)
+	}
 	le := binary.LittleEndian
 	if len(b) < 12 || le.Uint16(b) != 0xF30A {
 		return fmt.Errorf("%w: bad extent header", ErrCorrupt)
@@ -352,18 +361,18 @@ func (f *FS) walkExtents(b []byte, depth int, out *[]extent) error {
 		if err != nil {
 			return err
 		}
-		if err := f.walkExtentsAt(blk, d-1, out); err != nil {
+		if err := f.walkExtentsAt(blk, d-1, out, visits); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *FS) walkExtentsAt(b []byte, want int, out *[]extent) error {
+func (f *FS) walkExtentsAt(b []byte, want int, out *[]extent, visits *int) error {
 	if len(b) >= 8 && int(binary.LittleEndian.Uint16(b[6:])) != want {
 		return fmt.Errorf("%w: extent node depth %d, want %d", ErrCorrupt, binary.LittleEndian.Uint16(b[6:]), want)
 	}
-	return f.walkExtents(b, want, out)
+	return f.walkExtents(b, want, out, visits)
 }
 
 // inlineData returns the bytes of an inline-data inode: the 60 bytes of

@@ -289,9 +289,10 @@ func (f *FS) extents(in *inode) ([]extent, error) {
 		if level == 0 || level > maxBtreeDepth || nrecs > maxr {
 			return nil, fmt.Errorf("%w: inode %d btree root level %d with %d records", ErrCorrupt, in.ino, level, nrecs)
 		}
+		visits := 0
 		for i := 0; i < nrecs; i++ {
 			ptr := be.Uint64(in.fork[4+maxr*8+i*8:])
-			if err := f.walkBtree(ptr, level-1, &out); err != nil {
+			if err := f.walkBtree(ptr, level-1, &out, &visits); err != nil {
 				return nil, fmt.Errorf("inode %d: %w", in.ino, err)
 			}
 		}
@@ -313,7 +314,14 @@ func (f *FS) extents(in *inode) ([]extent, error) {
 	return out, nil
 }
 
-func (f *FS) walkBtree(fsb uint64, level int, out *[]extent) error {
+// maxNodes bounds the bmap B+tree nodes one file may visit: a hostile tree
+// whose pointers all name the same empty leaf would otherwise never end.
+const maxNodes = 1 << 16
+
+func (f *FS) walkBtree(fsb uint64, level int, out *[]extent, visits *int) error {
+	if *visits++; *visits > maxNodes {
+		return fmt.Errorf("%w: bmap btree of more than %d nodes", ErrCorrupt, maxNodes)
+	}
 	b, err := f.readBlocks(fsb, 1)
 	if err != nil {
 		return err
@@ -346,7 +354,7 @@ func (f *FS) walkBtree(fsb uint64, level int, out *[]extent) error {
 		return fmt.Errorf("%w: bmap node %d with %d records", ErrCorrupt, fsb, nrecs)
 	}
 	for i := 0; i < nrecs; i++ {
-		if err := f.walkBtree(be.Uint64(b[hdr+maxr*8+i*8:]), level-1, out); err != nil {
+		if err := f.walkBtree(be.Uint64(b[hdr+maxr*8+i*8:]), level-1, out, visits); err != nil {
 			return err
 		}
 	}
