@@ -204,9 +204,13 @@ func (r *Repository) finalize(pw *packWriter) {
 		}
 	}
 	delete(r.openPacks, pw.id)
-	r.mu.Unlock()
+	// Done in the same critical section that drops the pending entries: a
+	// session that finds one of these blobs missing (under r.mu) must also
+	// find the pack done with its error, or it reports "not found" instead
+	// of the disk's error (packFailure).
 	pw.err = r.diskFull(err)
 	close(pw.done)
+	r.mu.Unlock()
 }
 
 func (r *Repository) writePackTail(pw *packWriter) error {

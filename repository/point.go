@@ -283,7 +283,20 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 		return fmt.Errorf("delete %s: %w", p.ID, ErrPointLocked)
 	}
 	pid, _ := ParseID(p.ID)
-	// The record is the truth: remove it first; the catalog follows.
+	// The catalog entry goes first, the record (the truth) last. A crash
+	// between the two leaves a record the catalog lacks: the next open adds
+	// it back (the delete did not happen, nothing is lost) and reclaim, which
+	// marks from the records on disk, keeps its data meanwhile. The other
+	// order would leave a catalog entry without a record, which check must
+	// report as damage (missing-record) although nobody lost anything.
+	if err := r.db.Update(func(tx *bolt.Tx) error {
+		if err := failpoint.Hit("catalog.delete"); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPoints).Delete(pid[:])
+	}); err != nil {
+		return fmt.Errorf("delete %s: %w", p.ID, err)
+	}
 	if err := failpoint.Hit("point.delete"); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
@@ -295,12 +308,7 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 			return fmt.Errorf("delete %s: %w", p.ID, err)
 		}
 	}
-	return r.db.Update(func(tx *bolt.Tx) error {
-		if err := failpoint.Hit("catalog.delete"); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketPoints).Delete(pid[:])
-	})
+	return nil
 }
 
 // Lock protects a restore point from deletion, retention and reclaim.

@@ -192,12 +192,18 @@ func (r *Repository) recatalog(ctx context.Context, progress func(Progress)) err
 	}
 	// The old catalog (when it is sound) knows where the blobs of a pack
 	// with a damaged header are; it is never required.
-	if hints := openHintCatalog(old); hints != nil {
-		defer hints.Close()
+	hints := openHintCatalog(old)
+	if hints != nil {
 		r.salvageHints = func(id packID) []packEntry { return packEntriesOf(hints, id) }
-		defer func() { r.salvageHints = nil }()
 	}
-	if err := r.reconcile(ctx, progress); err != nil {
+	err := r.reconcile(ctx, progress)
+	if hints != nil {
+		// Before restore: the hints hold a lock on the old file, which
+		// restore reopens as the catalog.
+		r.salvageHints = nil
+		hints.Close()
+	}
+	if err != nil {
 		return restore(err)
 	}
 	if err := failpoint.Hit("recatalog.done"); err != nil {
