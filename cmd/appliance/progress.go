@@ -162,8 +162,10 @@ func renderProgress(phase string, done, total int64, bytes bool, elapsed time.Du
 		max = 20
 	}
 	if pct >= 0 {
-		// The bar gets what the text leaves, between 10 and 40 cells.
-		cells := max - len(phase) - len(rest) - 4
+		// The bar gets what the text leaves, between 10 and 40 cells. The
+		// text is counted at its widest (tailWidth) so that the bar keeps
+		// its length while the figures change.
+		cells := max - len(phase) - maxInt(len(rest), tailWidth) - 3
 		if cells > 40 {
 			cells = 40
 		}
@@ -178,6 +180,17 @@ func renderProgress(phase string, done, total int64, bytes bool, elapsed time.Du
 		line = line[:max]
 	}
 	return line
+}
+
+// tailWidth is the widest usual text after the bar:
+// "100%  999.9 MiB/999.9 MiB  999.9 MiB/s  ETA 0:00:00".
+const tailWidth = 50
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // clockDuration formats d as M:SS or H:MM:SS.

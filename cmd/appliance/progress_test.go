@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
 // openPty returns a pseudo-terminal's master and slave ends, made with
@@ -81,16 +83,30 @@ func TestProgressOnTerminal(t *testing.T) {
 		{"image restore", []string{"image", "restore", "--repo", repo, "--restore-point", "", "--force", out}, false},
 		{"repo check", []string{"repo", "check", "--repo", repo, "--read-data"}, false},
 		{"repo check --json", []string{"repo", "check", "--repo", repo, "--read-data", "--json"}, true},
+		{"restore-disk --output", []string{"restore-disk", "--repo", repo, "--restore-point", "", "--disk", "0", "--output", "OUT"}, false},
+		{"restore-disk --output --json", []string{"restore-disk", "--repo", repo, "--restore-point", "", "--disk", "0", "--output", "OUT", "--json"}, true},
+		{"repo reclaim", []string{"repo", "reclaim", "--repo", repo}, false},
+		{"repo recatalog", []string{"repo", "recatalog", "--repo", repo}, false},
 	}
 	var point string
-	for _, st := range steps {
-		args := st.args
+	outs := 0
+	// fill replaces "" by the restore point and OUT by a new file.
+	fill := func(args []string) []string {
+		args = append([]string(nil), args...)
 		for i, a := range args {
-			if a == "" {
+			switch a {
+			case "":
 				args[i] = point
+			case "OUT":
+				outs++
+				args[i] = filepath.Join(dir, fmt.Sprintf("disk-%d.img", outs))
 			}
 		}
+		return args
+	}
+	for _, st := range steps {
 		t.Run(st.name+" on a pty", func(t *testing.T) {
+			args := fill(st.args)
 			m, s := openPty(t)
 			defer m.Close()
 			var buf bytes.Buffer
@@ -106,11 +122,18 @@ func TestProgressOnTerminal(t *testing.T) {
 			if st.name == "image backup" {
 				point = lastLine(stdout)
 			}
-			if drawn := barDrawn(buf.String()); drawn == st.wantJ {
+			// Reclaim and recatalog of a small repository may finish
+			// between two reports: their phases are drawn without a rate.
+			drawn := barDrawn(buf.String())
+			if strings.HasPrefix(st.name, "repo re") {
+				drawn = strings.Contains(buf.String(), "\x1b[K")
+			}
+			if drawn == st.wantJ {
 				t.Fatalf("bar drawn %v, want %v; stderr on the pty: %q", drawn, !st.wantJ, buf.String())
 			}
 		})
 		t.Run(st.name+" on a pipe", func(t *testing.T) {
+			args := fill(st.args)
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -223,5 +246,33 @@ func TestRenderProgress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBackupProgressBar: `backup` (VMs from vCenter) draws one bar for all
+// VMs; with --json it draws none.
+func TestBackupProgressBar(t *testing.T) {
+	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	repo := initRepo(t)
+	vars := backupEnv(l.URL().String(), l.Username(), l.Password())
+	vars["VMVAULT_PROGRESS"] = "always"
+	vc := []string{"--thumbprint", l.Thumbprint(), "--unsafe-no-fsync", "--quiesce", "off"}
+	for _, asJSON := range []bool{false, true} {
+		args := append([]string{"backup", "--repo", repo, "--vm", "DC0_H0_VM0", "--vm", "DC0_C0_RP0_VM1"}, vc...)
+		if asJSON {
+			args = append(args, "--json")
+		}
+		var buf bytes.Buffer
+		code, stdout := runCLIStderr(t, &buf, vars, args...)
+		if code != 0 {
+			t.Fatalf("backup: exit %d\n%s\n%s", code, stdout, buf.String())
+		}
+		if drawn := strings.Contains(buf.String(), "\x1b[K") && strings.Contains(buf.String(), "back up 2 VMs"); drawn == asJSON {
+			t.Errorf("--json %v: bar drawn %v; stderr %q", asJSON, drawn, buf.String())
+		}
 	}
 }
