@@ -107,6 +107,9 @@ func TestErrorsSayThingsOnce(t *testing.T) {
 		{"missing repository", testPassword, []string{"repo", "list", "--repo", filepath.Join(dir, "nowhere")}, []string{"not a vmvault repository"}},
 		{"locked repository", testPassword, []string{"repo", "check", "--repo", locked}, []string{"open repository " + locked, "locked", "daemon"}},
 		{"missing restore point", testPassword, []string{"image", "restore", "--repo", repo, "--restore-point", "deadbeef", out}, []string{"deadbeef", "not found"}},
+		{"missing parent", testPassword, []string{"image", "backup", "--repo", repo, "--vm", "vm1", "--parent", "cafe", img}, []string{"--parent", "cafe", "not found"}},
+		{"missing image", testPassword, []string{"image", "backup", "--repo", repo, "--vm", "vm1", filepath.Join(dir, "no.img")}, []string{"no.img", "no such file"}},
+		{"init over a repository", testPassword, []string{"repo", "init", "--repo", repo, "--kdf-memory", "1024", "--kdf-time", "1"}, []string{repo, "not empty"}},
 		{"missing disk", testPassword, []string{"image", "restore", "--repo", repo, "--restore-point", "", "--disk", "3", out}, []string{"--disk 3"}},
 	}
 	for _, c := range cases {

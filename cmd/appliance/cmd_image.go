@@ -138,7 +138,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	for _, path := range images {
 		im, err := diskimage.Open(path)
 		if err != nil {
-			return fmt.Errorf("open image %s: %w", path, err)
+			return err // it says "open image" and names the file
 		}
 		opened = append(opened, im)
 	}
@@ -162,7 +162,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	if *parentID != "" {
 		p, err := r.Point(ctx, *parentID)
 		if err != nil {
-			return fmt.Errorf("parent restore point: %w", err)
+			return fmt.Errorf("--parent: %w", err) // err says "restore point ID"
 		}
 		if p.Partial {
 			return fmt.Errorf("parent restore point %s is partial and cannot be a parent", p.ID)

@@ -86,7 +86,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		CompressionLevel: *level,
 	}
 	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
-		return fmt.Errorf("init repository %s: %w", rf.dir, err)
+		return err // it says "init DIR"
 	}
 	enc := "encrypted"
 	if *noEnc {
