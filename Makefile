@@ -16,7 +16,10 @@ PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 # Debian packages the tests need, keyed by the command that proves each is installed.
 TEST_TOOLS := qemu-img:qemu-utils mkfs.ext4:e2fsprogs debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd mkfs.xfs:xfsprogs pvcreate:lvm2 mkntfs:ntfs-3g ntfs-3g:ntfs-3g setfattr:attr getfattr:attr sgdisk:gdisk sfdisk:fdisk losetup:mount
 
-.PHONY: all build test test-deps vet lint bench bench-deps demo fuzz crashwalk clean
+# What `appliance demo` needs (see demo-deps).
+DEMO_TOOLS := mkfs.ext4:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools sgdisk:gdisk pvcreate:lvm2 mkfs.xfs:xfsprogs mkntfs:ntfs-3g ntfs-3g:ntfs-3g losetup:mount
+
+.PHONY: all build test test-deps vet lint bench bench-deps demo demo-deps fuzz crashwalk clean
 
 all: build
 
@@ -27,16 +30,29 @@ test: test-deps vet
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 15m $(PLAIN_PKGS)
 
-# Install what the tests shell out to, only when missing (fresh Debian, as root).
-test-deps:
-	@missing=""; for t in $(TEST_TOOLS); do \
+# $(call install-missing,TOOLS) apt-get installs the packages of TOOLS
+# (command:package) whose command is missing (fresh Debian, as root).
+define install-missing
+	@missing=""; for t in $(1); do \
 		cmd=$${t%%:*}; pkg=$${t##*:}; \
 		command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || [ -x /sbin/$$cmd ] || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing test dependencies:$$missing"; \
+		echo "installing$(2):$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+endef
+
+# Install what the tests shell out to, only when missing.
+test-deps:
+	$(call install-missing,$(TEST_TOOLS), test dependencies)
+
+# Only what `appliance demo` shells out to: its sample disks are made with
+# mkfs.ext4 -d and mkfs.vfat + mcopy; app-01 (GPT+LVM+XFS) and win-01
+# (GPT+NTFS), from --vms 4, also need sgdisk, LVM, mkfs.xfs, mkntfs, ntfs-3g
+# and losetup. No Chromium, no systemd: those are for tests.
+demo-deps:
+	$(call install-missing,$(DEMO_TOOLS), demo dependencies)
 
 vet:
 	$(GO) vet ./...
@@ -54,10 +70,10 @@ bench: bench-deps build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./vmdk/... ./diskimage/... ./backup/...
 	scripts/bench.sh $(BIN)
 
-# A lab vCenter with sample VMs (real ext4/FAT disks, so test-deps), a
+# A lab vCenter with sample VMs (real ext4/FAT disks, so demo-deps), a
 # repository, a job with a first backup, and the console on 127.0.0.1:8080.
 # Flags: make demo DEMO_ARGS="--listen 127.0.0.1:9090 --state /tmp/vmvault-demo".
-demo: build test-deps
+demo: build demo-deps
 	$(BIN) demo $(DEMO_ARGS)
 
 # The crash walk at scale (docs/RELIABILITY.md): SIGKILL backup, reclaim and

@@ -95,35 +95,35 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 	b, err := os.ReadFile(filepath.Join(dir, "config"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("open %s: not a vmvault repository (no config): %w", dir, ErrNotFound)
+			return nil, fmt.Errorf("open repository %s: not a vmvault repository (no config): %w", dir, ErrNotFound)
 		}
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	cf, err := decodeConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	var encKey, idKey []byte
 	if e := cf.Encryption; e != nil {
 		master, err := unwrapKey(deriveKEK(password, e.KDF), e.WrappedKey, keyAD(cf.ID))
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", dir, err)
+			return nil, fmt.Errorf("open repository %s: %w", dir, err)
 		}
 		encKey, idKey = master[:32], master[32:]
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "locks"), 0o700); err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	lockPath := filepath.Join(dir, "locks", lockFileName)
 	lf, err := acquireRepoLock(ctx, lockPath, opts.RetryLock, opts.Holder)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	level := cf.Level
 	if opts.CompressionLevel != "" {
 		if !validLevel(opts.CompressionLevel) {
 			releaseRepoLock(lf) // the process keeps no lock for a refused Open
-			return nil, fmt.Errorf("open %s: unknown compression level %q", dir, opts.CompressionLevel)
+			return nil, fmt.Errorf("open repository %s: unknown compression level %q", dir, opts.CompressionLevel)
 		}
 		level = opts.CompressionLevel
 	}
@@ -153,7 +153,7 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 		}
 		c.close()
 		releaseRepoLock(lf)
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	if err := r.removeTemp(); err != nil {
 		return fail(err)

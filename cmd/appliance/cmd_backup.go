@@ -94,6 +94,10 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	seen := map[string]bool{}
 	var reqs []backup.Request
+	bar := newProgress(env, *asJSON || *progress)
+	defer bar.finish()
+	type vmBytes struct{ done, size int64 }
+	perVM := map[string]vmBytes{}
 	var pmu sync.Mutex
 	last := map[string]time.Time{}
 	for _, v := range targets {
@@ -114,6 +118,24 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 					humanBytes(p.BytesRead), humanBytes(p.NewBytes), p.Rate()/(1<<20), p.ETA().Round(time.Second))
 			}
 		}
+		if bar != nil {
+			// One bar for all VMs: their bytes summed, as VMs run in parallel.
+			req.Progress = func(p backup.VMProgress) {
+				pmu.Lock()
+				perVM[v] = vmBytes{p.Done, p.Size}
+				var done, size int64
+				for _, b := range perVM {
+					done, size = done+b.done, size+b.size
+				}
+				n := len(perVM)
+				pmu.Unlock()
+				label := "back up " + v
+				if len(targets) > 1 {
+					label = fmt.Sprintf("back up %d VMs", n)
+				}
+				bar.update(label, done, size, true)
+			}
+		}
 		reqs = append(reqs, req)
 	}
 	if len(reqs) == 0 {
@@ -123,6 +145,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		Workers: *workers, MaxActiveDisks: *activeDisks, PerDatastore: *perDatastore, VCenter: c.Host(),
 	})
 	outs := e.BackupVMs(ctx, reqs, *parallel)
+	bar.finish()
 
 	failed := 0
 	var js []backupJSON

@@ -194,6 +194,10 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 	if err := demoRepository(ctx, repoDir, passFile); err != nil {
 		return err
 	}
+	repoPass, err := secretFile(passFile)
+	if err != nil {
+		return fmt.Errorf("repository passphrase: %w", err)
+	}
 
 	// The administrator's password: $VMVAULT_ADMIN_PASSWORD (serve reads it
 	// when no file is named), else one generated and kept in the state
@@ -252,6 +256,10 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 	}
 	fmt.Fprintf(env.stdout, "console: http://%s/\n", addr)
 	fmt.Fprintf(env.stdout, "login: %s / %s\n", cfg.Admin.User, adminPw)
+	// The repository is a real one: the command-line tools open it with its
+	// passphrase (once the demo has stopped, or with --retry-lock).
+	fmt.Fprintf(env.stdout, "repository: %s\n", repoDir)
+	fmt.Fprintf(env.stdout, "repository passphrase: %s (in %s; export VMVAULT_PASSWORD or give --password-file)\n", repoPass, passFile)
 	fmt.Fprintf(env.stdout, "state: %s\n", stateDir)
 	if o.churn > 0 {
 		churn.Add(1)

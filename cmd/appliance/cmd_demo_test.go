@@ -40,7 +40,7 @@ func (b *syncBuffer) String() string {
 }
 
 // demoLines are the lines `appliance demo` prints once it is ready.
-type demoLines struct{ console, user, password, state string }
+type demoLines struct{ console, user, password, repo, repoPass, state string }
 
 // parseDemoLines returns the printed lines, ok once all three are there.
 func parseDemoLines(out string) (demoLines, bool) {
@@ -51,6 +51,12 @@ func parseDemoLines(out string) (demoLines, bool) {
 		}
 		if v, ok := strings.CutPrefix(line, "login: "); ok {
 			d.user, d.password, _ = strings.Cut(v, " / ")
+		}
+		if v, ok := strings.CutPrefix(line, "repository: "); ok {
+			d.repo = v
+		}
+		if v, ok := strings.CutPrefix(line, "repository passphrase: "); ok {
+			d.repoPass, _, _ = strings.Cut(v, " (")
 		}
 		if v, ok := strings.CutPrefix(line, "state: "); ok {
 			d.state = v
@@ -275,6 +281,13 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the administrator password from the environment was written to disk: %v", err)
 	}
 	checkDemoRepo(t, state, 3)
+	// The printed passphrase opens the printed repository from the CLI.
+	if d.repo != filepath.Join(state, "repository") || d.repoPass == "" {
+		t.Errorf("printed repository %q, passphrase %q", d.repo, d.repoPass)
+	}
+	if r := runCLIEnv(t, map[string]string{"VMVAULT_PASSWORD": d.repoPass}, "repo", "list", "--repo", d.repo); r.code != 0 {
+		t.Errorf("repo list with the printed passphrase: exit %d: %s", r.code, r.stderr)
+	}
 
 	// Restarted on its state directory: the same job, the same VMs, still
 	// protected by the points of the first run, and a new run.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,7 +138,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	for _, path := range images {
 		im, err := diskimage.Open(path)
 		if err != nil {
-			return fmt.Errorf("open image %s: %w", path, err)
+			return err // it says "open image" and names the file
 		}
 		opened = append(opened, im)
 	}
@@ -161,7 +162,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	if *parentID != "" {
 		p, err := r.Point(ctx, *parentID)
 		if err != nil {
-			return fmt.Errorf("parent restore point: %w", err)
+			return fmt.Errorf("--parent: %w", err) // err says "restore point ID"
 		}
 		if p.Partial {
 			return fmt.Errorf("parent restore point %s is partial and cannot be a parent", p.ID)
@@ -176,6 +177,8 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 
+	bar := newProgress(env, *asJSON)
+	defer bar.finish()
 	start := time.Now()
 	sess, err := r.NewSession(ctx)
 	if err != nil {
@@ -206,7 +209,8 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 				np.Parent = last.ID
 				out.Parent = last.ID
 			}
-		} else if d, stats, warn, err = backupImage(ctx, r, sess, chunker, im, i, parent, changed, *changedPath != "", *workers); err != nil {
+		} else if d, stats, warn, err = backupImage(ctx, r, sess, chunker, im, i, parent, changed, *changedPath != "", *workers,
+			imageProgress(bar, images, i)); err != nil {
 			return fmt.Errorf("back up image %s: %w", images[i], err)
 		}
 		if warn != "" {
@@ -229,6 +233,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	out.RestorePoint = p.ID
 	out.Seconds = time.Since(start).Seconds()
+	bar.finish()
 	if *asJSON {
 		return writeJSON(env.stdout, out)
 	}
@@ -240,11 +245,24 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
+// imageProgress reports image i's backup on bar (nil when there is no bar).
+func imageProgress(bar *progressBar, images []string, i int) func(backup.Progress) {
+	if bar == nil {
+		return nil
+	}
+	label := "back up " + filepath.Base(images[i])
+	if len(images) > 1 {
+		label = fmt.Sprintf("back up %d/%d %s", i+1, len(images), filepath.Base(images[i]))
+	}
+	return func(p backup.Progress) { bar.update(label, p.Done, p.Size, true) }
+}
+
 // backupImage streams one image into the session. With a parent and a
 // --changed list it reads only the changed ranges; when the parent cannot
 // serve (no such disk, other size) it falls back to a full read and says why.
 func backupImage(ctx context.Context, r *repository.Repository, sess *repository.Session, chunker dedup.Chunker,
 	im diskimage.Image, idx int, parent *repository.Point, changed []dedup.Extent, haveChanged bool, workers int,
+	progress func(backup.Progress),
 ) (repository.NewDisk, imageDiskJSON, string, error) {
 	in := backup.DiskInput{Source: im, Size: im.Size()}
 	stats := imageDiskJSON{Format: im.Format(), LogicalBytes: im.Size(), Mode: "allocated"}
@@ -279,7 +297,7 @@ func backupImage(ctx context.Context, r *repository.Repository, sess *repository
 			in.Allocated[i] = dedup.Extent{Offset: a.Offset, Length: a.Length}
 		}
 	}
-	res, err := backup.WriteDisk(ctx, sess, chunker, in, backup.Options{Workers: workers})
+	res, err := backup.WriteDisk(ctx, sess, chunker, in, backup.Options{Workers: workers, Progress: progress, ProgressEvery: progressEvery})
 	if err != nil {
 		return repository.NewDisk{}, stats, "", err
 	}
@@ -305,6 +323,7 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	rf := addRepoFlags(fs)
 	pointID := fs.String("restore-point", "", "restore point id or unique prefix (required)")
 	disk := fs.Int("disk", 0, "disk index within the restore point")
+	force := fs.Bool("force", false, "replace OUT if it exists")
 	doSync := fs.Bool("sync", false, "fsync OUT before reporting success (like restic and cp, the default leaves write-back to the kernel)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -317,6 +336,15 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("%w: give exactly one OUT file", errUsage)
 	}
 	outPath := pos[0]
+	// Refuse before opening the repository: a typo in OUT must not destroy a
+	// file, and a refusal changes nothing.
+	if !*force {
+		if _, err := os.Lstat(outPath); err == nil {
+			return fmt.Errorf("%s already exists: give --force to replace it", outPath)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("check output: %w", err)
+		}
+	}
 	r, err := rf.open(ctx, env)
 	if err != nil {
 		return err
@@ -347,8 +375,15 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 			os.Remove(tmp.Name())
 		}
 	}()
+	bar := newProgress(env, false)
+	defer bar.finish()
+	label := fmt.Sprintf("restore disk %d", *disk)
 	start := time.Now()
-	if err := dr.Stream(ctx, tmp, nil); err != nil {
+	var progress func(int64)
+	if bar != nil {
+		progress = func(done int64) { bar.update(label, done, dr.Size(), true) }
+	}
+	if err := dr.Stream(ctx, tmp, progress); err != nil {
 		return fmt.Errorf("restore disk %d of %s: %w", *disk, short(p.ID), err)
 	}
 	if err := tmp.Truncate(dr.Size()); err != nil {
@@ -367,6 +402,7 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	ok = true
 	secs := time.Since(start).Seconds()
+	bar.finish()
 	fmt.Fprintf(env.stdout, "restored disk %d of %s (%s) to %s in %.2fs\n", *disk, short(p.ID), humanBytes(dr.Size()), outPath, secs)
 	return nil
 }

@@ -250,7 +250,7 @@ func TestCLIBadInput(t *testing.T) {
 		{"changed without parent", nil, []string{"image", "backup", "--repo", repo, "--vm", "a", "--changed", badJSON, img}, "--changed needs --parent"},
 		{"changed malformed", nil, []string{"image", "backup", "--repo", repo, "--vm", "a", "--parent", first.RestorePoint, "--changed", badJSON, img}, "offset and length"},
 		{"changed outside disk", nil, []string{"image", "backup", "--repo", repo, "--vm", "a", "--parent", first.RestorePoint, "--changed", outside, img}, "outside"},
-		{"unknown parent", nil, []string{"image", "backup", "--repo", repo, "--vm", "a", "--parent", "ffffffff", "--changed", okChanged, img}, "parent restore point"},
+		{"unknown parent", nil, []string{"image", "backup", "--repo", repo, "--vm", "a", "--parent", "ffffffff", "--changed", okChanged, img}, `--parent: restore point "ffffffff"`},
 		{"unknown point", nil, []string{"image", "restore", "--repo", repo, "--restore-point", "ffffffff", filepath.Join(dir, "o")}, "ffffffff"},
 		{"disk out of range", nil, []string{"image", "restore", "--repo", repo, "--restore-point", first.RestorePoint, "--disk", "3", filepath.Join(dir, "o")}, "--disk 3"},
 		{"unknown flag", nil, []string{"repo", "list", "--repo", repo, "--bogus"}, "bogus"},

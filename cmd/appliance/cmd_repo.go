@@ -86,7 +86,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		CompressionLevel: *level,
 	}
 	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
-		return fmt.Errorf("init repository %s: %w", rf.dir, err)
+		return err // it says "init DIR"
 	}
 	enc := "encrypted"
 	if *noEnc {
@@ -239,7 +239,10 @@ func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer r.Close()
-	rep, err := r.Check(ctx, repository.CheckOptions{ReadData: *readData}, nil)
+	bar := newProgress(env, *asJSON)
+	defer bar.finish()
+	rep, err := r.Check(ctx, repository.CheckOptions{ReadData: *readData}, repoProgress(bar, "check"))
+	bar.finish()
 	if err != nil {
 		return err
 	}
@@ -269,7 +272,10 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer r.Close()
-	rep, err := r.Reclaim(ctx, nil)
+	bar := newProgress(env, false)
+	defer bar.finish()
+	rep, err := r.Reclaim(ctx, repoProgress(bar, "reclaim"))
+	bar.finish()
 	if err != nil {
 		return err
 	}
@@ -286,11 +292,24 @@ func runRepoRecatalog(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer r.Close()
-	if err := r.Recatalog(ctx, nil); err != nil {
+	bar := newProgress(env, false)
+	defer bar.finish()
+	err = r.Recatalog(ctx, repoProgress(bar, "recatalog"))
+	bar.finish()
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(env.stdout, "catalog rebuilt from packs")
 	return nil
+}
+
+// repoProgress shows a repository operation's phases (counts of packs,
+// points, blobs) on bar; nil without a bar.
+func repoProgress(bar *progressBar, op string) func(repository.Progress) {
+	if bar == nil {
+		return nil
+	}
+	return func(p repository.Progress) { bar.update(op+" "+p.Phase, p.Done, p.Total, false) }
 }
 
 // pointCmd builds the delete/lock/unlock commands, which differ only in the

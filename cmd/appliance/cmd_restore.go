@@ -17,10 +17,23 @@ func init() {
 	register(&command{name: "rehearsal cleanup", summary: "remove restore rehearsal VMs", run: runRehearsalCleanup})
 }
 
-// progressPrinter prints restore progress to stderr at most every 2 s per disk.
-func progressPrinter(env *cliEnv, on bool) func(restore.Progress) {
+// progressPrinter reports restore progress: with --progress as lines on
+// stderr at most every 2 s per disk (for logs), otherwise as a bar when stderr
+// is a terminal and the output is not --json. Call the returned finish before
+// printing the result.
+func progressPrinter(env *cliEnv, on, asJSON bool) (func(restore.Progress), func()) {
 	if !on {
-		return nil
+		bar := newProgress(env, asJSON)
+		if bar == nil {
+			return nil, func() {}
+		}
+		return func(p restore.Progress) {
+			if p.Phase != "disk" {
+				bar.update(p.Phase, 0, 0, false)
+				return
+			}
+			bar.update(fmt.Sprintf("disk %d", p.Disk), p.Done, p.Size, true)
+		}, bar.finish
 	}
 	var mu sync.Mutex
 	last := map[int]time.Time{}
@@ -38,7 +51,7 @@ func progressPrinter(env *cliEnv, on bool) func(restore.Progress) {
 		last[p.Disk] = time.Now()
 		fmt.Fprintf(env.stderr, "disk %d: %s/%s (%.1f MiB/s overall)\n", p.Disk, humanBytes(p.Done), humanBytes(p.Size),
 			float64(p.Done)/time.Since(start).Seconds()/(1<<20))
-	}
+	}, func() {}
 }
 
 func printResult(env *cliEnv, res restore.Result, asJSON bool) error {
@@ -156,11 +169,14 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer closeAll()
+	prog, progDone := progressPrinter(env, *progress, *asJSON)
+	defer progDone()
 	res, err := restore.New(r, c, restore.Options{}).RestoreVM(ctx, restore.VMRequest{
 		RestorePoint: *point, Name: *name, Datacenter: *dc, Folder: *folder, Host: *host, Cluster: *cluster, ResourcePool: *pool,
 		Datastore: *datastore, DiskDatastores: diskDatastores, NetworkMap: nm, Thin: *thin, PowerOn: *powerOn,
-		Overwrite: *overwrite, PowerOff: *powerOff, Rehearsal: *rehearsal, Transport: *transport, Progress: progressPrinter(env, *progress),
+		Overwrite: *overwrite, PowerOff: *powerOff, Rehearsal: *rehearsal, Transport: *transport, Progress: prog,
 	})
+	progDone()
 	if err != nil {
 		return err
 	}
@@ -217,8 +233,11 @@ func runRestoreDisk(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 		defer r.Close()
+		prog, progDone := progressPrinter(env, *progress, *asJSON)
+		defer progDone()
 		res, err := restore.New(r, nil, restore.Options{}).DownloadDisk(ctx, restore.DownloadRequest{RestorePoint: *point, Disk: *disk,
-			Output: *output, Format: *format, Progress: progressPrinter(env, *progress)})
+			Output: *output, Format: *format, Progress: prog})
+		progDone()
 		if err != nil {
 			return err
 		}
@@ -233,8 +252,11 @@ func runRestoreDisk(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer closeAll()
+	prog, progDone := progressPrinter(env, *progress, *asJSON)
+	defer progDone()
 	res, err := restore.New(r, c, restore.Options{}).AttachDisk(ctx, restore.AttachRequest{RestorePoint: *point, Disk: *disk,
-		VM: *attachTo, Datastore: *datastore, ControllerType: ctlType, Bus: int32(bus), Thin: *thin, Progress: progressPrinter(env, *progress)})
+		VM: *attachTo, Datastore: *datastore, ControllerType: ctlType, Bus: int32(bus), Thin: *thin, Progress: prog})
+	progDone()
 	if err != nil {
 		return err
 	}

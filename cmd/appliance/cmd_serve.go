@@ -167,9 +167,10 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 		r, err := repository.Open(ctx, rc.Path, pw, repository.OpenOptions{Holder: "daemon (appliance serve)", Logger: log.With("repository", rc.Name)})
 		if err != nil {
 			if errors.Is(err, repository.ErrLocked) {
-				return fmt.Errorf("repository %s (%s) is in use by another daemon or command: %w", rc.Name, rc.Path, err)
+				return fmt.Errorf("repository %s is in use by another daemon or command: %w", rc.Name, err)
 			}
-			return fmt.Errorf("open repository %s (%s): %w", rc.Name, rc.Path, err)
+			// err names the path and says "open repository".
+			return fmt.Errorf("repository %s: %w", rc.Name, err)
 		}
 		d.onClose("repository "+rc.Name, r.Close)
 		repos[rc.Name] = r

@@ -94,13 +94,19 @@ func run(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	if cmd == nil {
-		if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
-			fmt.Fprintf(env.stderr, "appliance: unknown command %q\n\n", strings.Join(args, " "))
+		switch {
+		case len(args) == 0:
+			// No command is a mistake (a script that lost its arguments):
+			// usage on stderr and status 2, as for an unknown command.
 			usage(env.stderr)
 			return 2
+		case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
+			usage(env.stdout)
+			return 0
 		}
-		usage(env.stdout)
-		return 0
+		fmt.Fprintf(env.stderr, "appliance: unknown command %q\n\n", strings.Join(args, " "))
+		usage(env.stderr)
+		return 2
 	}
 	if err := cmd.run(ctx, env, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

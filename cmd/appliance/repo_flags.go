@@ -80,10 +80,12 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 		Logger: slog.New(slog.NewTextHandler(env.stderr, nil)),
 	})
 	if err != nil {
+		// repository.Open's errors already say "open repository DIR": this
+		// layer adds only what it knows, the flags that give a passphrase.
 		if errors.Is(err, repository.ErrWrongPassword) && pw == nil {
-			return nil, fmt.Errorf("open repository %s: it is encrypted: give the passphrase with --password-file or VMVAULT_PASSWORD: %w", f.dir, err)
+			return nil, noPassphraseError{f.dir}
 		}
-		return nil, fmt.Errorf("open repository %s: %w", f.dir, err)
+		return nil, err
 	}
 	return r, nil
 }
@@ -101,3 +103,13 @@ func (f *repoFlags) parseAndOpen(ctx context.Context, env *cliEnv, fs *flag.Flag
 	}
 	return r, pos, nil
 }
+
+// noPassphraseError is ErrWrongPassword when no passphrase was given: it says
+// how to give one instead of calling the missing one wrong.
+type noPassphraseError struct{ dir string }
+
+func (e noPassphraseError) Error() string {
+	return "open repository " + e.dir + ": it is encrypted: give the passphrase with --password-file or VMVAULT_PASSWORD"
+}
+
+func (e noPassphraseError) Unwrap() error { return repository.ErrWrongPassword }

@@ -339,7 +339,7 @@ export default {
               { class: "p2-danger-box" },
               h("p", null, h("strong", null, "This overwrites the disks of the VM "), h("strong", { class: "mono" }, vmName), h("strong", null, ". "), "Everything written to it since the restore point is lost."),
               h("div", { class: "field" }, h("label", { for: "confirm-name" }, `Type the VM's name (${vmName}) to confirm`), h("input", { id: "confirm-name", name: "confirmName", autocomplete: "off", spellcheck: "false", value: st.confirmName || "" })),
-              h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "power-off", name: "powerOff", checked: st.powerOff !== false }), h("label", { for: "power-off" }, "Power the VM off first if it is running")),
+              h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "power-off", name: "powerOff", checked: st.powerOff === true }), h("label", { for: "power-off" }, "Power the VM off first if it is running")),
             ),
           );
         } else if (st.mode === "disk") {
