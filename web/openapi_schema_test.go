@@ -15,8 +15,8 @@ import (
 )
 
 // schemaChecker validates JSON values against the subset of OpenAPI 3
-// schemas the document uses: $ref, type, properties, required,
-// additionalProperties false, items, enum, nullable.
+// schemas the document uses: $ref, allOf, anyOf, oneOf, type, properties,
+// required, additionalProperties false, items, enum, nullable.
 type schemaChecker struct {
 	schemas map[string]map[string]any
 }
@@ -31,12 +31,36 @@ func (sc schemaChecker) check(path string, schema map[string]any, v any) []strin
 		return sc.check(path, s, v)
 	}
 	if v == nil {
-		if schema["nullable"] == true || schema["type"] == nil {
+		if schema["nullable"] == true || (schema["type"] == nil && schema["allOf"] == nil && schema["anyOf"] == nil && schema["oneOf"] == nil) {
 			return nil
 		}
 		return []string{path + ": null, schema does not say nullable"}
 	}
 	var errs []string
+	for _, sub := range asSchemas(schema["allOf"]) {
+		errs = append(errs, sc.check(path, sub, v)...)
+	}
+	for _, key := range []string{"anyOf", "oneOf"} {
+		alts := asSchemas(schema[key])
+		if len(alts) == 0 {
+			continue
+		}
+		matched := 0
+		var why []string
+		for _, sub := range alts {
+			if e := sc.check(path, sub, v); len(e) == 0 {
+				matched++
+			} else {
+				why = append(why, strings.Join(e, "; "))
+			}
+		}
+		switch {
+		case matched == 0:
+			errs = append(errs, fmt.Sprintf("%s: matches none of %s: %s", path, key, strings.Join(why, " | ")))
+		case key == "oneOf" && matched > 1:
+			errs = append(errs, fmt.Sprintf("%s: matches %d of oneOf", path, matched))
+		}
+	}
 	if enum, ok := schema["enum"].([]any); ok {
 		found := false
 		for _, e := range enum {
@@ -99,6 +123,17 @@ func (sc schemaChecker) check(path string, schema map[string]any, v any) []strin
 		}
 	}
 	return errs
+}
+
+func asSchemas(v any) []map[string]any {
+	l, _ := v.([]any)
+	out := make([]map[string]any, 0, len(l))
+	for _, x := range l {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func asList(v any) []string {
@@ -259,6 +294,28 @@ func TestSchemaChecker(t *testing.T) {
 		{`{"a":"1"}`, true},
 		{`[]`, true},
 		{`null`, true},
+	}
+	// Composed schemas: a nullable reference, and alternatives.
+	composed := []struct {
+		schema map[string]any
+		body   string
+		bad    bool
+	}{
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `null`, false},
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1}`, false},
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1,"log":[]}`, true},
+		{map[string]any{"allOf": []any{ref}}, `null`, true},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `[]`, false},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `{"a":1}`, false},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `{"z":1}`, true},
+		{map[string]any{"oneOf": []any{map[string]any{"type": "number"}, map[string]any{"type": "integer"}}}, `1`, true},
+	}
+	for _, tc := range composed {
+		var v any
+		_ = json.Unmarshal([]byte(tc.body), &v)
+		if errs := sc.check("x", tc.schema, v); (len(errs) > 0) != tc.bad {
+			t.Errorf("%v %s: errors %v", tc.schema, tc.body, errs)
+		}
 	}
 	for _, tc := range tests {
 		var v any
