@@ -63,11 +63,11 @@ type CheckReport struct {
 	Points    int       `json:"points"`
 	Packs     int       `json:"packs"`
 	Blobs     int       `json:"blobs"`
-	BlobsRead int64     `json:"blobs_read"`
+	BlobsRead int64     `json:"blobsRead"`
 	// Quarantined counts corrupt blobs flagged in the catalog so that the
 	// next backup producing the same content stores a fresh copy.
 	Quarantined int   `json:"quarantined"`
-	BytesRead   int64 `json:"bytes_read"`
+	BytesRead   int64 `json:"bytesRead"`
 }
 
 // Clean reports whether Check found no problem.

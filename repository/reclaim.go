@@ -15,20 +15,20 @@ import (
 
 // ReclaimReport summarises a Reclaim.
 type ReclaimReport struct {
-	LiveBlobs int `json:"live_blobs"`
+	LiveBlobs int `json:"liveBlobs"`
 	// DeadBlobs counts the unreferenced blobs this reclaim removed;
 	// DeadBlobsKept those it left in packs that are mostly live (a later
 	// reclaim removes them once their pack qualifies).
-	DeadBlobs     int `json:"dead_blobs"`
-	DeadBlobsKept int `json:"dead_blobs_kept"`
-	PacksDeleted  int `json:"packs_deleted"`
-	PacksRepacked int `json:"packs_repacked"` // packs whose live blobs were copied (mostly dead or small)
-	OrphanFiles   int `json:"orphan_files"`
+	DeadBlobs     int `json:"deadBlobs"`
+	DeadBlobsKept int `json:"deadBlobsKept"`
+	PacksDeleted  int `json:"packsDeleted"`
+	PacksRepacked int `json:"packsRepacked"` // packs whose live blobs were copied (mostly dead or small)
+	OrphanFiles   int `json:"orphanFiles"`
 	// OrphanFilesKept counts unindexed pack files left in place because a
 	// restore point references a blob that is not indexed.
-	OrphanFilesKept int   `json:"orphan_files_kept"`
-	BytesFreed      int64 `json:"bytes_freed"`
-	BytesRepacked   int64 `json:"bytes_repacked"`
+	OrphanFilesKept int   `json:"orphanFilesKept"`
+	BytesFreed      int64 `json:"bytesFreed"`
+	BytesRepacked   int64 `json:"bytesRepacked"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.

@@ -14,22 +14,22 @@ import (
 // PointStats are per restore point figures.
 type PointStats struct {
 	ID           string `json:"id"`
-	LogicalBytes int64  `json:"logical_bytes"`
-	UniqueBytes  int64  `json:"unique_bytes"` // plaintext bytes referenced by no other point
+	LogicalBytes int64  `json:"logicalBytes"`
+	UniqueBytes  int64  `json:"uniqueBytes"` // plaintext bytes referenced by no other point
 }
 
 // Stats describe the repository's space use.
 type Stats struct {
 	Points           int          `json:"points"`
-	LogicalBytes     int64        `json:"logical_bytes"` // sum of disk capacities over points
-	UniqueBytes      int64        `json:"unique_bytes"`  // plaintext bytes of live blobs
-	StoredBytes      int64        `json:"stored_bytes"`  // on-disk bytes of live blobs
-	DiskBytes        int64        `json:"disk_bytes"`    // all files of the repository
+	LogicalBytes     int64        `json:"logicalBytes"` // sum of disk capacities over points
+	UniqueBytes      int64        `json:"uniqueBytes"`  // plaintext bytes of live blobs
+	StoredBytes      int64        `json:"storedBytes"`  // on-disk bytes of live blobs
+	DiskBytes        int64        `json:"diskBytes"`    // all files of the repository
 	Packs            int          `json:"packs"`
 	Blobs            int          `json:"blobs"`
-	DedupRatio       float64      `json:"dedup_ratio"`       // LogicalBytes / UniqueBytes
-	CompressionRatio float64      `json:"compression_ratio"` // UniqueBytes / StoredBytes
-	PerPoint         []PointStats `json:"per_point"`
+	DedupRatio       float64      `json:"dedupRatio"`       // LogicalBytes / UniqueBytes
+	CompressionRatio float64      `json:"compressionRatio"` // UniqueBytes / StoredBytes
+	PerPoint         []PointStats `json:"perPoint"`
 }
 
 // Stats computes space figures by walking every restore point.

@@ -66,11 +66,11 @@ type Progress struct {
 // DiskResult says what was written for one disk.
 type DiskResult struct {
 	Index        int    `json:"index"` // disk index in the restore point
-	SourceKey    int32  `json:"source_key"`
-	TargetKey    int32  `json:"target_key,omitempty"`
+	SourceKey    int32  `json:"sourceKey"`
+	TargetKey    int32  `json:"targetKey,omitempty"`
 	Label        string `json:"label,omitempty"`
 	Capacity     int64  `json:"capacity"`
-	BytesWritten int64  `json:"bytes_written"`
+	BytesWritten int64  `json:"bytesWritten"`
 	// SHA256 is the hex SHA-256 of the disk's whole content (capacity
 	// bytes, holes as zeros) as restored; DiskDigest computes the same
 	// value from the repository.
@@ -82,15 +82,15 @@ type DiskResult struct {
 // Result is the outcome of a VM or disk restore.
 type Result struct {
 	Mode          string        `json:"mode"` // new, rehearsal, overwrite, attach, download
-	RestorePoint  string        `json:"restore_point"`
+	RestorePoint  string        `json:"restorePoint"`
 	VM            vsphere.VMRef `json:"vm"`
-	PoweredOn     bool          `json:"powered_on"`
+	PoweredOn     bool          `json:"poweredOn"`
 	Disks         []DiskResult  `json:"disks"`
-	BytesWritten  int64         `json:"bytes_written"`
+	BytesWritten  int64         `json:"bytesWritten"`
 	Seconds       float64       `json:"seconds"`
-	BytesPerSec   float64       `json:"bytes_per_second"`
+	BytesPerSec   float64       `json:"bytesPerSecond"`
 	Warnings      []string      `json:"warnings,omitempty"`
-	RemoveCommand string        `json:"remove_command,omitempty"`
+	RemoveCommand string        `json:"removeCommand,omitempty"`
 }
 
 func (r *Result) finish(start time.Time) {

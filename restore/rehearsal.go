@@ -13,7 +13,7 @@ import (
 type Rehearsal struct {
 	VM      vsphere.VMRef `json:"vm"`
 	Source  string        `json:"source"`
-	Point   string        `json:"restore_point"`
+	Point   string        `json:"restorePoint"`
 	Created time.Time     `json:"created"`
 	Removed bool          `json:"removed"`
 	Error   string        `json:"error,omitempty"`

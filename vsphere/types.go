@@ -9,7 +9,7 @@ import (
 // for the VM's life in one vCenter; InstanceUUID survives re-registration.
 type VMRef struct {
 	MoRef        string `json:"moref"`
-	InstanceUUID string `json:"instanceUUID,omitempty"`
+	InstanceUUID string `json:"instanceUuid,omitempty"`
 	Name         string `json:"name"`
 }
 
@@ -17,7 +17,7 @@ type VMRef struct {
 type VM struct {
 	VMRef
 	Path         string   `json:"path"` // inventory path, "/DC0/vm/web01"
-	BIOSUUID     string   `json:"biosUUID,omitempty"`
+	BIOSUUID     string   `json:"biosUuid,omitempty"`
 	Datacenter   string   `json:"datacenter"`
 	Host         string   `json:"host,omitempty"`
 	Cluster      string   `json:"cluster,omitempty"`
@@ -28,8 +28,8 @@ type VM struct {
 	ToolsRunning bool     `json:"toolsRunning"`
 	ToolsStatus  string   `json:"toolsStatus,omitempty"`
 	CBTEnabled   bool     `json:"cbtEnabled"`
-	NumCPU       int32    `json:"numCPU"`
-	MemoryMB     int32    `json:"memoryMB"`
+	NumCPU       int32    `json:"numCpu"`
+	MemoryMB     int32    `json:"memoryMb"`
 	Template     bool     `json:"template,omitempty"`
 	Encrypted    bool     `json:"encrypted,omitempty"`
 	HasSnapshots bool     `json:"hasSnapshots,omitempty"`

@@ -531,20 +531,25 @@ func TestBackupsRestoresWiring(t *testing.T) {
 
 type fakeEngine struct{}
 
-func (fakeEngine) Backup(ctx context.Context, req BackupRequest, rep Reporter) (any, error) {
+func (fakeEngine) Backup(ctx context.Context, req BackupRequest, rep Reporter) ([]BackupOutcome, error) {
 	rep.Progress("copy", 1, 1)
-	return map[string]int{"vms": len(req.VMs)}, nil
+	var outs []BackupOutcome
+	for _, vm := range req.VMs {
+		outs = append(outs, BackupOutcome{VM: vm, RestorePoint: "p-" + vm, Mode: "full", BytesRead: 10, NewBytes: 5})
+	}
+	return outs, nil
 }
-func (fakeEngine) Restore(ctx context.Context, req RestoreRequest, rep Reporter) (any, error) {
-	return req.Name, nil
+func (fakeEngine) Restore(ctx context.Context, req RestoreRequest, rep Reporter) (*RestoreResult, error) {
+	return &RestoreResult{Mode: req.Mode, RestorePoint: req.Point, VM: VMRef{Name: req.Name, MoRef: "vm-99"}, Disks: []RestoredDisk{}}, nil
 }
-func (fakeEngine) RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (any, error) {
-	return req.Disk, nil
+func (fakeEngine) RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (*RestoreResult, error) {
+	return &RestoreResult{Mode: "attach", RestorePoint: req.Point, VM: VMRef{Name: "web01", MoRef: "vm-42"},
+		Disks: []RestoredDisk{{SourceKey: req.Disk, TargetKey: 2001, Capacity: 1, BytesWritten: 1}}}, nil
 }
 
 type blockingEngine struct{ started chan struct{} }
 
-func (b blockingEngine) Backup(ctx context.Context, req BackupRequest, rep Reporter) (any, error) {
+func (b blockingEngine) Backup(ctx context.Context, req BackupRequest, rep Reporter) ([]BackupOutcome, error) {
 	rep.Logf("backing up %s", req.VMs[0])
 	rep.Progress("disks", 10, 100)
 	close(b.started)

@@ -165,7 +165,7 @@ func TestJobRuns(t *testing.T) {
 	if v.VM != "web01" || v.InstanceUUID != testVM.InstanceUUID || v.State != "succeeded" || v.RestorePoint != "abc" || v.BytesRead != 100 || v.NewBytes != 10 {
 		t.Fatalf("vm outcome %+v", v)
 	}
-	if !strings.Contains(string(r.body), `"finished":null`) || !strings.Contains(string(r.body), `"restore_point":`) {
+	if !strings.Contains(string(r.body), `"finished":null`) || !strings.Contains(string(r.body), `"restorePoint":`) {
 		t.Fatalf("contract fields: %s", r.body)
 	}
 	r = f.do("GET", "/api/v1/jobs/nightly/runs?limit=1", nil, ro)
@@ -301,8 +301,8 @@ func TestRepositoryUsageAndDetail(t *testing.T) {
 	if det.DedupRatio <= 0 || det.CompressionRatio <= 0 || det.LastCheck != nil || det.ReclaimableBytes == nil || det.Stats == nil {
 		t.Fatalf("detail %s", r.body)
 	}
-	if !strings.Contains(string(r.body), `"last_check":null`) {
-		t.Fatalf("last_check must be null before any check: %s", r.body)
+	if !strings.Contains(string(r.body), `"lastCheck":null`) {
+		t.Fatalf("lastCheck must be null before any check: %s", r.body)
 	}
 	// After a check task, its outcome is the last check.
 	r = f.do("POST", "/api/v1/repositories/main/check", nil, bearer(f.tokens[auth.RoleOperator]))
@@ -363,7 +363,7 @@ func TestDashboard(t *testing.T) {
 	if d.VMs != (DashboardVMs{Protected: 2, Unprotected: 1}) || d.NextWindow != nil || len(d.RunningTasks) != 0 || len(d.Repositories) != 1 {
 		t.Fatalf("dashboard %s", r.body)
 	}
-	if !strings.Contains(string(r.body), `"next_window":null`) || !strings.Contains(string(r.body), `"recent_events":[]`) {
+	if !strings.Contains(string(r.body), `"nextWindow":null`) || !strings.Contains(string(r.body), `"recentEvents":[]`) {
 		t.Fatalf("contract nulls and empty lists: %s", r.body)
 	}
 	rep := d.Repositories[0]

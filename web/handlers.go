@@ -598,7 +598,11 @@ func (s *Server) startBackup(c *gin.Context) (any, error) {
 		return nil, fmt.Errorf("backups through the API: the backup engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
 	info, err := s.cfg.Tasks.Start("backup", strings.Join(req.VMs, ","), func(ctx context.Context, rep *task.Reporter) (any, error) {
-		return s.cfg.Backups.Backup(ctx, req, rep)
+		outs, err := s.cfg.Backups.Backup(ctx, req, rep)
+		if outs == nil {
+			return nil, err
+		}
+		return outs, err
 	})
 	if err != nil {
 		return nil, err
@@ -668,7 +672,11 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 		return nil, fmt.Errorf("restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
 	info, err := s.cfg.Tasks.Start("restore", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		return s.cfg.Restores.Restore(ctx, req, rep)
+		res, err := s.cfg.Restores.Restore(ctx, req, rep)
+		if res == nil {
+			return nil, err // a typed nil would be recorded as "result": null
+		}
+		return res, err
 	})
 	if err != nil {
 		return nil, err
@@ -691,7 +699,11 @@ func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
 		return nil, fmt.Errorf("disk restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
 	info, err := s.cfg.Tasks.Start("restore-disk", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		return s.cfg.Restores.RestoreDisk(ctx, req, rep)
+		res, err := s.cfg.Restores.RestoreDisk(ctx, req, rep)
+		if res == nil {
+			return nil, err // a typed nil would be recorded as "result": null
+		}
+		return res, err
 	})
 	if err != nil {
 		return nil, err

@@ -158,13 +158,13 @@ func (s *Server) restoreTargets(c *gin.Context) (any, error) {
 // RunVM is one VM's outcome in a job run.
 type RunVM struct {
 	VM           string    `json:"vm"` // the VM's name
-	InstanceUUID string    `json:"instance_uuid"`
+	InstanceUUID string    `json:"instanceUuid"`
 	MoRef        string    `json:"moref,omitempty"`
 	State        string    `json:"state"` // pending, running, succeeded, failed, cancelled, interrupted, not-run
-	RestorePoint string    `json:"restore_point"`
+	RestorePoint string    `json:"restorePoint"`
 	Error        string    `json:"error"`
-	BytesRead    int64     `json:"bytes_read"`
-	NewBytes     int64     `json:"new_bytes"` // stored after deduplication and compression
+	BytesRead    int64     `json:"bytesRead"`
+	NewBytes     int64     `json:"newBytes"` // stored after deduplication and compression
 	Attempts     int       `json:"attempts"`
 	Started      time.Time `json:"started,omitzero"`
 	Finished     time.Time `json:"finished,omitzero"`
@@ -183,8 +183,8 @@ type JobRunView struct {
 	Window  string `json:"window,omitempty"` // the window occurrence's id (its opening, RFC 3339)
 	// ResumeOf is the interrupted run this one resumes; ResumedBy the run
 	// that resumed this interrupted one.
-	ResumeOf  string  `json:"resume_of,omitempty"`
-	ResumedBy string  `json:"resumed_by,omitempty"`
+	ResumeOf  string  `json:"resumeOf,omitempty"`
+	ResumedBy string  `json:"resumedBy,omitempty"`
 	VMs       []RunVM `json:"vms"`
 }
 
@@ -356,12 +356,12 @@ type CheckSummary struct {
 // statistics, ratios, last check and an estimate of what reclaim frees.
 type RepositoryDetail struct {
 	RepositoryInfo
-	DedupRatio       float64       `json:"dedup_ratio"`
-	CompressionRatio float64       `json:"compression_ratio"`
-	LastCheck        *CheckSummary `json:"last_check"`
+	DedupRatio       float64       `json:"dedupRatio"`
+	CompressionRatio float64       `json:"compressionRatio"`
+	LastCheck        *CheckSummary `json:"lastCheck"`
 	// ReclaimableBytes estimates what reclaim frees: the repository's
 	// files beyond its live blobs. Null when unknown.
-	ReclaimableBytes *int64 `json:"reclaimable_bytes"`
+	ReclaimableBytes *int64 `json:"reclaimableBytes"`
 }
 
 // lastCheck finds the newest finished check of a repository among the
@@ -449,8 +449,8 @@ func (s *Server) getRepository(c *gin.Context) (any, error) {
 type UsageSample struct {
 	Time         time.Time `json:"time"`
 	Points       int       `json:"points"`
-	LogicalBytes int64     `json:"logical_bytes"`
-	StoredBytes  int64     `json:"stored_bytes"` // sum of the points' new stored bytes
+	LogicalBytes int64     `json:"logicalBytes"`
+	StoredBytes  int64     `json:"storedBytes"` // sum of the points' new stored bytes
 }
 
 func (s *Server) repositoryUsage(c *gin.Context) (any, error) {
@@ -517,12 +517,12 @@ type DashboardRepository struct {
 	ID               string        `json:"id"`
 	Name             string        `json:"name"`
 	Points           int           `json:"points"`
-	StoredBytes      int64         `json:"stored_bytes"`
-	LogicalBytes     int64         `json:"logical_bytes"`
-	DedupRatio       float64       `json:"dedup_ratio"`
-	CompressionRatio float64       `json:"compression_ratio"`
+	StoredBytes      int64         `json:"storedBytes"`
+	LogicalBytes     int64         `json:"logicalBytes"`
+	DedupRatio       float64       `json:"dedupRatio"`
+	CompressionRatio float64       `json:"compressionRatio"`
 	Damage           int           `json:"damage"` // findings of the last check
-	LastCheck        *CheckSummary `json:"last_check"`
+	LastCheck        *CheckSummary `json:"lastCheck"`
 }
 
 // RunningBackup is a backup the scheduler runs now (job runs are not
@@ -531,7 +531,7 @@ type RunningBackup struct {
 	Job          string    `json:"job"`
 	Run          string    `json:"run"`
 	VM           string    `json:"vm"` // the VM's name
-	InstanceUUID string    `json:"instance_uuid"`
+	InstanceUUID string    `json:"instanceUuid"`
 	Started      time.Time `json:"started"`
 	Phase        string    `json:"phase"`
 	Done         int64     `json:"done"`  // bytes
@@ -578,13 +578,13 @@ func (s *Server) activity() Activity {
 // Dashboard is GET /dashboard.
 type Dashboard struct {
 	VMs          DashboardVMs `json:"vms"`
-	RunningTasks []task.Info  `json:"running_tasks"`
+	RunningTasks []task.Info  `json:"runningTasks"`
 	// Scheduler is the scheduler's running backups and maintenance, which
 	// are not registry tasks (running_tasks holds API-started work).
 	Scheduler    Activity              `json:"scheduler"`
-	NextWindow   *NextWindow           `json:"next_window"`
+	NextWindow   *NextWindow           `json:"nextWindow"`
 	Repositories []DashboardRepository `json:"repositories"`
-	RecentEvents []policy.Event        `json:"recent_events"`
+	RecentEvents []policy.Event        `json:"recentEvents"`
 	Warnings     []string              `json:"warnings,omitempty"` // parts that could not be computed
 }
 

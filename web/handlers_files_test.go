@@ -24,6 +24,7 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web/openapitest"
 )
 
 // isFilesPath: the file-level restore routes need a real file system, so
@@ -312,7 +313,7 @@ func TestFilesAPIMatchesOpenAPI(t *testing.T) {
 	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	sc := schemaChecker{schemas: doc.Components.Schemas}
+	sc := openapitest.Checker{Schemas: doc.Components.Schemas}
 	for p, q := range map[string]string{
 		"/api/v1/restore-points/{id}/volumes":             "",
 		"/api/v1/restore-points/{id}/volumes/{vol}/files": "?path=/etc",
@@ -329,7 +330,7 @@ func TestFilesAPIMatchesOpenAPI(t *testing.T) {
 		if r.status != 200 || json.Unmarshal(r.body, &v) != nil {
 			t.Fatalf("GET %s: %d %s", u, r.status, r.body)
 		}
-		if errs := sc.check(p, schema, v); len(errs) > 0 {
+		if errs := sc.Check(p, schema, v); len(errs) > 0 {
 			t.Errorf("GET %s does not match its schema:\n  %s", p, strings.Join(errs, "\n  "))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 type meResponse struct {
 	auth.Principal
 	Username  string `json:"username"`
-	CSRFToken string `json:"csrf_token,omitempty"`
+	CSRFToken string `json:"csrfToken,omitempty"`
 }
 
 func (s *Server) me(c *gin.Context) (any, error) {

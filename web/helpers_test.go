@@ -215,7 +215,9 @@ func (f *fixture) do(method, path string, body any, opts ...reqOpt) resp {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return resp{status: res.StatusCode, header: res.Header, body: b}
+	r := resp{status: res.StatusCode, header: res.Header, body: b}
+	validateResponse(f.t, method, path, r)
+	return r
 }
 
 func (f *fixture) admin(method, path string, body any) resp {

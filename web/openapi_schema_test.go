@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -12,103 +11,8 @@ import (
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/vmconfig"
+	"github.com/vmvault/vmvault/web/openapitest"
 )
-
-// schemaChecker validates JSON values against the subset of OpenAPI 3
-// schemas the document uses: $ref, type, properties, required,
-// additionalProperties false, items, enum, nullable.
-type schemaChecker struct {
-	schemas map[string]map[string]any
-}
-
-func (sc schemaChecker) check(path string, schema map[string]any, v any) []string {
-	if ref, ok := schema["$ref"].(string); ok {
-		name := strings.TrimPrefix(ref, "#/components/schemas/")
-		s, ok := sc.schemas[name]
-		if !ok {
-			return []string{path + ": unknown schema " + ref}
-		}
-		return sc.check(path, s, v)
-	}
-	if v == nil {
-		if schema["nullable"] == true || schema["type"] == nil {
-			return nil
-		}
-		return []string{path + ": null, schema does not say nullable"}
-	}
-	var errs []string
-	if enum, ok := schema["enum"].([]any); ok {
-		found := false
-		for _, e := range enum {
-			if e == v {
-				found = true
-			}
-		}
-		if !found {
-			errs = append(errs, fmt.Sprintf("%s: %v not in %v", path, v, enum))
-		}
-	}
-	switch typ, _ := schema["type"].(string); typ {
-	case "object":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return append(errs, fmt.Sprintf("%s: want object, got %T", path, v))
-		}
-		props, _ := schema["properties"].(map[string]any)
-		for _, r := range asList(schema["required"]) {
-			if _, ok := m[r]; !ok {
-				errs = append(errs, fmt.Sprintf("%s: required %q missing", path, r))
-			}
-		}
-		for k, val := range m {
-			ps, ok := props[k].(map[string]any)
-			if !ok {
-				if schema["additionalProperties"] == false && props != nil {
-					errs = append(errs, fmt.Sprintf("%s: %q not in the schema", path, k))
-				}
-				continue
-			}
-			errs = append(errs, sc.check(path+"."+k, ps, val)...)
-		}
-	case "array":
-		a, ok := v.([]any)
-		if !ok {
-			return append(errs, fmt.Sprintf("%s: want array, got %T", path, v))
-		}
-		items, _ := schema["items"].(map[string]any)
-		for i, x := range a {
-			if items != nil {
-				errs = append(errs, sc.check(fmt.Sprintf("%s[%d]", path, i), items, x)...)
-			}
-		}
-	case "string":
-		if _, ok := v.(string); !ok {
-			errs = append(errs, fmt.Sprintf("%s: want string, got %T", path, v))
-		}
-	case "integer":
-		if f, ok := v.(float64); !ok || f != float64(int64(f)) {
-			errs = append(errs, fmt.Sprintf("%s: want integer, got %v", path, v))
-		}
-	case "number":
-		if _, ok := v.(float64); !ok {
-			errs = append(errs, fmt.Sprintf("%s: want number, got %T", path, v))
-		}
-	case "boolean":
-		if _, ok := v.(bool); !ok {
-			errs = append(errs, fmt.Sprintf("%s: want boolean, got %T", path, v))
-		}
-	}
-	return errs
-}
-
-func asList(v any) []string {
-	l, _ := v.([]any)
-	out := make([]string, 0, len(l))
-	for _, x := range l {
-		out = append(out, x.(string))
-	}
-	return out
-}
 
 // Every documented GET answers, on a populated appliance, with a body that
 // matches its documented 200 schema: the document describes what the
@@ -158,7 +62,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	sc := schemaChecker{schemas: doc.Components.Schemas}
+	sc := openapitest.Checker{Schemas: doc.Components.Schemas}
 	ids := map[string]string{"{id}": "", "{name}": "admin"}
 	subst := func(p string) string {
 		switch {
@@ -195,7 +99,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		}
 		schema, _ := js["schema"].(map[string]any)
 		if exv, ok := js["example"]; ok {
-			if errs := sc.check(p+" example", schema, exv); len(errs) > 0 {
+			if errs := sc.Check(p+" example", schema, exv); len(errs) > 0 {
 				t.Errorf("GET %s: the documented example does not match the schema:\n  %s", p, strings.Join(errs, "\n  "))
 			}
 		}
@@ -209,7 +113,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			t.Errorf("GET %s: %v", p, err)
 			continue
 		}
-		if errs := sc.check(p, schema, v); len(errs) > 0 {
+		if errs := sc.Check(p, schema, v); len(errs) > 0 {
 			t.Errorf("GET %s does not match its schema:\n  %s\nbody: %s", p, strings.Join(errs, "\n  "), truncate(string(r.body), 600))
 		}
 		checked++
@@ -226,7 +130,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 					continue
 				}
 				examples++
-				if errs := sc.check(m+" "+p+" "+code+" example", js["schema"].(map[string]any), exv); len(errs) > 0 {
+				if errs := sc.Check(m+" "+p+" "+code+" example", js["schema"].(map[string]any), exv); len(errs) > 0 {
 					t.Errorf("%s %s %s: the documented example does not match the schema:\n  %s", m, p, code, strings.Join(errs, "\n  "))
 				}
 			}
@@ -243,7 +147,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 
 // The checker itself finds what it must.
 func TestSchemaChecker(t *testing.T) {
-	sc := schemaChecker{schemas: map[string]map[string]any{
+	sc := openapitest.Checker{Schemas: map[string]map[string]any{
 		"T": {"type": "object", "properties": map[string]any{"a": map[string]any{"type": "integer"}, "b": map[string]any{"type": "string", "nullable": true}}, "required": []any{"a"}, "additionalProperties": false},
 	}}
 	ref := map[string]any{"$ref": "#/components/schemas/T"}
@@ -260,10 +164,32 @@ func TestSchemaChecker(t *testing.T) {
 		{`[]`, true},
 		{`null`, true},
 	}
+	// Composed schemas: a nullable reference, and alternatives.
+	composed := []struct {
+		schema map[string]any
+		body   string
+		bad    bool
+	}{
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `null`, false},
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1}`, false},
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1,"log":[]}`, true},
+		{map[string]any{"allOf": []any{ref}}, `null`, true},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `[]`, false},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `{"a":1}`, false},
+		{map[string]any{"anyOf": []any{ref, map[string]any{"type": "array"}}}, `{"z":1}`, true},
+		{map[string]any{"oneOf": []any{map[string]any{"type": "number"}, map[string]any{"type": "integer"}}}, `1`, true},
+	}
+	for _, tc := range composed {
+		var v any
+		_ = json.Unmarshal([]byte(tc.body), &v)
+		if errs := sc.Check("x", tc.schema, v); (len(errs) > 0) != tc.bad {
+			t.Errorf("%v %s: errors %v", tc.schema, tc.body, errs)
+		}
+	}
 	for _, tc := range tests {
 		var v any
 		_ = json.Unmarshal([]byte(tc.body), &v)
-		if errs := sc.check("x", ref, v); (len(errs) > 0) != tc.bad {
+		if errs := sc.Check("x", ref, v); (len(errs) > 0) != tc.bad {
 			t.Errorf("%s: errors %v", tc.body, errs)
 		}
 	}

@@ -65,16 +65,16 @@ type RestorePoint struct {
 	// point). Absent for points without one (image backups).
 	Config *PointConfig `json:"config,omitempty"`
 	// ConfigError says why a saved configuration could not be read.
-	ConfigError string `json:"config_error,omitempty"`
+	ConfigError string `json:"configError,omitempty"`
 }
 
 // PointConfig is what a restore wizard needs of a point's saved VM
 // configuration: its NICs to map to target networks and its disks.
 type PointConfig struct {
 	Name     string            `json:"name"`
-	GuestID  string            `json:"guest_id,omitempty"`
-	NumCPU   int32             `json:"num_cpu"`
-	MemoryMB int32             `json:"memory_mb"`
+	GuestID  string            `json:"guestId,omitempty"`
+	NumCPU   int32             `json:"numCpu"`
+	MemoryMB int32             `json:"memoryMb"`
 	Firmware string            `json:"firmware,omitempty"`
 	NICs     []PointNIC        `json:"nics"`
 	Disks    []PointConfigDisk `json:"disks"`
@@ -171,7 +171,20 @@ type BackupRequest struct {
 // Backups backs up VMs now; the backup engine implements it (cmd wires it).
 // Backup runs inside a task: it honours ctx and reports through rep.
 type Backups interface {
-	Backup(ctx context.Context, req BackupRequest, rep Reporter) (any, error)
+	// Backup returns one outcome per requested VM, also when it fails
+	// part way (the outcomes so far).
+	Backup(ctx context.Context, req BackupRequest, rep Reporter) ([]BackupOutcome, error)
+}
+
+// BackupOutcome is one VM of a backup task's result.
+type BackupOutcome struct {
+	VM           string `json:"vm"` // instance UUID as requested
+	Name         string `json:"name,omitempty"`
+	RestorePoint string `json:"restorePoint,omitempty"`
+	Mode         string `json:"mode,omitempty"` // full or incremental
+	BytesRead    int64  `json:"bytesRead"`
+	NewBytes     int64  `json:"newBytes"`
+	Error        string `json:"error,omitempty"`
 }
 
 // RestoreRequest is the body of POST /restores.
@@ -202,8 +215,35 @@ type DiskRestoreRequest struct {
 
 // Restores restores VMs and disks; the restore engine implements it.
 type Restores interface {
-	Restore(ctx context.Context, req RestoreRequest, rep Reporter) (any, error)
-	RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (any, error)
+	Restore(ctx context.Context, req RestoreRequest, rep Reporter) (*RestoreResult, error)
+	RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (*RestoreResult, error)
+}
+
+// RestoreResult is the result of a restore or restore-disk task.
+type RestoreResult struct {
+	Mode           string         `json:"mode"` // new, rehearsal, overwrite, attach
+	RestorePoint   string         `json:"restorePoint"`
+	VM             VMRef          `json:"vm"` // the VM restored, or the one the disk was attached to
+	PoweredOn      bool           `json:"poweredOn"`
+	Disks          []RestoredDisk `json:"disks"`
+	BytesWritten   int64          `json:"bytesWritten"`
+	Seconds        float64        `json:"seconds"`
+	BytesPerSecond float64        `json:"bytesPerSecond"`
+	Warnings       []string       `json:"warnings,omitempty"`
+	RemoveCommand  string         `json:"removeCommand,omitempty"` // rehearsals: how to remove the VM
+}
+
+// RestoredDisk says what a restore wrote for one disk.
+type RestoredDisk struct {
+	Index        int     `json:"index"` // disk index in the restore point
+	SourceKey    int32   `json:"sourceKey"`
+	TargetKey    int32   `json:"targetKey,omitempty"`
+	Label        string  `json:"label,omitempty"`
+	Capacity     int64   `json:"capacity"`
+	BytesWritten int64   `json:"bytesWritten"`
+	SHA256       string  `json:"sha256"` // of the whole disk as restored
+	Seconds      float64 `json:"seconds"`
+	Target       string  `json:"target,omitempty"`
 }
 
 // Settings are the appliance-wide preferences the console edits.
@@ -232,8 +272,8 @@ type InventoryNode struct {
 	Name         string `json:"name"`   // as vCenter shows it
 	Parent       string `json:"parent"` // id of the nearest listed ancestor; "" at the top
 	Path         string `json:"path"`   // inventory path, "/DC0/vm/web01"
-	InstanceUUID string `json:"instance_uuid,omitempty"`
-	PowerState   string `json:"power_state,omitempty"` // VMs: poweredOn, poweredOff, suspended
+	InstanceUUID string `json:"instanceUuid,omitempty"`
+	PowerState   string `json:"powerState,omitempty"` // VMs: poweredOn, poweredOff, suspended
 	Template     bool   `json:"template,omitempty"`
 	// Tags are a VM's tag ids (GET /tags names them); absent when it has
 	// none or the tagging service could not be read.

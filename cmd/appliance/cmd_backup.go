@@ -18,11 +18,11 @@ func init() {
 // backupJSON is one VM of the documented `backup --json` output.
 type backupJSON struct {
 	VM           string   `json:"vm"`
-	RestorePoint string   `json:"restore_point"`
+	RestorePoint string   `json:"restorePoint"`
 	Consistency  string   `json:"consistency"`
 	Mode         string   `json:"mode"`
-	BytesRead    int64    `json:"bytes_read"`
-	NewBytes     int64    `json:"new_bytes"`
+	BytesRead    int64    `json:"bytesRead"`
+	NewBytes     int64    `json:"newBytes"`
 	Seconds      float64  `json:"seconds"`
 	Warnings     []string `json:"warnings"`
 	Error        string   `json:"error,omitempty"`

@@ -23,14 +23,14 @@ func init() {
 
 // imageBackupJSON is the documented `image backup --json` output.
 type imageBackupJSON struct {
-	RestorePoint     string          `json:"restore_point"`
+	RestorePoint     string          `json:"restorePoint"`
 	VM               string          `json:"vm"`
 	Parent           string          `json:"parent,omitempty"`
-	LogicalBytes     int64           `json:"logical_bytes"`
-	BytesRead        int64           `json:"bytes_read"`
-	ParentBytesRead  int64           `json:"parent_bytes_read"`
-	NewBytes         int64           `json:"new_bytes"`
-	StoredBytesAdded int64           `json:"stored_bytes_added"`
+	LogicalBytes     int64           `json:"logicalBytes"`
+	BytesRead        int64           `json:"bytesRead"`
+	ParentBytesRead  int64           `json:"parentBytesRead"`
+	NewBytes         int64           `json:"newBytes"`
+	StoredBytesAdded int64           `json:"storedBytesAdded"`
 	Seconds          float64         `json:"seconds"`
 	Disks            []imageDiskJSON `json:"disks"`
 }
@@ -39,13 +39,13 @@ type imageDiskJSON struct {
 	Image           string  `json:"image"`
 	Format          string  `json:"format"`
 	Mode            string  `json:"mode"` // full | allocated | incremental
-	LogicalBytes    int64   `json:"logical_bytes"`
-	BytesRead       int64   `json:"bytes_read"`
-	ParentBytesRead int64   `json:"parent_bytes_read"`
-	NewBytes        int64   `json:"new_bytes"`
-	StoredBytes     int64   `json:"stored_bytes_added"`
-	ZeroBytes       int64   `json:"zero_bytes"`
-	ReusedBytes     int64   `json:"reused_bytes"`
+	LogicalBytes    int64   `json:"logicalBytes"`
+	BytesRead       int64   `json:"bytesRead"`
+	ParentBytesRead int64   `json:"parentBytesRead"`
+	NewBytes        int64   `json:"newBytes"`
+	StoredBytes     int64   `json:"storedBytesAdded"`
+	ZeroBytes       int64   `json:"zeroBytes"`
+	ReusedBytes     int64   `json:"reusedBytes"`
 	Chunks          int     `json:"chunks"`
 	Seconds         float64 `json:"seconds"`
 }

@@ -56,7 +56,7 @@ func TestImageRoundTrip(t *testing.T) {
 				res := decodeJSON[imageBackupJSON](t, r.stdout)
 				ws, _ := os.Stat(want)
 				if res.LogicalBytes != ws.Size() {
-					t.Errorf("logical_bytes = %d, want %d", res.LogicalBytes, ws.Size())
+					t.Errorf("logicalBytes = %d, want %d", res.LogicalBytes, ws.Size())
 				}
 				out := filepath.Join(t.TempDir(), "restored.img")
 				if r := runCLIEnv(t, env, "image", "restore", "--repo", repo, "--restore-point", res.RestorePoint, out); r.code != 0 {
@@ -304,7 +304,7 @@ func TestLockDeleteReclaim(t *testing.T) {
 		t.Fatalf("after lock: %+v", list)
 	}
 	type stats struct {
-		DiskBytes int64 `json:"disk_bytes"`
+		DiskBytes int64 `json:"diskBytes"`
 	}
 	before := decodeJSON[stats](t, mustCLI(t, "repo", "stats", "--repo", repo, "--json"))
 	mustCLI(t, "repo", "delete", "--repo", repo, pb)

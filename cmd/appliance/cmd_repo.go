@@ -115,28 +115,37 @@ func chunkerParams(c repository.ChunkerConfig) dedup.Params {
 
 // pointJSON is the documented `repo list --json` shape (README: "The command line").
 type pointJSON struct {
-	ID           string                `json:"id"`
-	VM           string                `json:"vm"`
-	VMIdentity   repository.VMIdentity `json:"vm_identity"`
-	Time         time.Time             `json:"time"`
-	Parent       string                `json:"parent"`
-	Disks        []diskJSON            `json:"disks"`
-	LogicalBytes int64                 `json:"logical_bytes"`
-	Locked       bool                  `json:"locked"`
-	Partial      bool                  `json:"partial"`
-	Consistency  string                `json:"consistency,omitempty"`
-	Warnings     []string              `json:"warnings,omitempty"`
+	ID           string         `json:"id"`
+	VM           string         `json:"vm"`
+	VMIdentity   vmIdentityJSON `json:"vmIdentity"`
+	Time         time.Time      `json:"time"`
+	Parent       string         `json:"parent"`
+	Disks        []diskJSON     `json:"disks"`
+	LogicalBytes int64          `json:"logicalBytes"`
+	Locked       bool           `json:"locked"`
+	Partial      bool           `json:"partial"`
+	Consistency  string         `json:"consistency,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
+}
+
+// vmIdentityJSON is repository.VMIdentity in the CLI's camelCase (the
+// manifest's own snake_case tags are an on-disk format and stay).
+type vmIdentityJSON struct {
+	Name         string `json:"name"`
+	MoRef        string `json:"moref,omitempty"`
+	InstanceUUID string `json:"instanceUuid,omitempty"`
+	VCenter      string `json:"vcenter,omitempty"`
 }
 
 type diskJSON struct {
 	Label    string `json:"label"`
 	Capacity int64  `json:"capacity"`
-	ChangeID string `json:"change_id,omitempty"`
+	ChangeID string `json:"changeId,omitempty"`
 	Map      string `json:"map"`
 }
 
 func toPointJSON(p repository.Point) pointJSON {
-	out := pointJSON{ID: p.ID, VM: p.VM.Name, VMIdentity: p.VM, Time: p.Time, Parent: p.Parent,
+	out := pointJSON{ID: p.ID, VM: p.VM.Name, VMIdentity: vmIdentityJSON(p.VM), Time: p.Time, Parent: p.Parent,
 		LogicalBytes: p.LogicalBytes, Locked: p.Locked, Partial: p.Partial, Consistency: p.Consistency,
 		Warnings: p.Warnings, Disks: []diskJSON{}}
 	for _, d := range p.Disks {

@@ -582,20 +582,10 @@ func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.
 	return policy.BackupResult{PointID: res.RestorePoint, Bytes: res.BytesRead, Stored: res.StoredBytes}, nil
 }
 
-// backupOutcome is one VM's result of POST /backups.
-type backupOutcome struct {
-	VM           string `json:"vm"`
-	Name         string `json:"name,omitempty"`
-	RestorePoint string `json:"restorePoint,omitempty"`
-	Mode         string `json:"mode,omitempty"`
-	BytesRead    int64  `json:"bytesRead"`
-	NewBytes     int64  `json:"newBytes"`
-	Error        string `json:"error,omitempty"`
-}
-
+// web.BackupOutcome is one VM's result of POST /backups.
 // Backup implements web.Backups: the VMs one after another, each failure
 // recorded and the task failed if any VM failed.
-func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) (any, error) {
+func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
 	repo := req.Repository
 	if repo == "" {
 		repo = b.first
@@ -608,10 +598,10 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 	for _, v := range all {
 		byUUID[v.InstanceUUID] = v
 	}
-	var outs []backupOutcome
+	var outs []web.BackupOutcome
 	failed := 0
 	for i, id := range req.VMs {
-		o := backupOutcome{VM: id}
+		o := web.BackupOutcome{VM: id}
 		vm, ok := byUUID[id]
 		if !ok {
 			o.Error = "not in the inventory"
@@ -678,7 +668,7 @@ func restoreProgress(rep web.Reporter) func(restore.Progress) {
 }
 
 // Restore implements web.Restores.
-func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (any, error) {
+func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
 	e, repo, p, err := s.engine(ctx, req.Point)
 	if err != nil {
 		return nil, err
@@ -698,11 +688,24 @@ func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, re
 		rep.Logf("warning: %s", w)
 	}
 	rep.Logf("restored as %s (%s)", res.VM.Name, res.VM.MoRef)
-	return res, nil
+	return restoreResultDTO(res), nil
+}
+
+// restoreResultDTO is the engine's result as the API documents it.
+func restoreResultDTO(r restore.Result) *web.RestoreResult {
+	out := &web.RestoreResult{Mode: r.Mode, RestorePoint: r.RestorePoint,
+		VM:        web.VMRef{Name: r.VM.Name, InstanceUUID: r.VM.InstanceUUID, MoRef: r.VM.MoRef},
+		PoweredOn: r.PoweredOn, Disks: []web.RestoredDisk{}, BytesWritten: r.BytesWritten, Seconds: r.Seconds,
+		BytesPerSecond: r.BytesPerSec, Warnings: r.Warnings, RemoveCommand: r.RemoveCommand}
+	for _, d := range r.Disks {
+		out.Disks = append(out.Disks, web.RestoredDisk{Index: d.Index, SourceKey: d.SourceKey, TargetKey: d.TargetKey, Label: d.Label,
+			Capacity: d.Capacity, BytesWritten: d.BytesWritten, SHA256: d.SHA256, Seconds: d.Seconds, Target: d.Target})
+	}
+	return out
 }
 
 // RestoreDisk implements web.Restores: the disk is attached to the target VM.
-func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (any, error) {
+func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
 	e, _, p, err := s.engine(ctx, req.Point)
 	if err != nil {
 		return nil, err
@@ -734,5 +737,5 @@ func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreReq
 	if err != nil {
 		return nil, err
 	}
-	return res, nil
+	return restoreResultDTO(res), nil
 }

@@ -12,11 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/openapitest"
 )
 
 // testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
@@ -83,7 +86,27 @@ func (a *apiClient) call(method, path string, body any, hdr map[string]string) (
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	for _, e := range publishedAPI(a.t).Response(method, path, res.StatusCode, res.Header, b) {
+		a.t.Error(e)
+	}
 	return res.StatusCode, b
+}
+
+var (
+	apiDocOnce sync.Once
+	apiDoc     *openapitest.Validator
+	apiDocErr  error
+)
+
+// publishedAPI is the validator of web/openapi.json: every response the
+// daemon's tests receive must match the published document.
+func publishedAPI(t *testing.T) *openapitest.Validator {
+	t.Helper()
+	apiDocOnce.Do(func() { apiDoc, apiDocErr = openapitest.New(web.OpenAPI()) })
+	if apiDocErr != nil {
+		t.Fatal(apiDocErr)
+	}
+	return apiDoc
 }
 
 // The daemon end to end without vCenter: TLS with a generated certificate,

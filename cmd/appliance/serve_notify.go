@@ -219,12 +219,12 @@ type alertingBackups struct {
 	nt *notify.Notifier
 }
 
-func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) (any, error) {
+func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
 	res, err := a.Backups.Backup(ctx, req, rep)
-	outs, _ := res.([]backupOutcome)
+	outs := res
 	for _, o := range outs {
 		if o.Error == "" && o.RestorePoint != "" { // backed up: ends the VM's streak
-			a.nt.Succeeded(notify.Failure{Operation: "backup", Job: req.Job, VM: o.label()})
+			a.nt.Succeeded(notify.Failure{Operation: "backup", Job: req.Job, VM: outcomeLabel(o)})
 		}
 	}
 	if err == nil || ctx.Err() != nil {
@@ -235,7 +235,7 @@ func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep 
 		if o.Error == "" {
 			continue
 		}
-		a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: o.label(), Repository: req.Repository, Message: o.Error})
+		a.nt.Fail(notify.Failure{Operation: "backup", Job: req.Job, VM: outcomeLabel(o), Repository: req.Repository, Message: o.Error})
 		listed = true
 	}
 	if !listed {
@@ -244,8 +244,8 @@ func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep 
 	return res, err
 }
 
-// label names the VM as alerts do: its name, else its id.
-func (o backupOutcome) label() string {
+// outcomeLabel names the VM as alerts do: its name, else its id.
+func outcomeLabel(o web.BackupOutcome) string {
 	if o.Name != "" {
 		return o.Name
 	}
@@ -274,7 +274,7 @@ func (a alertingRestores) succeeded(ctx context.Context, point string) {
 	}
 }
 
-func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (any, error) {
+func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
 	res, err := a.Restores.Restore(ctx, req, rep)
 	switch {
 	case err == nil:
@@ -285,7 +285,7 @@ func (a alertingRestores) Restore(ctx context.Context, req web.RestoreRequest, r
 	return res, err
 }
 
-func (a alertingRestores) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (any, error) {
+func (a alertingRestores) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
 	res, err := a.Restores.RestoreDisk(ctx, req, rep)
 	switch {
 	case err == nil:

@@ -110,7 +110,7 @@ func TestServeQuiesceRequiredAndTags(t *testing.T) {
 				State string
 				VMs   []struct {
 					State, Error string
-					Point        string `json:"restore_point"`
+					Point        string `json:"restorePoint"`
 				}
 			}
 			_ = json.Unmarshal(body, &runs)

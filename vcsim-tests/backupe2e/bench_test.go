@@ -89,8 +89,8 @@ func BenchmarkVMBackup(b *testing.B) {
 		return r
 	}
 	type point struct {
-		BytesRead int64   `json:"bytes_read"`
-		NewBytes  int64   `json:"new_bytes"`
+		BytesRead int64   `json:"bytesRead"`
+		NewBytes  int64   `json:"newBytes"`
 		Seconds   float64 `json:"seconds"`
 		Mode      string  `json:"mode"`
 	}

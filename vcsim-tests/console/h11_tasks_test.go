@@ -144,7 +144,7 @@ func TestH11ScheduledRunningLive(t *testing.T) {
 	b.WaitJS(`new Promise(res => setTimeout(() => res(true), 300))`, "settle")
 
 	backup := func(vm string, done, total, rate int64) string {
-		return fmt.Sprintf(`{"job":%q,"run":"demo-vms/h11","vm":%q,"instance_uuid":"u-%s","started":"2026-11-29T20:00:00Z","phase":"disk 1/1","done":%d,"total":%d,"rate":%d}`,
+		return fmt.Sprintf(`{"job":%q,"run":"demo-vms/h11","vm":%q,"instanceUuid":"u-%s","started":"2026-11-29T20:00:00Z","phase":"disk 1/1","done":%d,"total":%d,"rate":%d}`,
 			h11DemoJob, vm, vm, done, total, rate)
 	}
 	const mib = 1 << 20

@@ -375,7 +375,7 @@ func TestH8ScheduledBackupsLive(t *testing.T) {
 	b.WaitText("#dashboard-scheduled", "No scheduled backup is running.")
 
 	run := func(vm, uuid string, done, total int64) string {
-		return fmt.Sprintf(`{"job":"nightly","run":"nightly/1","vm":%q,"instance_uuid":%q,"started":"2026-11-29T20:00:00Z","phase":"reading","done":%d,"total":%d,"rate":1048576}`, vm, uuid, done, total)
+		return fmt.Sprintf(`{"job":"nightly","run":"nightly/1","vm":%q,"instanceUuid":%q,"started":"2026-11-29T20:00:00Z","phase":"reading","done":%d,"total":%d,"rate":1048576}`, vm, uuid, done, total)
 	}
 	h8Scheduler(t, b, "["+run("files-01", "u-files", 25, 100)+"]")
 	rowSel := `#dashboard-scheduled .dashboard-sched[data-sched-vm="files-01"]`

@@ -99,7 +99,7 @@ func TestPages2Models(t *testing.T) {
 			`R.validateRetention({preset: "", last: 0})`,
 			`{"retention":"keeps nothing: set at least one count"}`},
 		{"selection: a folder with a name exclusion",
-			`(() => { const tr = T.buildTree([{id: "f", type: "folder", name: "vm", parent: ""}, {id: "v1", type: "vm", name: "web-01", parent: "f", instance_uuid: "u1"}, {id: "v2", type: "vm", name: "db-TEST", parent: "f", instance_uuid: "u2"}]);
+			`(() => { const tr = T.buildTree([{id: "f", type: "folder", name: "vm", parent: ""}, {id: "v1", type: "vm", name: "web-01", parent: "f", instanceUuid: "u1"}, {id: "v2", type: "vm", name: "db-TEST", parent: "f", instanceUuid: "u2"}]);
 				const s = T.emptySelection(); T.toggleInclude(s, tr.byId.get("f"), true); s.exclude.names.push("*-test");
 				return T.matchedVMs(s, tr).map(n => n.name).join(",") + " " + JSON.stringify(T.compactSelection(s)); })()`,
 			`web-01 {"containers":[{"kind":"folder","id":"f","name":"vm"}],"exclude":{"names":["*-test"]}}`},
@@ -122,7 +122,7 @@ func TestPages2Models(t *testing.T) {
 			`[C.niceMax(402653184) / 1048576, C.niceMax(3 * 1073741824) / 1073741824].join(" ")`,
 			`400 4`},
 		{"usage chart is an accessible SVG with both series",
-			`(() => { const s = C.usageChart([{time: "2026-11-01T00:00:00Z", logical_bytes: 100, stored_bytes: 40}, {time: "2026-11-02T00:00:00Z", logical_bytes: 200, stored_bytes: 60}], {fmtBytes: String, fmtDate: String});
+			`(() => { const s = C.usageChart([{time: "2026-11-01T00:00:00Z", logicalBytes: 100, storedBytes: 40}, {time: "2026-11-02T00:00:00Z", logicalBytes: 200, storedBytes: 60}], {fmtBytes: String, fmtDate: String});
 				return [s.getAttribute("role"), s.querySelector("title").textContent, s.querySelectorAll("polyline").length, s.querySelectorAll("circle").length].join(" "); })()`,
 			`img Repository usage over time 2 4`},
 	}

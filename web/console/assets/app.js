@@ -173,7 +173,7 @@ function renderLogin(message) {
     submit.textContent = "Signing in…";
     try {
       const res = await api.call("POST", "/auth/login", { username: user.value.trim(), password: pass.value }, { quiet401: true });
-      api.csrf = res && (res.csrfToken || res.csrf_token) || "";
+      api.csrf = res && (res.csrfToken) || "";
       await loadMe();
       const after = sessionStorage.getItem("vmvault.after-login") || "#/dashboard";
       sessionStorage.removeItem("vmvault.after-login");
@@ -198,12 +198,12 @@ function renderLogin(message) {
 async function loadMe() {
   const m = await api.call("GET", "/auth/me", undefined, { quiet401: true });
   me = { username: m.username || m.user || "", role: m.role || "restore-only" };
-  const t = m.csrf_token || m.csrfToken;
+  const t = m.csrfToken;
   if (t) api.csrf = t;
   ctx.me = me;
   try {
     const st = await api.call("GET", "/settings");
-    if (st && (st.timeZone || st.time_zone)) fmt.setTimeZone(st.timeZone || st.time_zone);
+    if (st && (st.timeZone)) fmt.setTimeZone(st.timeZone);
   } catch { /* settings are optional for display */ }
 }
 
@@ -213,7 +213,7 @@ async function loadNames() {
   namesLoaded = Date.now();
   try {
     const vms = await api.call("GET", "/vms", undefined, { quiet401: true });
-    for (const v of vms || []) names.set(v.instanceUuid || v.instance_uuid, v.name);
+    for (const v of vms || []) names.set(v.instanceUuid, v.name);
   } catch { /* names are a nicety */ }
 }
 setNameSource(loadNames);

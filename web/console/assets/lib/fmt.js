@@ -50,7 +50,7 @@ export function rate(bytesPerSecond) {
   return `${bytes(bytesPerSecond)}/s`;
 }
 
-// pick returns the first defined field among names (the API mixes camelCase and snake_case).
+// pick returns the first defined field among names (kept for fields that differ between endpoints; the API itself is all camelCase).
 export function pick(obj, ...names) {
   if (!obj) return undefined;
   for (const n of names) if (obj[n] !== undefined && obj[n] !== null) return obj[n];

@@ -71,7 +71,7 @@ export default {
       const backups = (a && a.backups) || [];
       const seen = new Set();
       for (const b of backups) {
-        const key = `${b.run}/${b.instance_uuid || b.vm}`;
+        const key = `${b.run}/${b.instanceUuid || b.vm}`;
         seen.add(key);
         let r = schedRows.get(key);
         if (!r) {
@@ -109,10 +109,10 @@ export default {
         card("Protected VMs", vms.protected ?? 0, "ok", "#/inventory?status=protected"),
         card("Failed in the last 24 h", vms.failed ?? 0, (vms.failed ?? 0) > 0 ? "bad" : "", "#/events?severity=error"),
         card("Not protected", vms.unprotected ?? 0, (vms.unprotected ?? 0) > 0 ? "warn" : "", "#/inventory?status=unprotected"));
-      const tasks = d.running_tasks || [];
+      const tasks = d.runningTasks || [];
       for (const t of tasks) showTask(t);
       if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));
-      const w = d.next_window;
+      const w = d.nextWindow;
       clear(windowBox).append(w
         ? h("p", null, h("strong", null, w.name || w.job), " — ",
           w.open ? "open now" : `opens ${fmt.time(w.start)}`,
@@ -120,20 +120,20 @@ export default {
         : h("p", { class: "empty" }, "No backup window is scheduled."));
       clear(repos).append(table("!Repository usage", [
         { label: "Repository", cell: r => r.name || r.id },
-        { label: "Stored", class: "num", cell: r => fmt.bytes(r.stored_bytes) },
-        { label: "Logical", class: "num", cell: r => fmt.bytes(r.logical_bytes) },
-        { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedup_ratio) },
-        { label: "Compression", class: "num", cell: r => fmt.ratio(r.compression_ratio) },
+        { label: "Stored", class: "num", cell: r => fmt.bytes(r.storedBytes) },
+        { label: "Logical", class: "num", cell: r => fmt.bytes(r.logicalBytes) },
+        { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedupRatio) },
+        { label: "Compression", class: "num", cell: r => fmt.ratio(r.compressionRatio) },
         { label: "Damage", cell: r => (r.damage > 0 ? badge(`${r.damage} damaged`, "damaged") : badge("none", "ok")) },
         {
           label: "Last check", cell: (r) => {
-            const c = r.last_check;
+            const c = r.lastCheck;
             if (!c) return "never";
             return [fmt.time(c.time), " ", c.ok ? badge("ok") : badge("failed")];
           },
         },
       ], d.repositories || [], "No repositories are configured."));
-      recent = (d.recent_events || []).slice(0, 20);
+      recent = (d.recentEvents || []).slice(0, 20);
       clear(events).append(eventRows(ctx, recent));
     }
 

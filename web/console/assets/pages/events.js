@@ -48,7 +48,7 @@ export default {
     ]);
     const vmName = new Map();
     for (const v of vms || []) {
-      const id = v.instanceUuid || v.instance_uuid;
+      const id = v.instanceUuid;
       vmName.set(id, v.name);
       vm.append(h("option", { value: id }, v.name));
     }

@@ -34,7 +34,7 @@ export default {
         throw e;
       }),
     ]);
-    const byUUID = new Map((vms || []).map(v => [v.instanceUuid || v.instance_uuid, v]));
+    const byUUID = new Map((vms || []).map(v => [v.instanceUuid, v]));
     const byMoref = new Map((vms || []).filter(v => v.moref).map(v => [v.moref, v]));
     const running = new Map(); // vm uuid -> progress element
 
@@ -49,11 +49,11 @@ export default {
     const seen = new Set();
     for (const n of nodes) {
       if (n.type !== "vm") continue;
-      const st = byUUID.get(n.instance_uuid || n.instanceUuid) || byMoref.get(n.id);
+      const st = byUUID.get(n.instanceUuid) || byMoref.get(n.id);
       n.status = st || null;
-      if (st) seen.add(st.instanceUuid || st.instance_uuid);
+      if (st) seen.add(st.instanceUuid);
     }
-    const leftovers = (vms || []).filter(v => !seen.has(v.instanceUuid || v.instance_uuid));
+    const leftovers = (vms || []).filter(v => !seen.has(v.instanceUuid));
     if (leftovers.length) {
       const inVC = leftovers.filter(v => v.inInventory);
       const gone = leftovers.filter(v => !v.inInventory);
@@ -91,7 +91,7 @@ export default {
     }
 
     async function backupNow(n, btn, holder) {
-      const uuid = n.status.instanceUuid || n.status.instance_uuid;
+      const uuid = n.status.instanceUuid;
       btn.disabled = true;
       try {
         const task = await ctx.api("POST", "/backups", { vms: [uuid] });
@@ -115,7 +115,7 @@ export default {
       const st = n.status;
       const last = st && st.lastPoint;
       const holder = h("div", { class: "inventory-task" });
-      const uuid = st && (st.instanceUuid || st.instance_uuid);
+      const uuid = st && (st.instanceUuid);
       if (uuid && running.has(uuid)) holder.append(running.get(uuid));
       let action = null;
       if (st && st.inInventory !== false && ctx.can("operator")) {

@@ -21,7 +21,7 @@ export function ensureCSS() {
   return cssLoaded;
 }
 
-// pick returns the first present field: the API mixes camelCase and snake_case.
+// pick returns the first present field: kept for fields that differ between endpoints; the API itself is all camelCase.
 export function pick(o, ...names) {
   if (!o) return undefined;
   for (const n of names) if (o[n] !== undefined && o[n] !== null) return o[n];

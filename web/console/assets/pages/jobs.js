@@ -23,7 +23,7 @@ function runTrigger(r) {
 
 function nextRunText(ctx, job) {
   if (job.enabled === false) return "disabled";
-  const nr = pick(job, "next_run", "nextRun");
+  const nr = pick(job, "nextRun");
   if (nr) return ctx.fmt.time(nr);
   const n = nextOpening(job.window);
   if (n.openNow) return `window open now${n.closes ? ` (until ${ctx.fmt.time(n.closes)})` : ""}`;
@@ -190,7 +190,7 @@ async function listPage(root, ctx) {
     body.append(h("p", { class: "empty" }, "No backup jobs yet. ", isAdmin ? h("a", { href: "#/job-wizard" }, "Create the first job") : "An administrator creates them."));
     return () => watchers.forEach((w) => w.stop());
   }
-  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
+  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instanceUuid: v.instanceUuid, name: v.name }]));
   const lastRunCell = (last) => (last ? [stateBadge(h, runState(last)), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never");
   // Live: a job event (started, finished) refreshes that job's last run.
   const pending = new Map();
@@ -289,14 +289,14 @@ function outcomesTable(ctx, r) {
       "tbody",
       null,
       vms.map((v) => {
-        const point = pick(v, "restore_point", "point", "restorePoint");
+        const point = pick(v, "restorePoint", "point");
         return h(
           "tr",
           null,
-          h("td", { "data-label": "VM" }, pick(v, "name", "vm_name") || pick(v, "vm", "instance_uuid")),
+          h("td", { "data-label": "VM" }, pick(v, "name") || pick(v, "vm", "instanceUuid")),
           h("td", { "data-label": "Outcome" }, stateBadge(h, vmState(v))),
-          h("td", { "data-label": "Read" }, ctx.fmt.bytes(pick(v, "bytes_read", "bytes") || 0)),
-          h("td", { "data-label": "New" }, ctx.fmt.bytes(pick(v, "new_bytes", "stored") || 0)),
+          h("td", { "data-label": "Read" }, ctx.fmt.bytes(pick(v, "bytesRead", "bytes") || 0)),
+          h("td", { "data-label": "New" }, ctx.fmt.bytes(pick(v, "newBytes", "stored") || 0)),
           h("td", { "data-label": "Restore point" }, point ? h("a", { href: `#/restore?point=${encodeURIComponent(point)}` }, point.slice(0, 12)) : "–"),
           h("td", { "data-label": "Error" }, pick(v, "error") || ""),
         );
@@ -309,7 +309,7 @@ async function detailPage(root, ctx, id) {
   const h = ctx.h;
   const [job, vms, tags] = await Promise.all([ctx.api("GET", `/jobs/${encodeURIComponent(id)}`), ctx.api("GET", "/vms").catch(() => []), tagNames(ctx)]);
   const j = job.job || job;
-  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instance_uuid: v.instanceUuid, name: v.name }]));
+  const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instanceUuid: v.instanceUuid, name: v.name }]));
   const title = document.getElementById("page-title");
   if (title) title.textContent = `Job: ${j.name}`;
   document.title = `Job ${j.name} — vmvault`;

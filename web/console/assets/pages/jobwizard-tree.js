@@ -48,7 +48,7 @@ export function buildTree(nodes) {
 
 // vmKey is a VM node's identity in a selection: its instance UUID.
 export function vmKey(n) {
-  return n.instance_uuid || n.instanceUuid || n.instanceUUID || "";
+  return n.instanceUuid || "";
 }
 
 export function emptySelection() {

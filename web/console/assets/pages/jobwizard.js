@@ -85,7 +85,7 @@ export default {
           // No topology: fall back to the flat list of inventory VMs.
           const vms = await ctx.api("GET", "/vms").catch(() => []);
           return {
-            nodes: vms.filter((v) => v.inInventory).map((v) => ({ id: v.moref || v.instanceUuid, type: "vm", name: v.name, parent: "", instance_uuid: v.instanceUuid })),
+            nodes: vms.filter((v) => v.inInventory).map((v) => ({ id: v.moref || v.instanceUuid, type: "vm", name: v.name, parent: "", instanceUuid: v.instanceUuid })),
             error: e,
           };
         }),
@@ -576,7 +576,7 @@ export default {
           const jobPts = scoped ? decisions.filter((d) => selected.has(d.vm)) : decisions;
           const keep = scoped ? jobPts.filter((d) => d.keep).length : pick(p, "keep") ?? 0;
           const remove = scoped ? jobPts.length - keep : pick(p, "remove") ?? 0;
-          const freed = scoped ? jobPts.filter((d) => !d.keep).reduce((n, d) => n + (d.bytes || 0), 0) : pick(p, "bytesFreed", "bytes_freed") || 0;
+          const freed = scoped ? jobPts.filter((d) => !d.keep).reduce((n, d) => n + (d.bytes || 0), 0) : pick(p, "bytesFreed") || 0;
           out.replaceChildren(
             h(
               "p",

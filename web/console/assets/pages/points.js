@@ -47,7 +47,7 @@ export default {
         ctx
           .api("GET", `/repositories/${encodeURIComponent(r.name)}`)
           .then((d) => {
-            for (const ps of (d && d.stats && (d.stats.per_point || d.stats.perPoint)) || []) unique.set(ps.id, pick(ps, "unique_bytes", "uniqueBytes"));
+            for (const ps of (d && d.stats && (d.stats.perPoint)) || []) unique.set(ps.id, pick(ps, "uniqueBytes"));
           })
           .catch(() => {}),
       ),

@@ -51,7 +51,7 @@ export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usa
       "desc",
       { id: "usage-chart-desc" },
       last
-        ? `${list.length} samples; latest: ${fmtBytes(last.logical_bytes)} logical, ${fmtBytes(last.stored_bytes)} stored.`
+        ? `${list.length} samples; latest: ${fmtBytes(last.logicalBytes)} logical, ${fmtBytes(last.storedBytes)} stored.`
         : "No samples yet.",
     ),
   );
@@ -59,7 +59,7 @@ export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usa
     svg.append(el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "chart-empty" }, "No restore points yet"));
     return svg;
   }
-  const max = niceMax(Math.max(...list.map((s) => Math.max(Number(s.logical_bytes) || 0, Number(s.stored_bytes) || 0))));
+  const max = niceMax(Math.max(...list.map((s) => Math.max(Number(s.logicalBytes) || 0, Number(s.storedBytes) || 0))));
   const grid = el("g", { class: "chart-grid" });
   for (let i = 0; i <= 4; i++) {
     const y = box.y + box.h - (i / 4) * box.h;
@@ -69,15 +69,15 @@ export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usa
   svg.append(grid);
   const xl = el("g", { class: "chart-xlabels" });
   const idx = list.length === 1 ? [0] : [0, Math.floor((list.length - 1) / 2), list.length - 1];
-  const pts = scaleSeries(list, "logical_bytes", box, max);
+  const pts = scaleSeries(list, "logicalBytes", box, max);
   for (const i of [...new Set(idx)]) {
     const anchor = list.length === 1 ? "middle" : i === 0 ? "start" : i === list.length - 1 ? "end" : "middle";
     xl.append(el("text", { x: pts[i][0], y: box.y + box.h + 20, "text-anchor": anchor, class: "chart-label" }, fmtDate(list[i].time)));
   }
   svg.append(xl);
   for (const [key, cls, label] of [
-    ["logical_bytes", "series-logical", "Logical (protected data)"],
-    ["stored_bytes", "series-stored", "Stored (after dedup and compression)"],
+    ["logicalBytes", "series-logical", "Logical (protected data)"],
+    ["storedBytes", "series-stored", "Stored (after dedup and compression)"],
   ]) {
     const p = scaleSeries(list, key, box, max);
     const g = el("g", { class: `chart-series ${cls}` });

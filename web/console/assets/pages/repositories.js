@@ -8,13 +8,13 @@ function statsOf(r) {
   return (r && r.stats) || {};
 }
 function dedup(r) {
-  return pick(r, "dedup_ratio", "dedupRatio") ?? pick(statsOf(r), "dedup_ratio", "dedupRatio");
+  return pick(r, "dedupRatio") ?? pick(statsOf(r), "dedupRatio");
 }
 function compression(r) {
-  return pick(r, "compression_ratio", "compressionRatio") ?? pick(statsOf(r), "compression_ratio", "compressionRatio");
+  return pick(r, "compressionRatio") ?? pick(statsOf(r), "compressionRatio");
 }
 function lastCheck(r) {
-  const lc = pick(r, "last_check", "lastCheck");
+  const lc = pick(r, "lastCheck");
   if (lc) return lc;
   const m = (r && r.maintenance) || {};
   const t = pick(m, "lastQuickCheck", "lastFullCheck");
@@ -53,8 +53,8 @@ async function listPage(root, ctx) {
               { "data-repository": r.name },
               h("td", { "data-label": "Name" }, h("a", { href: `#/repositories/${encodeURIComponent(r.name)}` }, r.name), h("span", { class: "hint p2-block" }, r.path || "")),
               h("td", { "data-label": "Points", class: "num" }, String(r.points ?? s.points ?? "–")),
-              h("td", { "data-label": "Protected", class: "num" }, ctx.fmt.bytes(s.logical_bytes)),
-              h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.stored_bytes)),
+              h("td", { "data-label": "Protected", class: "num" }, ctx.fmt.bytes(s.logicalBytes)),
+              h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.storedBytes)),
               h("td", { "data-label": "Dedup", class: "num" }, ctx.fmt.ratio(dedup(r))),
               h("td", { "data-label": "Compression", class: "num" }, ctx.fmt.ratio(compression(r))),
               h("td", { "data-label": "Last check" }, lc ? [lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", " ", ctx.fmt.time(lc.time)] : "never"),
@@ -102,11 +102,11 @@ async function detailPage(root, ctx, name) {
   async function load() {
     const r = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}`);
     const s = statsOf(r);
-    const reclaimable = pick(r, "reclaimable_bytes", "reclaimableBytes");
+    const reclaimable = pick(r, "reclaimableBytes");
     cards.replaceChildren(
       card(h, "restore points", String(r.points ?? s.points ?? "–"), "repo-points"),
-      card(h, "protected (logical)", ctx.fmt.bytes(s.logical_bytes), "repo-logical"),
-      card(h, "stored on disk", ctx.fmt.bytes(s.stored_bytes ?? s.disk_bytes), "repo-stored"),
+      card(h, "protected (logical)", ctx.fmt.bytes(s.logicalBytes), "repo-logical"),
+      card(h, "stored on disk", ctx.fmt.bytes(s.storedBytes ?? s.diskBytes), "repo-stored"),
       card(h, "deduplication", ctx.fmt.ratio(dedup(r)), "repo-dedup"),
       card(h, "compression", ctx.fmt.ratio(compression(r)), "repo-compression"),
       card(h, "reclaim would free", reclaimable === undefined || reclaimable === null ? "unknown" : ctx.fmt.bytes(reclaimable), "repo-reclaimable"),
@@ -152,7 +152,7 @@ async function detailPage(root, ctx, name) {
               { class: "p2-table" },
               h("caption", { class: "visually-hidden" }, `Usage of ${name}`),
               h("thead", null, h("tr", null, ["Time", "Points", "Logical", "Stored"].map((c) => h("th", { scope: "col" }, c)))),
-              h("tbody", null, list.map((s) => h("tr", null, h("td", { "data-label": "Time" }, ctx.fmt.time(s.time)), h("td", { "data-label": "Points", class: "num" }, String(s.points ?? "")), h("td", { "data-label": "Logical", class: "num" }, ctx.fmt.bytes(s.logical_bytes)), h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.stored_bytes))))),
+              h("tbody", null, list.map((s) => h("tr", null, h("td", { "data-label": "Time" }, ctx.fmt.time(s.time)), h("td", { "data-label": "Points", class: "num" }, String(s.points ?? "")), h("td", { "data-label": "Logical", class: "num" }, ctx.fmt.bytes(s.logicalBytes)), h("td", { "data-label": "Stored", class: "num" }, ctx.fmt.bytes(s.storedBytes))))),
             ),
           ),
         )
@@ -193,7 +193,7 @@ async function detailPage(root, ctx, name) {
     else if (kind === "check") {
       const probs = result.problems || [];
       text = probs.length ? `Check finished: ${probs.length} problem${probs.length === 1 ? "" : "s"} found.` : `Check finished: no problems found (${result.points ?? "?"} points, ${result.blobs ?? "?"} blobs).`;
-    } else text = `Reclaim finished: ${ctx.fmt.bytes(pick(result, "bytes_freed", "bytesFreed") || 0)} freed.`;
+    } else text = `Reclaim finished: ${ctx.fmt.bytes(pick(result, "bytesFreed") || 0)} freed.`;
     opBox.append(h("p", { class: `p2-result${t.state === "succeeded" ? "" : " failed"}`, id: `${kind}-result`, role: "status" }, text));
     if (btn && btn.isConnected) btn.focus();
     load().catch(() => {});

@@ -25,7 +25,7 @@ export default {
     root.append(h("p", { class: "loading" }, "Loading…"));
     const [vms, points, settings] = await Promise.all([ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/restore-points"), ctx.api("GET", "/settings").catch(() => ({}))]);
     // Days and times in the appliance's zone, as everywhere in the console.
-    let tz = (settings && (settings.timeZone || settings.time_zone)) || undefined;
+    let tz = (settings && (settings.timeZone)) || undefined;
     try {
       new Intl.DateTimeFormat("en-GB", { timeZone: tz });
     } catch {
@@ -125,7 +125,7 @@ export default {
       const nics = (cfg && cfg.nics) || [];
       const out = [];
       if (st.detail && st.detail.error) out.push(h("p", { class: "notice", role: "status" }, `The restore point's configuration could not be read (${errorText(st.detail.error)}); its adapters keep their networks.`));
-      else if (st.detail && st.detail.config_error) out.push(h("p", { class: "notice", role: "status" }, `The restore point's configuration could not be read (${st.detail.config_error}).`));
+      else if (st.detail && st.detail.configError) out.push(h("p", { class: "notice", role: "status" }, `The restore point's configuration could not be read (${st.detail.configError}).`));
       const bySrc = new Map();
       for (const n of nics) {
         if (!n.network) continue;
@@ -565,9 +565,9 @@ export default {
             st.mode === "disk"
               ? h("p", null, "The disk was restored and attached.")
               : h("p", null, st.mode === "original" ? "The VM was restored in place: " : "Restored as ", h("a", { href: `#/inventory?q=${encodeURIComponent(newName)}`, id: "restored-vm-name", "data-moref": vm.moref || "" }, newName), "."),
-            r.bytes_written ? h("p", { class: "hint" }, `${ctx.fmt.bytes(r.bytes_written)} written in ${ctx.fmt.duration(r.seconds)}.`) : null,
+            r.bytesWritten ? h("p", { class: "hint" }, `${ctx.fmt.bytes(r.bytesWritten)} written in ${ctx.fmt.duration(r.seconds)}.`) : null,
             warnings.length ? h("ul", null, warnings.map((x) => h("li", null, x))) : null,
-            r.remove_command ? h("p", { class: "hint" }, "To remove the rehearsal VM: ", h("code", null, r.remove_command)) : null,
+            r.removeCommand ? h("p", { class: "hint" }, "To remove the rehearsal VM: ", h("code", null, r.removeCommand)) : null,
           ),
           h("div", { class: "p2-wizard-nav" }, h("a", { class: "button", href: "#/restore-points" }, "Restore points"), (() => {
             const again = h("button", { type: "button", id: "restore-again" }, "Another restore");

@@ -20,7 +20,7 @@ async function general(ctx, box) {
   const st = await ctx.api("GET", "/settings");
   const admin = ctx.can("administrator");
   const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
-  const tz = h("input", { name: "timeZone", id: "settings-tz", list: "settings-tz-list", value: st.timeZone || st.time_zone || "UTC", required: true, autocomplete: "off", disabled: !admin });
+  const tz = h("input", { name: "timeZone", id: "settings-tz", list: "settings-tz-list", value: st.timeZone || "UTC", required: true, autocomplete: "off", disabled: !admin });
   const days = h("input", { name: "eventRetentionDays", id: "settings-retention", type: "number", min: "1", max: "3650", value: String(st.eventRetentionDays ?? 90), required: true, disabled: !admin });
   const save = h("button", { type: "submit", class: "primary" }, "Save");
   const form = h("form", { id: "settings-general", novalidate: true },

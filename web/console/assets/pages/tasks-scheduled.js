@@ -75,7 +75,7 @@ export function mountScheduled(holder, ctx) {
     active = (a && a.backups) || [];
     const seen = new Set();
     for (const b of active) {
-      const key = `${b.run}/${b.instance_uuid || b.vm}`;
+      const key = `${b.run}/${b.instanceUuid || b.vm}`;
       seen.add(key);
       let r = rows.get(key);
       if (!r) {
@@ -89,7 +89,7 @@ export function mountScheduled(holder, ctx) {
         const phase = h("td", { "data-label": "Phase" });
         const started = h("td", { "data-label": "Started" });
         const tr = h("tr", { "data-sched-vm": b.vm, "data-run": b.run, "data-job": b.job },
-          h("td", { "data-label": "VM" }, b.vm || b.instance_uuid || ""), job, phase,
+          h("td", { "data-label": "VM" }, b.vm || b.instanceUuid || ""), job, phase,
           h("td", { "data-label": "Progress" }, prog), started);
         tbody.append(tr);
         r = { tr, job, phase, started, bar, label, info, jobShown: "" };
@@ -99,7 +99,7 @@ export function mountScheduled(holder, ctx) {
       if (r.jobShown !== jobName(b.job)) { clear(r.job).append(jobLink(b.job)); r.jobShown = jobName(b.job); }
       r.phase.textContent = b.phase || "running";
       r.started.textContent = fmt.time(b.started);
-      r.label.textContent = `Backup of ${b.vm || b.instance_uuid} (job ${jobName(b.job)})`;
+      r.label.textContent = `Backup of ${b.vm || b.instanceUuid} (job ${jobName(b.job)})`;
       if (b.total > 0) r.bar.value = pc; else r.bar.removeAttribute("value");
       r.bar.setAttribute("aria-valuetext", `${pc}%`);
       const left = eta(b);
