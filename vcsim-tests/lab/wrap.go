@@ -384,7 +384,27 @@ func (l *Lab) queryChanged(ctx *simulator.Context, vm *simulator.VirtualMachine,
 		if err != nil {
 			return nil, &types.FileFault{File: target.backing.FileName}
 		}
-		info.ChangedArea = ext
+		// A chain's deltas are allocated too: the blocks the snapshot sees
+		// on top of the flat file (the live VM sees every delta).
+		layers := append(append([]map[int64][]byte{}, d.frozen...), d.overlay)
+		if req.Snapshot != nil {
+			depth := 0
+			if vm.Snapshot != nil {
+				depth = max(0, depthOf(vm.Snapshot.RootSnapshotList, *req.Snapshot, 0))
+			}
+			layers = d.frozen[:min(depth, len(d.frozen))]
+		}
+		bs := l.opts.CBTBlockSize
+		for _, m := range layers {
+			for bi := range m {
+				s, e := bi*overlayBlock/bs*bs, ((bi+1)*overlayBlock+bs-1)/bs*bs
+				s, e = max(s, start), min(e, end)
+				if s < e {
+					ext = append(ext, types.DiskChangeExtent{Start: s, Length: e - s})
+				}
+			}
+		}
+		info.ChangedArea = mergeAreas(ext)
 		return info, nil
 	}
 	epoch, seq, ok := parseChangeID(req.ChangeId)
