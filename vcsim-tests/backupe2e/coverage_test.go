@@ -271,3 +271,37 @@ func TestPoweredOffAndTemplate(t *testing.T) {
 	noSnapshots(t, l, tmpl)
 	checkRepo(t, r)
 }
+
+// TestVSANDatastoreGoesThroughNFC: on a datastore that says it is vSAN or
+// vVols the engine does not try range reads (none is made) and reads the
+// disk through NFC export, byte-identical, incremental the second time.
+func TestVSANDatastoreGoesThroughNFC(t *testing.T) {
+	for _, typ := range []string{"vsan", "VVOL"} {
+		t.Run(typ, func(t *testing.T) {
+			const size = 4 << 20
+			l := startLab(t, lab.Options{DiskCapacity: size})
+			c := connect(t, l)
+			r := newRepo(t)
+			e := newEngine(t, c, r)
+			const vm = "DC0_H0_VM0"
+			must(t, l.SetDatastoreType("LocalDS_0", typ))
+			rng := rand.New(rand.NewPCG(9, 10))
+			write(t, l, vm, 0, 512<<10, randomData(rng, 1<<20))
+			gets := l.FolderGets()
+			for round := range 2 {
+				want := diskImage(t, l, vm, 0)
+				res := run(t, e, vm)
+				sameBytes(t, fmt.Sprintf("round %d", round), pointDisk(t, r, res.RestorePoint, 0), want)
+				if d := res.Disks[0]; d.Reader != backup.ReaderNFC || round == 1 && d.Mode != backup.ModeIncremental {
+					t.Errorf("round %d: reader %q mode %q", round, d.Reader, d.Mode)
+				}
+				noSnapshots(t, l, vm)
+				write(t, l, vm, 0, 3<<20, randomData(rng, 64<<10))
+			}
+			if n := l.FolderGets() - gets; n != 0 {
+				t.Errorf("%d datastore GETs on a %s datastore", n, typ)
+			}
+			checkRepo(t, r)
+		})
+	}
+}

@@ -46,3 +46,20 @@ func (l *Lab) editDisk(vm string, idx int, f func(*types.VirtualDisk) error) err
 		return f(ds[idx].(*types.VirtualDisk))
 	})
 }
+
+// SetDatastoreType changes a datastore's summary.type ("vsan", "VVOL",
+// "VMFS", …): vSAN and vVols datastores have no flat extent over the file
+// service, so vmvault must read their disks through NFC export.
+func (l *Lab) SetDatastoreType(name, typ string) error {
+	for _, ref := range l.model.Map().All("Datastore") {
+		ds, ok := ref.(*simulator.Datastore)
+		if !ok || ds.Name != name {
+			continue
+		}
+		l.model.Map().WithLock(l.lctx, ds, func() {
+			l.model.Map().Update(l.lctx, ds, []types.PropertyChange{{Name: "summary.type", Val: typ}})
+		})
+		return nil
+	}
+	return fmt.Errorf("lab: no datastore %q", name)
+}
