@@ -779,6 +779,7 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		plan = in.Allocated
 	}
 	mode := rep.Mode
+	var staged int64 // NFC stream bytes received before the chunker ran
 	write := func(src DiskSource) (*DiskResult, error) {
 		if c, ok := src.(io.Closer); ok {
 			defer c.Close()
@@ -792,7 +793,10 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		in.Source = safeReader{pf}
 		return WriteDisk(pctx, safeStore{sess}, chunker, in, Options{
 			Workers: e.opts.Workers, InFlight: e.opts.InFlight, ProgressEvery: e.opts.ProgressEvery,
-			Progress: func(p Progress) { progress(p, mode) },
+			Progress: func(p Progress) {
+				p.BytesRead += staged // monotonic across the staging phase
+				progress(p, mode)
+			},
 		})
 	}
 	// CBT still decides what an NFC export keeps: the stream is read whole
@@ -809,7 +813,11 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		if !ok {
 			return nil, fmt.Errorf("open: %w (and no NFC export available)", why)
 		}
-		src, err := ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir)
+		started := time.Now()
+		src, err := ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
+			staged = n
+			progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("NFC export (the datastore read failed: %v): %w", why, err)
 		}

@@ -57,9 +57,10 @@ type DiskOpener interface {
 // cannot serve (vSAN, vVols, 403/404 answers) and for VMs whose own
 // snapshots sit under ours (ESXi consolidates the chain into the stream).
 // Only the extents in keep (nil: all) are kept from the stream; the source
-// refuses reads outside them.
+// refuses reads outside them. progress, when set, gets the stream bytes
+// received so far.
 type DiskExporter interface {
-	ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string) (DiskSource, error)
+	ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string, progress func(received int64)) (DiskSource, error)
 }
 
 // VSphere is everything the engine needs from vCenter.
@@ -86,8 +87,8 @@ func (c *clientSource) OpenDisk(ctx context.Context, snap *vsphere.Snapshot, dis
 }
 
 // ExportDisk reads the disk through NFC export (vsphere.Client.OpenExport).
-func (c *clientSource) ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string) (DiskSource, error) {
-	return c.Client.OpenExport(ctx, snap, diskKey, keep, vsphere.ExportOptions{Dir: dir})
+func (c *clientSource) ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string, progress func(received int64)) (DiskSource, error) {
+	return c.Client.OpenExport(ctx, snap, diskKey, keep, vsphere.ExportOptions{Dir: dir, NFCOptions: vsphere.NFCOptions{Progress: progress}})
 }
 
 // ConfigDetails reads firmware, cores per socket, notes and advanced

@@ -290,7 +290,20 @@ func TestVSANDatastoreGoesThroughNFC(t *testing.T) {
 			gets := l.FolderGets()
 			for round := range 2 {
 				want := diskImage(t, l, vm, 0)
-				res := run(t, e, vm)
+				var last, reports int64
+				backwards := false
+				res := run(t, e, vm, func(r *backup.Request) {
+					r.Progress = func(p backup.VMProgress) { // never called at once
+						if p.Phase == "disks" {
+							reports++
+							backwards = backwards || p.BytesRead < last
+							last = p.BytesRead
+						}
+					}
+				})
+				if reports == 0 || last == 0 || backwards {
+					t.Errorf("round %d: %d disk progress reports, last bytes read %d, went backwards %v", round, reports, last, backwards)
+				}
 				sameBytes(t, fmt.Sprintf("round %d", round), pointDisk(t, r, res.RestorePoint, 0), want)
 				if d := res.Disks[0]; d.Reader != backup.ReaderNFC || round == 1 && d.Mode != backup.ModeIncremental {
 					t.Errorf("round %d: reader %q mode %q", round, d.Reader, d.Mode)
