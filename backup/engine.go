@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,19 @@ const (
 const (
 	tagDiskUUID = "disk.%d.uuid" // the disk's identity, checked before an incremental
 	tagSnapshot = "snapshot"
+	// tagDiskReader is how a disk was read: readerDatastore or readerNFC.
+	tagDiskReader = "disk.%d.reader"
+	// tagUserSnapshots is "true" when the VM carried snapshots of its own
+	// (not part of the point: a restore rebuilds the VM without them).
+	tagUserSnapshots = "user_snapshots"
+	// tagTemplate is "true" for a template (read at rest, no snapshot).
+	tagTemplate = "template"
+)
+
+// Disk readers a DiskReport (and the point's disk.N.reader tag) names.
+const (
+	ReaderDatastore = "datastore" // HTTP range reads of the flat extent
+	ReaderNFC       = "nfc"       // NFC export stream, filtered by CBT
 )
 
 // EngineOptions bound concurrency and memory and tune the cleanup.
@@ -88,6 +102,10 @@ type EngineOptions struct {
 	VCenter string
 	// ProgressEvery is the disk progress interval (default 500 ms).
 	ProgressEvery time.Duration
+	// ExportDir stages the CBT-selected extents of disks read through NFC
+	// export (default os.TempDir()); it needs room for one disk's changed
+	// (or, on a first backup, allocated) bytes per active disk.
+	ExportDir string
 }
 
 func (o EngineOptions) withDefaults() EngineOptions {
@@ -145,6 +163,10 @@ type Request struct {
 	Progress func(VMProgress)
 	// Tags are added to the restore point's tags.
 	Tags map[string]string
+	// RequireAllDisks fails the VM (before any snapshot) when one of its
+	// disks cannot be backed up (independent, physical-mode RDM, …)
+	// instead of skipping that disk with a warning.
+	RequireAllDisks bool
 }
 
 // VMProgress is a snapshot of one VM's backup.
@@ -211,6 +233,8 @@ type DiskReport struct {
 	Label    string
 	Capacity int64
 	Mode     string
+	// Reader is ReaderDatastore or ReaderNFC.
+	Reader string
 	// Reason says why the disk was not read incrementally ("" when it was,
 	// or when there was no parent).
 	Reason          string
@@ -308,12 +332,25 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 			return res, fmt.Errorf("find VM %s after the sweep: %w", req.VM, err)
 		}
 	}
-	if vm.HasSnapshots {
-		// Our snapshot would sit on top of the user's: the frozen data spans
-		// a delta chain the datastore reader cannot assemble.
-		return res, fmt.Errorf("%w: %s has snapshots of its own: remove or consolidate them first", ErrUnsupportedVM, vm.Name)
+	if req.RequireAllDisks {
+		var bad []string
+		for _, d := range vm.Disks {
+			if d.Unsupported != "" {
+				bad = append(bad, fmt.Sprintf("disk %d (%s): %s", d.Key, d.Label, d.Unsupported))
+			}
+		}
+		if len(bad) > 0 {
+			return res, fmt.Errorf("%w: %s: the job requires every disk and %d cannot be backed up: %s",
+				ErrUnsupportedVM, vm.Name, len(bad), strings.Join(bad, "; "))
+		}
 	}
-	if !vm.CBTEnabled && !e.opts.KeepCBTOff {
+	if vm.HasSnapshots {
+		// Ours goes on top of the administrator's, which stay untouched: the
+		// frozen state spans their delta chain, read through NFC export.
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s has snapshots of its own: they are left untouched and are not part of the restore point "+
+			"(the current state is backed up; a restore rebuilds the VM without them)", vm.Name))
+	}
+	if !vm.CBTEnabled && !e.opts.KeepCBTOff && !vm.Template {
 		if err := e.vs.EnableCBT(ctx, vm.VMRef); err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -335,16 +372,34 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 
 	prog.phase("snapshot")
 	snapStart := time.Now()
-	snap, consistency, warn, err := e.snapshot(ctx, vm, mode)
-	if warn != "" {
-		res.Warnings = append(res.Warnings, warn)
+	var snap *vsphere.Snapshot
+	var consistency string
+	if vm.Template {
+		// vSphere cannot snapshot a template, and nothing writes its disks:
+		// they are read at rest, whole (no CBT without a snapshot).
+		snap = &vsphere.Snapshot{VM: vm.VMRef, Created: snapStart}
+		for _, d := range vm.Disks {
+			d.ChangeID = ""
+			snap.Disks = append(snap.Disks, d)
+		}
+		consistency = ConsistencyCrash
+	} else {
+		qmode := mode
+		if vm.PowerState == "poweredOff" {
+			qmode = QuiesceOff // no guest to quiesce: the disks are at rest
+		}
+		var warn string
+		snap, consistency, warn, err = e.snapshot(ctx, vm, qmode)
+		if warn != "" {
+			res.Warnings = append(res.Warnings, warn)
+		}
+		if err != nil {
+			return res, err
+		}
+		// Registered before anything else can fail: the snapshot goes
+		// whatever happens next, even a panic or a cancelled ctx.
+		defer e.removeSnapshot(ctx, vm.VMRef, snap, &res)
 	}
-	if err != nil {
-		return res, err
-	}
-	// Registered before anything else can fail: the snapshot goes whatever
-	// happens next, even a panic or a cancelled ctx.
-	defer e.removeSnapshot(ctx, vm.VMRef, snap, &res)
 	res.Consistency = consistency
 	snapTime := time.Since(snapStart)
 
@@ -360,6 +415,10 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	index := map[int32]int{}
 	for _, d := range snap.Disks {
 		if d.Unsupported != "" {
+			if req.RequireAllDisks {
+				return res, fmt.Errorf("%w: %s: the job requires every disk and disk %d (%s) cannot be backed up: %s",
+					ErrUnsupportedVM, vm.Name, d.Key, d.Label, d.Unsupported)
+			}
 			skipped[d.Key] = d.Unsupported
 			res.Warnings = append(res.Warnings, fmt.Sprintf("disk %d (%s) skipped: %s", d.Key, d.Label, d.Unsupported))
 			continue
@@ -437,6 +496,15 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if res.EnabledCBT {
 		tags["cbt.enabled_by_backup"] = "true"
 	}
+	if vm.HasSnapshots {
+		tags[tagUserSnapshots] = "true"
+	}
+	if vm.Template {
+		tags[tagTemplate] = "true"
+	}
+	for _, r := range res.Disks {
+		tags[fmt.Sprintf(tagDiskReader, r.Key)] = r.Reader
+	}
 	for _, d := range todo {
 		if d.UUID != "" {
 			tags[fmt.Sprintf(tagDiskUUID, d.Key)] = d.UUID
@@ -469,8 +537,6 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 // unsupportedVM says why a whole VM cannot be backed up.
 func unsupportedVM(vm vsphere.VM) string {
 	switch {
-	case vm.Template:
-		return "it is a template"
 	case vm.Encrypted:
 		return "it is encrypted: the datastore file service returns ciphertext"
 	case len(vm.Disks) == 0:
@@ -702,13 +768,6 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		warns = append(warns, fmt.Sprintf("disk %d (%s): not incremental: %s; %s read", d.Key, d.Label, reason, rep.Mode))
 	}
 
-	src, err := e.vs.OpenDisk(dctx, snap, d.Key)
-	if err != nil {
-		return repository.NewDisk{}, rep, nil, fmt.Errorf("open: %w", err)
-	}
-	if c, ok := src.(io.Closer); ok {
-		defer c.Close()
-	}
 	// Scattered extents are read ahead in parallel: one at a time they are
 	// a round trip each.
 	var plan []dedup.Extent
@@ -719,17 +778,69 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	} else {
 		plan = in.Allocated
 	}
-	pf := newPrefetchReader(dctx, src, plan)
-	defer func() {
-		cancel() // a stalled read must not hold Close
-		pf.Close()
-	}()
-	in.Source = safeReader{pf}
 	mode := rep.Mode
-	out, err := WriteDisk(dctx, safeStore{sess}, chunker, in, Options{
-		Workers: e.opts.Workers, InFlight: e.opts.InFlight, ProgressEvery: e.opts.ProgressEvery,
-		Progress: func(p Progress) { progress(p, mode) },
-	})
+	var staged int64 // NFC stream bytes received before the chunker ran
+	write := func(src DiskSource) (*DiskResult, error) {
+		if c, ok := src.(io.Closer); ok {
+			defer c.Close()
+		}
+		pctx, pcancel := context.WithCancel(dctx)
+		pf := newPrefetchReader(pctx, src, plan)
+		defer func() {
+			pcancel() // a stalled read must not hold Close
+			pf.Close()
+		}()
+		in.Source = safeReader{pf}
+		return WriteDisk(pctx, safeStore{sess}, chunker, in, Options{
+			Workers: e.opts.Workers, InFlight: e.opts.InFlight, ProgressEvery: e.opts.ProgressEvery,
+			Progress: func(p Progress) {
+				p.BytesRead += staged // monotonic across the staging phase
+				progress(p, mode)
+			},
+		})
+	}
+	// CBT still decides what an NFC export keeps: the stream is read whole
+	// but only the planned extents are staged.
+	var keep []vsphere.Extent
+	if plan != nil {
+		keep = make([]vsphere.Extent, len(plan))
+		for i, x := range plan {
+			keep[i] = vsphere.Extent{Offset: x.Offset, Length: x.Length}
+		}
+	}
+	export := func(why error) (*DiskResult, error) {
+		ex, ok := e.vs.(DiskExporter)
+		if !ok {
+			return nil, fmt.Errorf("open: %w (and no NFC export available)", why)
+		}
+		started := time.Now()
+		src, err := ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
+			staged = n
+			progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("NFC export (the datastore read failed: %v): %w", why, err)
+		}
+		rep.Reader = ReaderNFC
+		warns = append(warns, fmt.Sprintf("disk %d (%s): read through NFC export: %v", d.Key, d.Label, why))
+		return write(src)
+	}
+	var out *DiskResult
+	src, err := e.vs.OpenDisk(dctx, snap, d.Key)
+	switch {
+	case errors.Is(err, vsphere.ErrNeedsExport):
+		out, err = export(err)
+	case err != nil:
+		return repository.NewDisk{}, rep, nil, fmt.Errorf("open: %w", err)
+	default:
+		rep.Reader = ReaderDatastore
+		out, err = write(src)
+		if err != nil && errors.Is(err, vsphere.ErrNotServed) && ctx.Err() == nil {
+			// The file service refused the extent (403/404): chunks already
+			// stored are deduplicated by the second pass.
+			out, err = export(err)
+		}
+	}
 	if err != nil {
 		return repository.NewDisk{}, rep, nil, err
 	}

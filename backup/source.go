@@ -52,6 +52,17 @@ type DiskOpener interface {
 	OpenDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error)
 }
 
+// DiskExporter is optionally implemented by a VSphere that can read a
+// snapshotted disk through NFC export: for disks the datastore file service
+// cannot serve (vSAN, vVols, 403/404 answers) and for VMs whose own
+// snapshots sit under ours (ESXi consolidates the chain into the stream).
+// Only the extents in keep (nil: all) are kept from the stream; the source
+// refuses reads outside them. progress, when set, gets the stream bytes
+// received so far.
+type DiskExporter interface {
+	ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string, progress func(received int64)) (DiskSource, error)
+}
+
 // VSphere is everything the engine needs from vCenter.
 type VSphere interface {
 	VMSource
@@ -73,6 +84,11 @@ type clientSource struct {
 
 func (c *clientSource) OpenDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error) {
 	return c.Client.OpenDisk(ctx, snap, diskKey, c.ropts)
+}
+
+// ExportDisk reads the disk through NFC export (vsphere.Client.OpenExport).
+func (c *clientSource) ExportDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32, keep []vsphere.Extent, dir string, progress func(received int64)) (DiskSource, error) {
+	return c.Client.OpenExport(ctx, snap, diskKey, keep, vsphere.ExportOptions{Dir: dir, NFCOptions: vsphere.NFCOptions{Progress: progress}})
 }
 
 // ConfigDetails reads firmware, cores per socket, notes and advanced

@@ -43,7 +43,12 @@ type Job struct {
 	// guest cannot be quiesced, instead of falling back to a
 	// crash-consistent point with a warning. Not allowed with QuiesceNone.
 	// Absent (false) in jobs saved before it existed, which keep falling back.
-	QuiesceRequired bool        `json:"quiesceRequired,omitempty"`
+	QuiesceRequired bool `json:"quiesceRequired,omitempty"`
+	// RequireAllDisks fails a VM's backup when one of its disks cannot be
+	// backed up (independent, physical-mode RDM, multi-writer, encrypted)
+	// instead of skipping the disk with a warning. Absent (false) in jobs
+	// saved before it existed.
+	RequireAllDisks bool        `json:"requireAllDisks,omitempty"`
 	Priority        int         `json:"priority"`              // higher runs first when jobs compete
 	Concurrency     int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
 	OnWindowClose   CloseAction `json:"onWindowClose,omitempty"`

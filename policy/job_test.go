@@ -132,3 +132,28 @@ func TestJobQuiesceRequiredJSON(t *testing.T) {
 		t.Fatalf("quiesceRequired not written: %s", b)
 	}
 }
+
+// TestJobRequireAllDisksJSON: jobs saved before the option keep skipping
+// unsupported disks; the option round-trips and is omitted when false.
+func TestJobRequireAllDisksJSON(t *testing.T) {
+	var old Job
+	if err := json.Unmarshal([]byte(`{"id":"j","name":"n","enabled":true,"repository":"main"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.RequireAllDisks {
+		t.Fatal("an old job must not require every disk")
+	}
+	if b, _ := json.Marshal(validJob()); strings.Contains(string(b), "requireAllDisks") {
+		t.Fatalf("requireAllDisks written when false: %s", b)
+	}
+	j := validJob()
+	j.RequireAllDisks = true
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Job
+	if err := json.Unmarshal(b, &back); err != nil || !back.RequireAllDisks || !strings.Contains(string(b), `"requireAllDisks":true`) {
+		t.Fatalf("round trip %s: %+v, %v", b, back.RequireAllDisks, err)
+	}
+}

@@ -249,6 +249,11 @@ var nicTypes = map[string]bool{"vmxnet3": true, "vmxnet2": true, "vmxnet": true,
 func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point, cfg *vmconfig.VMConfig) (*plan, error) {
 	pl := &plan{point: p, cfg: cfg}
 	warn := func(f string, a ...any) { pl.warnings = append(pl.warnings, fmt.Sprintf(f, a...)) }
+	if p.Tags["user_snapshots"] == "true" {
+		// backup records this tag when the VM carried the administrator's
+		// snapshots: the point holds the state at backup time only.
+		warn("VM %s had snapshots of its own when it was backed up: the restored VM has its state at backup time and no snapshot tree", cfg.Name)
+	}
 	inv, err := e.vc.Inventory(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the vCenter inventory: %w", err)

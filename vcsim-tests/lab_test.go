@@ -68,7 +68,9 @@ func TestLabOverlayRevertAndRemoveAll(t *testing.T) {
 		}
 	}
 	check("two snapshots", "BCAA", "AAAA")
-	// Revert discards the overlay: the disk is the base again.
+	// Reverting to the current snapshot (s2) discards only the writes made
+	// since it: the disk is as s2 froze it (the lab used to drop the whole
+	// chain and go back to s1's state).
 	task, err := vm.RevertToCurrentSnapshot(ctx, true)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +78,7 @@ func TestLabOverlayRevertAndRemoveAll(t *testing.T) {
 	if err := task.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	check("after revert", "AAAA", "AAAA")
+	check("after revert", "BBAA", "AAAA")
 	if err := l.WriteDisk("DC0_H0_VM1", 0, 3, []byte("D")); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestLabOverlayRevertAndRemoveAll(t *testing.T) {
 	if err := task.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	check("after remove all", "AAAD", "AAAD")
+	check("after remove all", "BBAD", "BBAD")
 	if names, _ := l.Snapshots("DC0_H0_VM1"); len(names) != 0 {
 		t.Errorf("snapshots left: %v", names)
 	}

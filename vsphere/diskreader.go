@@ -46,8 +46,8 @@ type DiskReader struct {
 
 // OpenDisk prepares a reader over the disk with the given key as frozen by
 // snap. Disks that cannot be read this way (independent, physical RDM,
-// encrypted, vSAN/vVols, a VM with older snapshots under ours) give an
-// *UnsupportedDiskError.
+// encrypted) give an *UnsupportedDiskError; disks only NFC export can read
+// (vSAN/vVols, a VM with older snapshots under ours) give ErrNeedsExport.
 func (c *Client) OpenDisk(ctx context.Context, snap *Snapshot, diskKey int32, opts ReaderOptions) (*DiskReader, error) {
 	d, ok := snap.Disk(diskKey)
 	if !ok {
@@ -62,7 +62,8 @@ func (c *Client) OpenDisk(ctx context.Context, snap *Snapshot, diskKey int32, op
 	// Our snapshot's disk is a delta whose parent is the base (depth 1); a
 	// deeper chain means older snapshots hold part of the data.
 	if d.ChainDepth > 1 || snap.Parent != "" {
-		return nil, unsupported("the VM had snapshots before ours; the frozen data spans a delta chain")
+		return nil, fmt.Errorf("open disk %d of %s: the VM had snapshots before ours, the frozen data spans a delta chain: %w",
+			diskKey, snap.VM.Name, ErrNeedsExport)
 	}
 	var dp object.DatastorePath
 	if !dp.FromString(d.BaseFileName) {
@@ -89,7 +90,8 @@ func (c *Client) OpenDisk(ctx context.Context, snap *Snapshot, diskKey int32, op
 			if ds.Name == dp.Datastore {
 				switch strings.ToLower(ds.Summary.Type) {
 				case "vsan", "vvol":
-					return nil, unsupported("datastore " + ds.Name + " is " + ds.Summary.Type + ": no flat extent over the file service (NFC needed)")
+					return nil, fmt.Errorf("open disk %d of %s: datastore %s is %s, no flat extent over the file service: %w",
+						diskKey, snap.VM.Name, ds.Name, ds.Summary.Type, ErrNeedsExport)
 				}
 			}
 		}
@@ -240,6 +242,9 @@ func (r *DiskReader) fetch(ctx context.Context, p []byte, off int64) error {
 			attempt--
 			continue
 		}
+		if errors.As(err, &se) && (se.code == http.StatusUnauthorized || se.code == http.StatusForbidden) {
+			return fmt.Errorf("read %s at %d: %w: %w", r.path, off+int64(got), ErrNotServed, err)
+		}
 		if !transient(err) {
 			return fmt.Errorf("read %s at %d: %w", r.path, off+int64(got), err)
 		}
@@ -296,7 +301,7 @@ func (r *DiskReader) get(ctx context.Context, p []byte, off int64) (int, error) 
 	case http.StatusOK:
 		return 0, fmt.Errorf("server ignored the Range header (200 instead of 206)")
 	case http.StatusNotFound:
-		return 0, fmt.Errorf("%s: %w", r.path, ErrNotFound)
+		return 0, fmt.Errorf("%s: %w: %w", r.path, ErrNotServed, ErrNotFound)
 	default:
 		return 0, &httpStatusError{code: res.StatusCode, status: res.Status, url: r.path}
 	}

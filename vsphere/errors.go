@@ -35,6 +35,14 @@ var (
 	// ErrUnsupportedDisk: the disk cannot be read consistently; the error is an
 	// *UnsupportedDiskError carrying the reason.
 	ErrUnsupportedDisk = errors.New("vsphere: unsupported disk")
+	// ErrNeedsExport: the datastore file service cannot give this disk's
+	// frozen content (vSAN or vVols datastore, or a delta chain under our
+	// snapshot that only ESXi can assemble); read it through NFC export
+	// (OpenExport) instead.
+	ErrNeedsExport = errors.New("vsphere: disk must be read through NFC export")
+	// ErrNotServed: a datastore file-service read answered 403 or 404 (after
+	// a re-login); the disk may still be readable through NFC export.
+	ErrNotServed = errors.New("vsphere: datastore file service does not serve the disk")
 	// ErrTransient marks errors the retry policy gave up on after retrying.
 	ErrTransient = errors.New("vsphere: transient failure")
 )

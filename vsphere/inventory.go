@@ -401,10 +401,12 @@ func backingParent(b types.BaseVirtualDeviceFileBackingInfo) types.BaseVirtualDe
 
 func unsupportedReason(d Disk) string {
 	switch {
+	case d.RDM == string(types.VirtualDiskCompatibilityModePhysicalMode):
+		// Checked first: a physical RDM is usually also independent, and
+		// this is the reason an administrator can act on.
+		return "physical-mode RDM cannot be snapshotted or tracked"
 	case d.Independent:
 		return "independent disks are excluded from snapshots (mode " + d.Mode + ")"
-	case d.RDM == string(types.VirtualDiskCompatibilityModePhysicalMode):
-		return "physical-mode RDM cannot be snapshotted or tracked"
 	case d.Encrypted:
 		return "encrypted disk: the datastore file service returns ciphertext"
 	case d.Sharing == string(types.VirtualDiskSharingSharingMultiWriter):

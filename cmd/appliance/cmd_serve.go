@@ -551,7 +551,7 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 	return backup.QuiescePrefer
 }
 
-func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, progress func(backup.VMProgress)) (backup.Result, error) {
+func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, requireAllDisks bool, progress func(backup.VMProgress)) (backup.Result, error) {
 	e, ok := b.engines[repo]
 	if !ok {
 		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
@@ -564,7 +564,7 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	if job != "" {
 		tags[web.JobTag] = job
 	}
-	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags})
+	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags, RequireAllDisks: requireAllDisks})
 	if err == nil && b.observe != nil {
 		b.observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
 	}
@@ -573,7 +573,7 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 
 // RunBackup implements policy.Runner.
 func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
-	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce, job.QuiesceRequired), func(p backup.VMProgress) {
+	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce, job.QuiesceRequired), job.RequireAllDisks, func(p backup.VMProgress) {
 		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})
 	})
 	if err != nil {
@@ -612,7 +612,7 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 		}
 		o.Name = vm.Name
 		rep.Logf("backing up %s (%d of %d) to %s", vm.Name, i+1, len(req.VMs), repo)
-		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.QuiescePrefer, func(p backup.VMProgress) {
+		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.QuiescePrefer, false, func(p backup.VMProgress) {
 			rep.Progress(vm.Name+": "+p.Phase, p.Done, p.Size)
 		})
 		if err != nil {

@@ -26,6 +26,11 @@ type disk struct {
 	seq      int64 // sequence the next write is tagged with
 	writes   []span
 	overlay  map[int64][]byte // block index -> live content while snapshotted
+	// frozen are the delta disks of a snapshot chain below the live one:
+	// frozen[i] holds the writes made between the snapshots at depth i and
+	// i+1, so the snapshot at depth k sees flat + frozen[:k] and the guest
+	// sees flat + frozen + overlay. Blocks are whole (copy on write).
+	frozen []map[int64][]byte
 }
 
 type span struct{ seq, off, end int64 }
@@ -143,7 +148,7 @@ func (d *disk) writeOverlay(off int64, data []byte) error {
 		blk, ok := d.overlay[bi]
 		if !ok {
 			blk = make([]byte, overlayBlock)
-			if err := pread(d.flat, bi*overlayBlock, blk); err != nil {
+			if err := d.readLevels(blk, bi*overlayBlock, d.frozen); err != nil {
 				return err
 			}
 			d.overlay[bi] = blk
@@ -155,9 +160,81 @@ func (d *disk) writeOverlay(off int64, data []byte) error {
 	return nil
 }
 
-// merge writes the overlay into the flat file (snapshot removed).
+// readLevels reads buf at off as flat + layers (later layers win).
+func (d *disk) readLevels(buf []byte, off int64, layers []map[int64][]byte) error {
+	if err := pread(d.flat, off, buf); err != nil {
+		return err
+	}
+	end := off + int64(len(buf))
+	for _, m := range layers {
+		if len(m) == 0 {
+			continue
+		}
+		for bi := off / overlayBlock; bi*overlayBlock < end; bi++ {
+			blk, ok := m[bi]
+			if !ok {
+				continue
+			}
+			bs := bi * overlayBlock
+			a, b := max(bs, off), min(bs+overlayBlock, end)
+			copy(buf[a-off:b-off], blk[a-bs:b-bs])
+		}
+	}
+	return nil
+}
+
+// freeze starts a new delta on top of the chain (a snapshot taken while
+// the VM already has one).
+func (d *disk) freeze() {
+	d.frozen = append(d.frozen, d.overlay)
+	d.overlay = nil
+}
+
+// removeLevel removes the snapshot at depth j: its delta (the writes made
+// after it, up to the next snapshot) merges into the one below (the flat
+// file for depth 0), as ESXi's consolidation does.
+func (d *disk) removeLevel(j int) error {
+	deltas := append(append([]map[int64][]byte{}, d.frozen...), d.overlay)
+	if j < 0 || j >= len(deltas) {
+		return nil
+	}
+	if j == 0 {
+		if err := d.mergeFlat(deltas[0]); err != nil {
+			return err
+		}
+	} else {
+		if deltas[j-1] == nil {
+			deltas[j-1] = map[int64][]byte{}
+		}
+		for bi, blk := range deltas[j] {
+			deltas[j-1][bi] = blk
+		}
+	}
+	deltas = append(deltas[:j], deltas[j+1:]...)
+	d.frozen, d.overlay = deltas[:len(deltas)-1], deltas[len(deltas)-1]
+	if len(d.frozen) == 0 {
+		d.frozen = nil
+	}
+	return nil
+}
+
+// merge writes the whole chain into the flat file (last snapshot removed).
 func (d *disk) merge() error {
-	if len(d.overlay) == 0 {
+	for len(d.frozen) > 0 {
+		if err := d.removeLevel(0); err != nil {
+			return err
+		}
+	}
+	if err := d.mergeFlat(d.overlay); err != nil {
+		return err
+	}
+	d.overlay = nil
+	return nil
+}
+
+// mergeFlat writes the blocks of one delta into the flat file.
+func (d *disk) mergeFlat(overlay map[int64][]byte) error {
+	if len(overlay) == 0 {
 		return nil
 	}
 	f, err := os.OpenFile(d.flat, os.O_WRONLY, 0)
@@ -165,13 +242,13 @@ func (d *disk) merge() error {
 		return fmt.Errorf("lab: merge overlay: %w", err)
 	}
 	defer f.Close()
-	idx := make([]int64, 0, len(d.overlay))
-	for bi := range d.overlay {
+	idx := make([]int64, 0, len(overlay))
+	for bi := range overlay {
 		idx = append(idx, bi)
 	}
 	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
 	for _, bi := range idx {
-		blk := d.overlay[bi]
+		blk := overlay[bi]
 		off := bi * overlayBlock
 		if rem := d.capacity - off; rem < int64(len(blk)) {
 			blk = blk[:rem]
@@ -180,7 +257,6 @@ func (d *disk) merge() error {
 			return fmt.Errorf("lab: merge overlay: %w", err)
 		}
 	}
-	d.overlay = nil
 	return f.Close()
 }
 
@@ -198,15 +274,9 @@ func (l *Lab) ReadDisk(vm string, idx int, off int64, n int) ([]byte, error) {
 		return nil, fmt.Errorf("lab: read %d bytes at %d outside disk of %d bytes", n, off, d.capacity)
 	}
 	buf := make([]byte, n)
-	if err := pread(d.flat, off, buf); err != nil {
+	layers := append(append([]map[int64][]byte{}, d.frozen...), d.overlay)
+	if err := d.readLevels(buf, off, layers); err != nil {
 		return nil, err
-	}
-	for bi, blk := range d.overlay {
-		bs, be := bi*overlayBlock, bi*overlayBlock+overlayBlock
-		s, e := max(bs, off), min(be, off+int64(n))
-		if s < e {
-			copy(buf[s-off:e-off], blk[s-bs:e-bs])
-		}
 	}
 	return buf, nil
 }

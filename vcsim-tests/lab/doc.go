@@ -8,6 +8,15 @@
 //     lab go to an overlay, so the base flat file (what vmvault reads over
 //     the datastore file service) shows the disk as it was at snapshot time;
 //     removing the last snapshot merges the overlay, reverting discards it;
+//   - snapshot chains: a snapshot taken on top of another (an
+//     administrator's) freezes the overlay as a delta, so the flat file
+//     holds only the oldest snapshot's state; NFC export of a snapshot
+//     serves the chain consolidated up to it, "*" counts the deltas'
+//     blocks as allocated, and removing one snapshot merges its delta into
+//     the one below;
+//   - disks vmvault must skip or route: SetDiskMode (independent),
+//     SetPhysicalRDM, SetDatastoreType (vsan, VVOL), and ReadFault with a
+//     Status (403/404 for one disk's flat file);
 //   - changed block tracking: QueryChangedDiskAreas with change ids that
 //     advance per snapshot, "*" for allocated areas, paging (a page shorter
 //     than the disk), and resets (revert, resize, re-enable) that make old

@@ -19,6 +19,9 @@ import (
 type nfcDisk struct {
 	flat     string
 	capacity int64
+	// layers are the chain's deltas the snapshot sees on top of the flat
+	// file (ESXi consolidates them into the stream).
+	layers []map[int64][]byte
 }
 
 // ExportSnapshot records the lease's disks so that GET /nfc/<lease>/<file>
@@ -30,12 +33,26 @@ func (s *labSnapshot) ExportSnapshot(ctx *simulator.Context, req *types.ExportSn
 	if !ok || body.Res == nil {
 		return res
 	}
+	depth := 0
+	if vm, ok := ctx.Map.Get(s.Vm).(*simulator.VirtualMachine); ok && vm.Snapshot != nil {
+		depth = max(0, depthOf(vm.Snapshot.RootSnapshotList, s.Self, 0))
+	}
 	files := map[string]nfcDisk{}
+	s.lab.mu.Lock()
 	for _, d := range s.lab.vmDisks(s.Config.Hardware.Device) {
 		fb := d.vd.Backing.(types.BaseVirtualDeviceFileBackingInfo).GetVirtualDeviceFileBackingInfo()
-		files[path.Base(fb.FileName)] = nfcDisk{flat: d.flat, capacity: capacityOf(d.vd)}
+		nd := nfcDisk{flat: d.flat, capacity: capacityOf(d.vd)}
+		if st := s.lab.disks[d.flat]; st != nil {
+			for _, m := range st.frozen[:min(depth, len(st.frozen))] {
+				cp := make(map[int64][]byte, len(m))
+				for k, v := range m {
+					cp[k] = v // frozen blocks are replaced on merge, never written
+				}
+				nd.layers = append(nd.layers, cp)
+			}
+		}
+		files[path.Base(fb.FileName)] = nd
 	}
-	s.lab.mu.Lock()
 	if s.lab.leases == nil {
 		s.lab.leases = map[string]map[string]nfcDisk{}
 	}
@@ -85,19 +102,14 @@ func (l *Lab) serveNFCGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func encodeStream(w io.Writer, d nfcDisk, name string) error {
-	f, err := os.Open(d.flat)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	sw, err := vmdk.NewStreamWriter(w, d.capacity, vmdk.StreamWriterOptions{ExtentName: name})
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < d.capacity; off += int64(len(buf)) {
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), d.capacity-off)], off)
-		if err != nil && err != io.EOF {
+		n := int(min(int64(len(buf)), d.capacity-off))
+		if err := (&disk{flat: d.flat}).readLevels(buf[:n], off, d.layers); err != nil {
 			return fmt.Errorf("lab: NFC read: %w", err)
 		}
 		if n > 0 && !allZero(buf[:n]) {

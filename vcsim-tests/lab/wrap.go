@@ -100,7 +100,7 @@ func (w *labVM) RevertToCurrentSnapshotTask(ctx *simulator.Context, req *types.R
 }
 
 func (w *labVM) RemoveAllSnapshotsTask(ctx *simulator.Context, req *types.RemoveAllSnapshots_Task) soap.HasFault {
-	w.lab.snapshotsRemoved(w.VirtualMachine, -1)
+	w.lab.snapshotsRemoved(w.VirtualMachine, -1, -1)
 	return w.VirtualMachine.RemoveAllSnapshotsTask(ctx, req)
 }
 
@@ -141,12 +141,17 @@ func (s *labSnapshot) RemoveSnapshotTask(ctx *simulator.Context, req *types.Remo
 	if vm, ok := ctx.Map.Get(s.Vm).(*simulator.VirtualMachine); ok {
 		n := 1
 		ctx.WithLock(vm, func() {
-			if vm.Snapshot != nil && req.RemoveChildren {
-				if t := findTree(vm.Snapshot.RootSnapshotList, s.Self); t != nil {
-					n += countTree(t.ChildSnapshotList)
+			depth := -1
+			if vm.Snapshot != nil {
+				if req.RemoveChildren {
+					if t := findTree(vm.Snapshot.RootSnapshotList, s.Self); t != nil {
+						n += countTree(t.ChildSnapshotList)
+					}
+				} else {
+					depth = depthOf(vm.Snapshot.RootSnapshotList, s.Self, 0)
 				}
 			}
-			s.lab.snapshotsRemoved(vm, n)
+			s.lab.snapshotsRemoved(vm, n, depth)
 		})
 	}
 	return s.VirtualMachineSnapshot.RemoveSnapshotTask(ctx, req)
@@ -169,6 +174,19 @@ func findTree(l []types.VirtualMachineSnapshotTree, ref types.ManagedObjectRefer
 		}
 	}
 	return nil
+}
+
+// depthOf is the depth of ref in a (linear) snapshot chain, -1 if absent.
+func depthOf(l []types.VirtualMachineSnapshotTree, ref types.ManagedObjectReference, depth int) int {
+	for i := range l {
+		if l[i].Snapshot == ref {
+			return depth
+		}
+		if d := depthOf(l[i].ChildSnapshotList, ref, depth+1); d >= 0 {
+			return d
+		}
+	}
+	return -1
 }
 
 func countTree(l []types.VirtualMachineSnapshotTree) int {
@@ -232,6 +250,9 @@ func (l *Lab) beforeSnapshot(vm *simulator.VirtualMachine, quiesce bool) types.B
 	cbt := vm.Config.ChangeTrackingEnabled != nil && *vm.Config.ChangeTrackingEnabled
 	for _, d := range l.vmDisks(vm.Config.Hardware.Device) {
 		ds := l.diskFor(d.flat, vm.Self.Value, capacityOf(d.vd))
+		if st.snapshots > 0 {
+			ds.freeze() // a snapshot on top of another: a new delta
+		}
 		if d.backing == nil {
 			continue
 		}
@@ -247,8 +268,9 @@ func (l *Lab) beforeSnapshot(vm *simulator.VirtualMachine, quiesce bool) types.B
 }
 
 // snapshotsRemoved merges the overlays when the VM's last snapshot goes
-// (n < 0: all of them).
-func (l *Lab) snapshotsRemoved(vm *simulator.VirtualMachine, n int) {
+// (n < 0: all of them); removing one snapshot of a chain (at depth) merges
+// its delta into the one below.
+func (l *Lab) snapshotsRemoved(vm *simulator.VirtualMachine, n, depth int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.state(vm.Self.Value)
@@ -258,6 +280,13 @@ func (l *Lab) snapshotsRemoved(vm *simulator.VirtualMachine, n int) {
 		st.snapshots -= n
 	}
 	if st.snapshots > 0 {
+		if n == 1 && depth >= 0 {
+			for _, d := range l.disks {
+				if d.vm == vm.Self.Value {
+					_ = d.removeLevel(depth)
+				}
+			}
+		}
 		return
 	}
 	for _, d := range l.disks {
@@ -355,7 +384,27 @@ func (l *Lab) queryChanged(ctx *simulator.Context, vm *simulator.VirtualMachine,
 		if err != nil {
 			return nil, &types.FileFault{File: target.backing.FileName}
 		}
-		info.ChangedArea = ext
+		// A chain's deltas are allocated too: the blocks the snapshot sees
+		// on top of the flat file (the live VM sees every delta).
+		layers := append(append([]map[int64][]byte{}, d.frozen...), d.overlay)
+		if req.Snapshot != nil {
+			depth := 0
+			if vm.Snapshot != nil {
+				depth = max(0, depthOf(vm.Snapshot.RootSnapshotList, *req.Snapshot, 0))
+			}
+			layers = d.frozen[:min(depth, len(d.frozen))]
+		}
+		bs := l.opts.CBTBlockSize
+		for _, m := range layers {
+			for bi := range m {
+				s, e := bi*overlayBlock/bs*bs, ((bi+1)*overlayBlock+bs-1)/bs*bs
+				s, e = max(s, start), min(e, end)
+				if s < e {
+					ext = append(ext, types.DiskChangeExtent{Start: s, Length: e - s})
+				}
+			}
+		}
+		info.ChangedArea = mergeAreas(ext)
 		return info, nil
 	}
 	epoch, seq, ok := parseChangeID(req.ChangeId)
