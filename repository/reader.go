@@ -707,6 +707,9 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 	g.Go(func() error {
 		sw := seqWriter{w: w}
 		for j := range order {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if j.hole > 0 {
 				report(j.hole)
 				continue
