@@ -636,11 +636,40 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 		return err
 	}
 	defer d.r.leave()
+	sw := seqWriter{w: w}
+	var done int64
+	err := d.ordered(ctx, func(j *streamJob) error {
+		if j.hole > 0 {
+			done += j.hole
+		} else {
+			for i, b := range j.out {
+				if err := sw.write(b, j.ext[i].Offset); err != nil {
+					return err
+				}
+			}
+			done += j.raw
+		}
+		if progress != nil {
+			progress(done)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return sw.flush()
+}
+
+// ordered runs the restore pipeline: the planner, GOMAXPROCS workers that
+// fetch jobs ahead into a fixed set of reusable buffers, and sink, called
+// in disk order for every hole and data job (j.out holds a data job's
+// extent bytes, valid until sink returns).
+func (d *DiskReader) ordered(ctx context.Context, sink func(j *streamJob) error) error {
 	workers := defaultWorkers()
 	// Buffer sets bound the bytes in flight: each holds one job's stored
 	// regions (streamReadMax) and compressed blobs' plaintext
 	// (streamRawMax); two beyond the workers keep them busy while the
-	// writer drains.
+	// sink drains.
 	sets := workers + 2
 	free := make(chan *streamBufs, sets)
 	for range sets {
@@ -649,13 +678,6 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 	g, ctx := errgroup.WithContext(ctx)
 	work := make(chan *streamJob, sets)
 	order := make(chan *streamJob, sets*4)
-	var done int64
-	report := func(n int64) {
-		done += n
-		if progress != nil {
-			progress(done)
-		}
-	}
 	g.Go(func() error {
 		defer close(work)
 		defer close(order)
@@ -680,7 +702,7 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 		g.Go(func() error {
 			for {
 				// A set first, then a job: jobs leave work in disk order, so
-				// the job the writer waits for always finds a set.
+				// the job the sink waits for always finds a set.
 				var bb *streamBufs
 				select {
 				case bb = <-free:
@@ -705,40 +727,35 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 		})
 	}
 	g.Go(func() error {
-		sw := seqWriter{w: w}
 		for j := range order {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if j.hole > 0 {
-				report(j.hole)
-				continue
-			}
-			select {
-			case <-j.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if j.err != nil {
-				return j.err
-			}
-			for i, b := range j.out {
-				if err := sw.write(b, j.ext[i].Offset); err != nil {
-					return err
+			if j.hole == 0 {
+				select {
+				case <-j.done:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if j.err != nil {
+					return j.err
 				}
 			}
-			bb := j.bufs
-			clear(j.out)
-			bb.out, j.out, j.bufs = j.out, nil, nil
-			free <- bb // never blocks: the channel holds every set
-			report(j.raw)
+			if err := sink(j); err != nil {
+				return err
+			}
+			if bb := j.bufs; bb != nil {
+				clear(j.out)
+				bb.out, j.out, j.bufs = j.out, nil, nil
+				free <- bb // never blocks: the channel holds every set
+			}
 		}
-		return sw.flush()
+		return nil
 	})
 	return g.Wait()
 }
 
-// streamBufs is one job's buffers in Stream, reused from job to job.
+// streamBufs is one job's buffers in ordered, reused from job to job.
 type streamBufs struct {
 	stored []byte   // the job's pack regions, back to back
 	plain  [][]byte // plaintext of compressed blobs
@@ -802,100 +819,58 @@ func (d *DiskReader) WriteTo(w io.Writer) (int64, error) {
 
 var zeroBuf = make([]byte, 1<<20)
 
-// StreamTo writes the whole disk to w in disk order, holes as zeros, with a
-// bounded window of jobs prefetched and verified in parallel.
+// StreamTo writes the whole disk to w in disk order, holes as zeros, with
+// the bounded window of Stream's workers fetching and verifying ahead.
 func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(done int64)) (int64, error) {
 	if err := d.r.enter(); err != nil {
 		return 0, err
 	}
 	defer d.r.leave()
-	workers := defaultWorkers()
-	g, ctx := errgroup.WithContext(ctx)
-	work := make(chan *streamJob, workers)
-	order := make(chan *streamJob, workers*2) // the prefetch window
-	g.Go(func() error {
-		defer close(work)
-		defer close(order)
-		return d.planJobs(ctx, func(j *streamJob) error {
-			if j.hole == 0 {
-				j.done = make(chan struct{})
-				select {
-				case work <- j:
-				case <-ctx.Done():
-					return ctx.Err()
+	ow := &orderWriter{w: w}
+	sw := seqWriter{w: ow}
+	err := d.ordered(ctx, func(j *streamJob) error {
+		if j.hole > 0 {
+			if err := sw.flush(); err != nil {
+				return err
+			}
+			for n := j.hole; n > 0; {
+				c := min(n, int64(len(zeroBuf)))
+				if _, err := ow.WriteAt(zeroBuf[:c], ow.n); err != nil {
+					return err
+				}
+				n -= c
+			}
+		} else {
+			for i, b := range j.out {
+				if err := sw.write(b, j.ext[i].Offset); err != nil {
+					return err
 				}
 			}
-			select {
-			case order <- j:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	})
-	for range workers {
-		g.Go(func() error {
-			var buf []byte
-			for j := range work {
-				j.out = make([][]byte, len(j.ext))
-				var asm []byte
-				if len(j.ext) > 1 {
-					asm = make([]byte, j.raw)
-					j.out = [][]byte{asm}
-				}
-				j.err = d.fetch(ctx, j, &buf, nil, func(i int, b []byte) error {
-					if asm != nil {
-						copy(asm[j.ext[i].Offset-j.diskAt:], b)
-					} else {
-						j.out[i] = b
-					}
-					return nil
-				})
-				close(j.done)
-				if j.err != nil {
-					return j.err
-				}
-			}
-			return nil
-		})
-	}
-	var written int64
-	g.Go(func() error {
-		for j := range order {
-			if j.hole > 0 {
-				for n := j.hole; n > 0; {
-					c := min(n, int64(len(zeroBuf)))
-					if _, err := w.Write(zeroBuf[:c]); err != nil {
-						return err
-					}
-					n -= c
-					written += c
-				}
-			} else {
-				select {
-				case <-j.done:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				if j.err != nil {
-					return j.err
-				}
-				for i, b := range j.out {
-					if _, err := w.Write(b); err != nil {
-						return err
-					}
-					written += int64(len(b))
-					j.out[i] = nil
-				}
-			}
-			if progress != nil {
-				progress(written)
-			}
+		}
+		if progress != nil {
+			progress(ow.n + int64(len(sw.buf)))
 		}
 		return nil
 	})
-	err := g.Wait()
-	return written, err
+	if err == nil {
+		err = sw.flush()
+	}
+	return ow.n, err
+}
+
+// orderWriter turns the in-order WriteAt calls of StreamTo into Writes.
+type orderWriter struct {
+	w io.Writer
+	n int64 // bytes written
+}
+
+func (o *orderWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off != o.n {
+		return 0, fmt.Errorf("stream write at %d, %d bytes written: out of order", off, o.n)
+	}
+	n, err := o.w.Write(p)
+	o.n += int64(n)
+	return n, err
 }
 
 // blobCache is a byte-bounded LRU of verified plaintext blobs.

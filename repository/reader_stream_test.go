@@ -55,6 +55,21 @@ func (s *orderedSink) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// countWriter is a Writer that counts writes and can fail one.
+type countWriter struct {
+	buf    bytes.Buffer
+	writes int
+	failAt int
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.writes++
+	if c.failAt > 0 && c.writes == c.failAt {
+		return 0, errSinkFull
+	}
+	return c.buf.Write(p)
+}
+
 // slicedPoint commits a base image and an incremental of it built from
 // slices and small pieces (many extents of a few KiB, as scattered guest
 // writes leave), and returns the incremental's id and image.
@@ -133,6 +148,19 @@ func TestStreamWritesInDiskOrder(t *testing.T) {
 			if sink.writes*4 > extents {
 				t.Errorf("%d writes for %d data extents: small adjacent extents were not gathered", sink.writes, extents)
 			}
+			// StreamTo: the same pipeline, holes as zeros, to a plain Writer.
+			cw := &countWriter{}
+			var lastTo int64
+			n, err := d.StreamTo(context.Background(), cw, func(done int64) { lastTo = done })
+			if err != nil || n != int64(len(img)) || !bytes.Equal(cw.buf.Bytes(), img) {
+				t.Fatalf("StreamTo: %d bytes, %v; equal %v", n, err, bytes.Equal(cw.buf.Bytes(), img))
+			}
+			if lastTo != int64(len(img)) {
+				t.Errorf("StreamTo progress ended at %d, want %d", lastTo, len(img))
+			}
+			if cw.writes*4 > extents {
+				t.Errorf("StreamTo: %d writes for %d data extents", cw.writes, extents)
+			}
 		})
 	}
 }
@@ -173,6 +201,10 @@ func TestStreamStopsOnCancelAndWriteError(t *testing.T) {
 		sink := &orderedSink{buf: make([]byte, len(img)), failAt: 3}
 		if err := d.Stream(context.Background(), sink, nil); !errors.Is(err, errSinkFull) {
 			t.Fatalf("Stream: %v, want the write error", err)
+		}
+		cw := &countWriter{failAt: 3}
+		if _, err := d.StreamTo(context.Background(), cw, nil); !errors.Is(err, errSinkFull) {
+			t.Fatalf("StreamTo: %v, want the write error", err)
 		}
 	})
 }
