@@ -285,6 +285,7 @@ type streamJob struct {
 	done chan struct{}
 	out  [][]byte
 	err  error
+	bufs *streamBufs // Stream: the buffers out points into
 }
 
 type jobBlob struct {
@@ -476,8 +477,11 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 }
 
 // fetch reads a job's pack regions once each, decodes (verifies) every
-// blob once, and calls use for each extent's bytes in order. bufs holds
-// reusable plaintext buffers (nil: allocate, because use keeps the bytes).
+// blob once, and calls use for each extent's bytes in order. The regions
+// are read back to back into *buf. bufs holds reusable plaintext buffers
+// (nil: allocate, because use keeps the bytes). With bufs set the caller
+// also keeps *buf untouched until it is done with the bytes: a blob stored
+// uncompressed is then served from *buf where it was decrypted, not copied.
 func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs *[][]byte, use func(i int, b []byte) error) (err error) {
 	r := d.r
 	plain := make([][]byte, len(j.blobs))
@@ -503,11 +507,13 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 		}
 		return (*bufs)[k][:0]
 	}
-	keep := func(k int, b []byte) {
+	// keep records blob k's plaintext; view: it is a slice of *buf, which
+	// must not become a plaintext buffer for a later job.
+	keep := func(k int, b []byte, view bool) {
 		plain[k] = b
 		if bl := j.blobs[k]; bl.to != nil {
 			bl.to.publish(b, nil)
-		} else if bufs != nil {
+		} else if bufs != nil && !view {
 			(*bufs)[k] = b
 		}
 	}
@@ -528,11 +534,17 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 			bl.to.publish(bl.from.data, nil)
 		}
 	}
+	var total int64
+	for _, rg := range j.regions {
+		total += rg.length
+	}
+	if int64(cap(*buf)) < total {
+		*buf = make([]byte, total)
+	}
+	all := (*buf)[:total]
 	for ri, rg := range j.regions {
-		if cap(*buf) < int(rg.length) {
-			*buf = make([]byte, rg.length)
-		}
-		b := (*buf)[:rg.length]
+		b := all[:rg.length:rg.length]
+		all = all[rg.length:]
 		rerr := r.readPackAt(rg.pack, b, rg.off)
 		for k, bl := range j.blobs {
 			if bl.region != ri {
@@ -544,15 +556,22 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 				if err != nil {
 					return err
 				}
-				keep(k, data)
+				keep(k, data, false)
 				continue
 			}
 			start := int64(bl.loc.Offset) - rg.off
-			data, err := r.codec.decode(dst(k), bl.loc.entry(bl.id), b[start:start+int64(bl.loc.StoredLen)])
+			stored := b[start : start+int64(bl.loc.StoredLen)]
+			var data []byte
+			view := bufs != nil && bl.to == nil && bl.loc.Flags&flagZstd == 0
+			if view {
+				data, err = r.codec.decodeView(nil, bl.loc.entry(bl.id), stored)
+			} else {
+				data, err = r.codec.decode(dst(k), bl.loc.entry(bl.id), stored)
+			}
 			if err != nil {
 				return &CorruptBlobError{Blob: bl.id, Pack: rg.pack.String(), Err: err}
 			}
-			keep(k, data)
+			keep(k, data, view)
 		}
 	}
 	for i, e := range j.ext {
@@ -567,6 +586,37 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 	return nil
 }
 
+// decodeView is decode for a caller that may receive a view of stored: a
+// blob stored uncompressed is decrypted in place and returned as a slice
+// of stored, saving a copy of every incompressible byte. Compressed blobs
+// are decoded into dst as by decode.
+func (c *codec) decodeView(dst []byte, e packEntry, stored []byte) ([]byte, error) {
+	if e.Flags&flagZstd != 0 {
+		return c.decode(dst, e, stored)
+	}
+	if len(stored) != int(e.StoredLen) {
+		return nil, fmt.Errorf("short read: %d of %d bytes", len(stored), e.StoredLen)
+	}
+	out := stored
+	if c.encrypted {
+		if len(stored) < blobSealOverhead {
+			return nil, errors.New("sealed blob too short")
+		}
+		var err error
+		out, err = c.aead.Open(stored[gcmNonceSize:gcmNonceSize], stored[:gcmNonceSize], stored[gcmNonceSize:], blobAD(e.ID, e.Type))
+		if err != nil {
+			return nil, fmt.Errorf("authentication failed: %w", err)
+		}
+	}
+	if len(out) != int(e.RawLen) {
+		return nil, fmt.Errorf("plaintext is %d bytes, header says %d", len(out), e.RawLen)
+	}
+	if got := c.id(out); got != e.ID {
+		return nil, fmt.Errorf("content hash %s does not match id", got)
+	}
+	return out, nil
+}
+
 func errOr(err error) error {
 	if err == nil {
 		return errors.New("it ended without decoding it")
@@ -574,9 +624,11 @@ func errOr(err error) error {
 	return err
 }
 
-// Stream writes the whole disk to w, fetching blobs with parallel workers
-// (each reads a pack region sequentially and verifies every blob) and
-// writing each extent at its offset. Holes are left unwritten, so a fresh
+// Stream writes the whole disk to w: parallel workers fetch jobs ahead
+// (each reads its pack regions with one pread apiece and verifies every
+// blob) into a bounded set of buffers, and one writer writes them in disk
+// order, so the output grows sequentially in large writes and no two
+// writes contend for the file. Holes are left unwritten, so a fresh
 // (truncated) file stays sparse. progress (may be nil) receives the number
 // of disk bytes done.
 func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(done int64)) error {
@@ -584,89 +636,48 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 		return err
 	}
 	defer d.r.leave()
-	workers := defaultWorkers() + 1
-	g, ctx := errgroup.WithContext(ctx)
-	jobs := make(chan *streamJob, workers*2)
-	var pmu sync.Mutex
+	sw := seqWriter{w: w}
 	var done int64
-	report := func(n int64) {
-		pmu.Lock()
-		done += n
+	err := d.ordered(ctx, func(j *streamJob) error {
+		if j.hole > 0 {
+			done += j.hole
+		} else {
+			for i, b := range j.out {
+				if err := sw.write(b, j.ext[i].Offset); err != nil {
+					return err
+				}
+			}
+			done += j.raw
+		}
 		if progress != nil {
 			progress(done)
 		}
-		pmu.Unlock()
-	}
-	g.Go(func() error {
-		defer close(jobs)
-		return d.planJobs(ctx, func(j *streamJob) error {
-			if j.hole > 0 {
-				report(j.hole)
-				return nil
-			}
-			select {
-			case jobs <- j:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		return nil
 	})
-	for range workers {
-		g.Go(func() error {
-			var buf, asm []byte
-			var bufs [][]byte
-			for j := range jobs {
-				// A job's extents are contiguous on the disk: a fragmented
-				// run of slices is assembled and written with one call.
-				if len(j.ext) > 1 {
-					asm = slices.Grow(asm[:0], int(j.raw))[:j.raw]
-				}
-				err := d.fetch(ctx, j, &buf, &bufs, func(i int, b []byte) error {
-					if len(j.ext) > 1 {
-						copy(asm[j.ext[i].Offset-j.diskAt:], b)
-						return nil
-					}
-					if _, err := w.WriteAt(b, j.ext[i].Offset); err != nil {
-						return fmt.Errorf("write at %d: %w", j.ext[i].Offset, err)
-					}
-					return nil
-				})
-				if err == nil && len(j.ext) > 1 {
-					if _, werr := w.WriteAt(asm, j.diskAt); werr != nil {
-						err = fmt.Errorf("write at %d: %w", j.diskAt, werr)
-					}
-				}
-				if err != nil {
-					return err
-				}
-				report(j.raw)
-			}
-			return nil
-		})
+	if err != nil {
+		return err
 	}
-	return g.Wait()
+	return sw.flush()
 }
 
-// WriteTo streams the whole disk to w in order (holes as zeros). It
-// implements io.WriterTo for sequential sinks (an upload stream).
-func (d *DiskReader) WriteTo(w io.Writer) (int64, error) {
-	return d.StreamTo(context.Background(), w, nil)
-}
-
-var zeroBuf = make([]byte, 1<<20)
-
-// StreamTo writes the whole disk to w in disk order, holes as zeros, with a
-// bounded window of jobs prefetched and verified in parallel.
-func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(done int64)) (int64, error) {
-	if err := d.r.enter(); err != nil {
-		return 0, err
-	}
-	defer d.r.leave()
+// ordered runs the restore pipeline: the planner, GOMAXPROCS workers that
+// fetch jobs ahead into a fixed set of reusable buffers, and sink, called
+// in disk order for every hole and data job (j.out holds a data job's
+// extent bytes, valid until sink returns).
+func (d *DiskReader) ordered(ctx context.Context, sink func(j *streamJob) error) error {
 	workers := defaultWorkers()
+	// Buffer sets bound the bytes in flight: each holds one job's stored
+	// regions (streamReadMax) and compressed blobs' plaintext
+	// (streamRawMax); two beyond the workers keep them busy while the
+	// sink drains.
+	sets := workers + 2
+	free := make(chan *streamBufs, sets)
+	for range sets {
+		free <- &streamBufs{}
+	}
 	g, ctx := errgroup.WithContext(ctx)
-	work := make(chan *streamJob, workers)
-	order := make(chan *streamJob, workers*2) // the prefetch window
+	work := make(chan *streamJob, sets)
+	order := make(chan *streamJob, sets*4)
 	g.Go(func() error {
 		defer close(work)
 		defer close(order)
@@ -689,20 +700,23 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 	})
 	for range workers {
 		g.Go(func() error {
-			var buf []byte
-			for j := range work {
-				j.out = make([][]byte, len(j.ext))
-				var asm []byte
-				if len(j.ext) > 1 {
-					asm = make([]byte, j.raw)
-					j.out = [][]byte{asm}
+			for {
+				// A set first, then a job: jobs leave work in disk order, so
+				// the job the sink waits for always finds a set.
+				var bb *streamBufs
+				select {
+				case bb = <-free:
+				case <-ctx.Done():
+					return ctx.Err()
 				}
-				j.err = d.fetch(ctx, j, &buf, nil, func(i int, b []byte) error {
-					if asm != nil {
-						copy(asm[j.ext[i].Offset-j.diskAt:], b)
-					} else {
-						j.out[i] = b
-					}
+				j, ok := <-work
+				if !ok {
+					return nil
+				}
+				j.bufs = bb
+				j.out = slices.Grow(bb.out[:0], len(j.ext))[:len(j.ext)]
+				j.err = d.fetch(ctx, j, &bb.stored, &bb.plain, func(i int, b []byte) error {
+					j.out[i] = b
 					return nil
 				})
 				close(j.done)
@@ -710,22 +724,14 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 					return j.err
 				}
 			}
-			return nil
 		})
 	}
-	var written int64
 	g.Go(func() error {
 		for j := range order {
-			if j.hole > 0 {
-				for n := j.hole; n > 0; {
-					c := min(n, int64(len(zeroBuf)))
-					if _, err := w.Write(zeroBuf[:c]); err != nil {
-						return err
-					}
-					n -= c
-					written += c
-				}
-			} else {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if j.hole == 0 {
 				select {
 				case <-j.done:
 				case <-ctx.Done():
@@ -734,22 +740,137 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 				if j.err != nil {
 					return j.err
 				}
-				for i, b := range j.out {
-					if _, err := w.Write(b); err != nil {
-						return err
-					}
-					written += int64(len(b))
-					j.out[i] = nil
-				}
 			}
-			if progress != nil {
-				progress(written)
+			if err := sink(j); err != nil {
+				return err
+			}
+			if bb := j.bufs; bb != nil {
+				clear(j.out)
+				bb.out, j.out, j.bufs = j.out, nil, nil
+				free <- bb // never blocks: the channel holds every set
 			}
 		}
 		return nil
 	})
-	err := g.Wait()
-	return written, err
+	return g.Wait()
+}
+
+// streamBufs is one job's buffers in ordered, reused from job to job.
+type streamBufs struct {
+	stored []byte   // the job's pack regions, back to back
+	plain  [][]byte // plaintext of compressed blobs
+	out    [][]byte // the extents' bytes, views of the two above
+}
+
+// Writes this large go straight from a job's buffers; smaller adjacent
+// extents (the slices and pieces of incrementals) are gathered first.
+const (
+	seqDirectMin = 256 << 10
+	seqGatherMax = 4 << 20
+)
+
+// seqWriter writes extents in disk order, gathering runs of small
+// adjacent ones into one write.
+type seqWriter struct {
+	w   io.WriterAt
+	at  int64 // disk offset of buf[0]
+	buf []byte
+}
+
+func (s *seqWriter) write(b []byte, off int64) error {
+	if len(s.buf) > 0 && (len(b) >= seqDirectMin || off != s.at+int64(len(s.buf)) || len(s.buf)+len(b) > seqGatherMax) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	if len(s.buf) == 0 && len(b) >= seqDirectMin {
+		if _, err := s.w.WriteAt(b, off); err != nil {
+			return fmt.Errorf("write at %d: %w", off, err)
+		}
+		return nil
+	}
+	if len(s.buf) == 0 {
+		if s.buf == nil {
+			s.buf = make([]byte, 0, seqGatherMax)
+		}
+		s.at = off
+	}
+	s.buf = append(s.buf, b...)
+	return nil
+}
+
+func (s *seqWriter) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.WriteAt(s.buf, s.at)
+	s.buf = s.buf[:0]
+	if err != nil {
+		return fmt.Errorf("write at %d: %w", s.at, err)
+	}
+	return nil
+}
+
+// WriteTo streams the whole disk to w in order (holes as zeros). It
+// implements io.WriterTo for sequential sinks (an upload stream).
+func (d *DiskReader) WriteTo(w io.Writer) (int64, error) {
+	return d.StreamTo(context.Background(), w, nil)
+}
+
+var zeroBuf = make([]byte, 1<<20)
+
+// StreamTo writes the whole disk to w in disk order, holes as zeros, with
+// the bounded window of Stream's workers fetching and verifying ahead.
+func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(done int64)) (int64, error) {
+	if err := d.r.enter(); err != nil {
+		return 0, err
+	}
+	defer d.r.leave()
+	ow := &orderWriter{w: w}
+	sw := seqWriter{w: ow}
+	err := d.ordered(ctx, func(j *streamJob) error {
+		if j.hole > 0 {
+			if err := sw.flush(); err != nil {
+				return err
+			}
+			for n := j.hole; n > 0; {
+				c := min(n, int64(len(zeroBuf)))
+				if _, err := ow.WriteAt(zeroBuf[:c], ow.n); err != nil {
+					return err
+				}
+				n -= c
+			}
+		} else {
+			for i, b := range j.out {
+				if err := sw.write(b, j.ext[i].Offset); err != nil {
+					return err
+				}
+			}
+		}
+		if progress != nil {
+			progress(ow.n + int64(len(sw.buf)))
+		}
+		return nil
+	})
+	if err == nil {
+		err = sw.flush()
+	}
+	return ow.n, err
+}
+
+// orderWriter turns the in-order WriteAt calls of StreamTo into Writes.
+type orderWriter struct {
+	w io.Writer
+	n int64 // bytes written
+}
+
+func (o *orderWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off != o.n {
+		return 0, fmt.Errorf("stream write at %d, %d bytes written: out of order", off, o.n)
+	}
+	n, err := o.w.Write(p)
+	o.n += int64(n)
+	return n, err
 }
 
 // blobCache is a byte-bounded LRU of verified plaintext blobs.
