@@ -32,6 +32,9 @@ func (s *Server) login(c *gin.Context) (any, error) {
 	if len(req.Username) > 256 || len(req.Password) > 1024 {
 		return nil, badRequest("", "username or password too long")
 	}
+	if a := auditOf(c); a != nil {
+		a.user = req.Username
+	}
 	sess, err := s.cfg.Auth.Login(c.Request.Context(), s.clientIP(c), req.Username, req.Password)
 	if err != nil {
 		s.metrics.loginFailures.Inc()
