@@ -187,3 +187,30 @@ func TestExportCSVNoFormula(t *testing.T) {
 		}
 	}
 }
+
+// Every route that changes something is audited: a route added without an
+// audit kind fails here (reads and the unsaved retention preview are not
+// actions).
+func TestEveryChangeIsAudited(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, r := range f.srv.Routes() {
+		_, audited := auditKinds[r.Method+" "+r.Path]
+		change := r.Method != "GET" && r.Path != "/api/v1/retention-preview"
+		if change && !audited {
+			t.Errorf("%s %s changes something but has no audit kind", r.Method, r.Path)
+		}
+		if k := auditKinds[r.Method+" "+r.Path]; k != "" && auditVerbs[k] == "" {
+			t.Errorf("audit kind %s has no verb", k)
+		}
+	}
+	for k := range auditKinds {
+		m, p, _ := strings.Cut(k, " ")
+		found := false
+		for _, r := range f.srv.Routes() {
+			found = found || (r.Method == m && r.Path == p)
+		}
+		if !found {
+			t.Errorf("audit kind for %s, which is no route", k)
+		}
+	}
+}

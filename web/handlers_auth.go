@@ -78,6 +78,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	noteAudit(c, req.Name, "", "", "role "+string(req.Role))
 	if req.Name == "" || len(req.Name) > 128 {
 		return nil, invalid("name", "required, at most 128 bytes")
 	}
