@@ -104,6 +104,13 @@ type Event struct {
 	VM         string    `json:"vm,omitempty"` // instance UUID
 	Repository string    `json:"repository,omitempty"`
 	Message    string    `json:"message"`
+	// User, Address, Outcome and Error make an event of a user's action
+	// (the audit trail): who, from which client address, "ok" or
+	// "failed", and why it failed. Empty on the scheduler's own events.
+	User    string `json:"user,omitempty"`
+	Address string `json:"address,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // VMState is the scheduler's memory of one VM in one job.

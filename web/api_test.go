@@ -431,7 +431,7 @@ func TestVMsEventsSettingsMetrics(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("events %+v", evs)
 	}
-	f.admin("GET", "/api/v1/events?from=2026-11-29T01:30:00Z", nil).json(t, &evs)
+	f.admin("GET", "/api/v1/events?from=2026-11-29T01:30:00Z&kind=k", nil).json(t, &evs)
 	if len(evs) != 1 {
 		t.Fatalf("events from %+v", evs)
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"net/http"
@@ -243,14 +244,34 @@ func (s *Server) listPoints(c *gin.Context) (any, error) {
 	if f.To, err = parseTimeParam(c, "to"); err != nil {
 		return nil, err
 	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return nil, badRequest("to", "the end must be after the start (from)")
+	}
+	search := strings.ToLower(strings.TrimSpace(c.Query("q")))
+	if len(search) > 256 {
+		return nil, badRequest("q", "at most 256 bytes")
+	}
 	pts, err := s.cfg.Points.Points(c.Request.Context(), f)
 	if err != nil {
 		return nil, err
 	}
-	if pts == nil {
-		pts = []RestorePoint{}
+	out := []RestorePoint{}
+	for _, p := range pts {
+		if search == "" || pointMatches(p, search) {
+			out = append(out, p)
+		}
 	}
-	return pts, nil
+	return out, nil
+}
+
+// pointMatches is the search of GET /restore-points?q=: a point whose id
+// starts with q, or whose VM's name, instance UUID or job contains it
+// (q in lower case).
+func pointMatches(p RestorePoint, q string) bool {
+	return strings.HasPrefix(p.ID, q) ||
+		strings.Contains(strings.ToLower(p.VM.Name), q) ||
+		strings.HasPrefix(strings.ToLower(p.VM.InstanceUUID), q) ||
+		strings.Contains(strings.ToLower(p.Job), q)
 }
 
 func (s *Server) getPoint(c *gin.Context) (any, error) {
@@ -266,6 +287,7 @@ func (s *Server) setLocked(c *gin.Context, locked bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.auditPoint(c, id)
 	if err := s.cfg.Points.SetLocked(c.Request.Context(), id, locked); err != nil {
 		return nil, err
 	}
@@ -280,6 +302,7 @@ func (s *Server) deletePoint(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.auditPoint(c, id)
 	if err := s.cfg.Points.Delete(c.Request.Context(), id); err != nil {
 		return nil, err
 	}
@@ -333,7 +356,8 @@ func (s *Server) repoTask(c *gin.Context, kind string, fn func(ctx context.Conte
 	if err := s.repoExists(c.Request.Context(), id); err != nil {
 		return nil, err
 	}
-	info, err := s.cfg.Tasks.Start(kind, id, func(ctx context.Context, rep *task.Reporter) (any, error) { return fn(ctx, id, rep) })
+	noteAudit(c, id, "", id, "")
+	info, err := s.startTask(c, kind, id, func(ctx context.Context, rep *task.Reporter) (any, error) { return fn(ctx, id, rep) })
 	if err != nil {
 		return nil, err
 	}
@@ -424,27 +448,51 @@ func (s *Server) cancelTask(c *gin.Context) (any, error) {
 
 // ---- events
 
-func (s *Server) listEvents(c *gin.Context) (any, error) {
-	q := state.EventQuery{Job: c.Query("job"), VM: c.Query("vm"), Limit: 500}
+// eventQuery reads the filter of GET /events and /events/export; limit
+// bounds its "limit" parameter and is its default.
+func eventQuery(c *gin.Context, def, max int) (state.EventQuery, error) {
+	q := state.EventQuery{Job: c.Query("job"), VM: c.Query("vm"), Kind: c.Query("kind"), User: c.Query("user"), Limit: def}
 	var err error
 	if q.From, err = parseTimeParam(c, "from"); err != nil {
-		return nil, err
+		return q, err
 	}
 	if q.To, err = parseTimeParam(c, "to"); err != nil {
-		return nil, err
+		return q, err
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return q, badRequest("to", "the end must be after the start (from)")
 	}
 	switch sev := policy.Severity(c.Query("severity")); sev {
 	case "", policy.SeverityInfo, policy.SeverityWarning, policy.SeverityError:
 		q.MinSeverity = sev
 	default:
-		return nil, badRequest("severity", "info, warning or error")
+		return q, badRequest("severity", "info, warning or error")
+	}
+	switch o := c.Query("outcome"); o {
+	case "", OutcomeOK, OutcomeFailed:
+		q.Outcome = o
+	default:
+		return q, badRequest("outcome", "ok or failed")
+	}
+	for name, v := range map[string]string{"kind": q.Kind, "user": q.User, "job": q.Job, "vm": q.VM} {
+		if len(v) > 256 {
+			return q, badRequest(name, "at most 256 bytes")
+		}
 	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10000 {
-			return nil, badRequest("limit", "an integer from 1 to 10000")
+		if err != nil || n < 1 || n > max {
+			return q, badRequest("limit", "an integer from 1 to %d", max)
 		}
 		q.Limit = n
+	}
+	return q, nil
+}
+
+func (s *Server) events(c *gin.Context, def, max int) ([]policy.Event, error) {
+	q, err := eventQuery(c, def, max)
+	if err != nil {
+		return nil, err
 	}
 	if s.cfg.Events == nil {
 		return []policy.Event{}, nil
@@ -457,6 +505,56 @@ func (s *Server) listEvents(c *gin.Context) (any, error) {
 		evs = []policy.Event{}
 	}
 	return evs, nil
+}
+
+func (s *Server) listEvents(c *gin.Context) (any, error) {
+	return s.events(c, 500, 10000)
+}
+
+// exportEventsMax bounds one export (about 30 MB of JSON).
+const exportEventsMax = 100000
+
+// exportEvents writes the matching events, oldest first, as a CSV or JSON
+// download: the audit trail for an auditor or a SIEM.
+func (s *Server) exportEvents(c *gin.Context) (any, error) {
+	format := c.DefaultQuery("format", "json")
+	if format != "csv" && format != "json" {
+		return nil, badRequest("format", "csv or json")
+	}
+	evs, err := s.events(c, exportEventsMax, exportEventsMax)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("vmvault-events-%s.%s", s.now().UTC().Format("20060102-150405"), format)
+	c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+	if format == "json" {
+		c.JSON(http.StatusOK, evs)
+		return nil, nil
+	}
+	c.Header("Content-Type", "text/csv; charset=utf-8")
+	c.Status(http.StatusOK)
+	w := csv.NewWriter(c.Writer)
+	_ = w.Write([]string{"time", "severity", "kind", "user", "address", "outcome", "error", "subject", "job", "vm", "repository", "message"})
+	for _, e := range evs {
+		_ = w.Write([]string{e.Time.UTC().Format(time.RFC3339Nano), string(e.Severity), e.Kind, csvSafe(e.User), e.Address, e.Outcome,
+			csvSafe(e.Error), csvSafe(e.Subject), e.Job, e.VM, e.Repository, csvSafe(e.Message)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		// Mid-download: the client got a cut file; no error body can follow.
+		s.cfg.Logger.Warn("export events", "err", err)
+	}
+	return nil, nil
+}
+
+// csvSafe keeps a spreadsheet from running a cell as a formula: a user
+// name or message starting with = + - @ gets a leading quote (OWASP CSV
+// injection).
+func csvSafe(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
 }
 
 // ---- vms
@@ -597,7 +695,8 @@ func (s *Server) startBackup(c *gin.Context) (any, error) {
 	if s.cfg.Backups == nil {
 		return nil, fmt.Errorf("backups through the API: the backup engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
-	info, err := s.cfg.Tasks.Start("backup", strings.Join(req.VMs, ","), func(ctx context.Context, rep *task.Reporter) (any, error) {
+	noteAudit(c, strings.Join(req.VMs, ", "), req.VMs[0], req.Repository, "")
+	info, err := s.startTask(c, "backup", strings.Join(req.VMs, ","), func(ctx context.Context, rep *task.Reporter) (any, error) {
 		outs, err := s.cfg.Backups.Backup(ctx, req, rep)
 		if outs == nil {
 			return nil, err
@@ -644,6 +743,8 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	noteAudit(c, req.Point, "", "", "mode "+req.Mode)
+	s.auditPoint(c, req.Point)
 	switch req.Mode {
 	case "new", "rehearsal", "original":
 	default:
@@ -671,7 +772,7 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	if s.cfg.Restores == nil {
 		return nil, fmt.Errorf("restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
-	info, err := s.cfg.Tasks.Start("restore", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+	info, err := s.startTask(c, "restore", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
 		res, err := s.cfg.Restores.Restore(ctx, req, rep)
 		if res == nil {
 			return nil, err // a typed nil would be recorded as "result": null
@@ -689,6 +790,8 @@ func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	noteAudit(c, req.Point, "", "", "to VM "+req.TargetVM)
+	s.auditPoint(c, req.Point)
 	if req.TargetVM == "" {
 		return nil, invalid("targetVm", "required")
 	}
@@ -698,7 +801,7 @@ func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
 	if s.cfg.Restores == nil {
 		return nil, fmt.Errorf("disk restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
 	}
-	info, err := s.cfg.Tasks.Start("restore-disk", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+	info, err := s.startTask(c, "restore-disk", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
 		res, err := s.cfg.Restores.RestoreDisk(ctx, req, rep)
 		if res == nil {
 			return nil, err // a typed nil would be recorded as "result": null

@@ -32,6 +32,9 @@ func (s *Server) login(c *gin.Context) (any, error) {
 	if len(req.Username) > 256 || len(req.Password) > 1024 {
 		return nil, badRequest("", "username or password too long")
 	}
+	if a := auditOf(c); a != nil {
+		a.user = req.Username
+	}
 	sess, err := s.cfg.Auth.Login(c.Request.Context(), s.clientIP(c), req.Username, req.Password)
 	if err != nil {
 		s.metrics.loginFailures.Inc()
@@ -75,6 +78,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	noteAudit(c, req.Name, "", "", "role "+string(req.Role))
 	if req.Name == "" || len(req.Name) > 128 {
 		return nil, invalid("name", "required, at most 128 bytes")
 	}

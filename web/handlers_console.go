@@ -683,6 +683,9 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 			return nil, err
 		}
 		for i := len(evs) - 1; i >= 0 && len(d.RecentEvents) < 20; i-- {
+			if evs[i].Outcome == OutcomeOK {
+				continue // the audit trail of what users did lives on the Events page
+			}
 			d.RecentEvents = append(d.RecentEvents, evs[i])
 		}
 	}

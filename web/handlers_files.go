@@ -323,7 +323,7 @@ func (s *Server) auditDownload(c *gin.Context, rp RestorePoint, vol string, path
 		what = format + " archive of"
 	}
 	e := policy.Event{Time: s.now(), Severity: policy.SeverityInfo, Kind: EventKindFileDownload, Subject: who.User,
-		VM: rp.VM.InstanceUUID, Repository: rp.Repository,
+		VM: rp.VM.InstanceUUID, Repository: rp.Repository, User: who.User, Address: s.clientIP(c), Outcome: OutcomeOK,
 		Message: fmt.Sprintf("%s (%s) downloaded %s %s from volume %s of restore point %s (%s, %s) from %s",
 			who.User, who.Role, what, strings.Join(shown, ", "), vol, rp.ID, rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04"), s.clientIP(c))}
 	if rec, ok := s.cfg.Events.(interface {

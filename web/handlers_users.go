@@ -58,6 +58,7 @@ func (s *Server) createUser(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	noteAudit(c, req.Username, "", "", "role "+string(req.Role))
 	if err := auth.CheckUsername(req.Username); err != nil {
 		return nil, invalid("username", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
 	}

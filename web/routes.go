@@ -59,6 +59,7 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/tasks/:id/cancel", op, s.cancelTask},
 
 		{"GET", "/api/v1/events", ro, s.listEvents},
+		{"GET", "/api/v1/events/export", ro, s.exportEvents},
 		{"GET", "/api/v1/stream", ro, s.stream},
 		{"GET", "/api/v1/dashboard", ro, s.dashboard},
 		{"GET", "/api/v1/vms", ro, s.listVMs},

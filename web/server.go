@@ -245,19 +245,25 @@ func (s *Server) adapt(rt route) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		// API answers are per user and may hold secrets (a new token): never cached.
 		c.Header("Cache-Control", "no-store")
+		a := s.startAudit(c, rt)
 		if rt.role != "" {
 			p, err := s.authenticate(c)
 			if err != nil {
+				s.finishAudit(c, a, err)
 				s.writeError(c, err)
 				return
 			}
 			if !p.Role.Allows(rt.role) {
-				s.writeError(c, forbidden(rt.role, p.Role, ""))
+				c.Set(principalKey, p)
+				err := forbidden(rt.role, p.Role, "")
+				s.finishAudit(c, a, err)
+				s.writeError(c, err)
 				return
 			}
 			c.Set(principalKey, p)
 		}
 		body, err := rt.h(c)
+		s.finishAudit(c, a, err)
 		if err != nil {
 			s.writeError(c, err)
 			return

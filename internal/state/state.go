@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -525,7 +526,16 @@ type EventQuery struct {
 	MinSeverity policy.Severity // at least this severe
 	Job         string
 	VM          string
-	Limit       int // at most this many, oldest first (0: no limit)
+	Kind        string // the kind, or a prefix of it ending before a dot ("restore" matches "restore.vm")
+	User        string // the acting user (audit events)
+	Outcome     string // "ok" or "failed" (audit events)
+	Limit       int    // at most this many, oldest first (0: no limit)
+}
+
+// kindMatches reports whether kind is want or is under it ("restore"
+// matches "restore.vm", not "restored").
+func kindMatches(kind, want string) bool {
+	return want == "" || kind == want || strings.HasPrefix(kind, strings.TrimSuffix(want, ".")+".")
 }
 
 // Events returns the events matching q, oldest first.
@@ -548,7 +558,8 @@ func (d *DB) Events(ctx context.Context, q EventQuery) ([]policy.Event, error) {
 			if err := decode(v, &e); err != nil {
 				return fmt.Errorf("event: %w", err)
 			}
-			if e.Severity.Rank() < q.MinSeverity.Rank() || (q.Job != "" && e.Job != q.Job) || (q.VM != "" && e.VM != q.VM) {
+			if e.Severity.Rank() < q.MinSeverity.Rank() || (q.Job != "" && e.Job != q.Job) || (q.VM != "" && e.VM != q.VM) ||
+				!kindMatches(e.Kind, q.Kind) || (q.User != "" && e.User != q.User) || (q.Outcome != "" && e.Outcome != q.Outcome) {
 				continue
 			}
 			out = append(out, e)

@@ -1,4 +1,6 @@
-// Events: the appliance's event log, filterable by time range, severity, VM and job; new events arrive live.
+// Events: the appliance's event log and audit trail (who did what from
+// where, and how it ended), filterable by time range, severity, kind,
+// user, outcome, VM and job, exported as CSV or JSON; new events arrive live.
 import { h, clear, field, table, badge } from "../lib/dom.js";
 
 const rank = { info: 0, warning: 1, error: 2 };
@@ -33,11 +35,26 @@ export default {
     severity.value = q.get("severity") || "";
     const vm = h("select", { name: "vm", id: "events-vm" }, h("option", { value: "" }, "All VMs"));
     const job = h("select", { name: "job", id: "events-job" }, h("option", { value: "" }, "All jobs"));
+    // Kinds a prefix matches on the server ("restore": restore.vm and restore.disk).
+    const kind = h("select", { name: "kind", id: "events-kind" }, h("option", { value: "" }, "All kinds"),
+      ...[["auth", "Sign-ins"], ["restore", "Restores"], ["file.download", "File downloads"], ["backup.adhoc", "Ad-hoc backups"],
+        ["point", "Restore point lock, unlock, delete"], ["job", "Job changes and runs"], ["repository", "Checks and reclaims"],
+        ["settings", "Settings"], ["token", "API tokens"], ["user", "Users"], ["task.cancel", "Task cancels"], ["vm", "VM backups"]]
+        .map(([v, l]) => h("option", { value: v }, l)));
+    kind.value = q.get("kind") || "";
+    const user = h("input", { type: "search", name: "user", id: "events-user", autocomplete: "off", placeholder: "user name" });
+    user.value = q.get("user") || "";
+    const outcome = h("select", { name: "outcome", id: "events-outcome" }, h("option", { value: "" }, "Any"),
+      h("option", { value: "ok" }, "Succeeded"), h("option", { value: "failed" }, "Failed"));
+    outcome.value = q.get("outcome") || "";
+    const csvLink = h("a", { class: "button", id: "events-export-csv", download: "", href: "/api/v1/events/export?format=csv" }, "Export CSV");
+    const jsonLink = h("a", { class: "button", id: "events-export-json", download: "", href: "/api/v1/events/export?format=json" }, "Export JSON");
     const fromField = field("From", from);
     const toField = field("To", to);
     const form = h("form", { class: "row", "aria-label": "Filter events", id: "events-filter" },
-      field("Time range", range), fromField, toField, field("Severity", severity), field("VM", vm), field("Job", job),
-      h("div", { class: "field" }, h("button", { type: "submit", class: "primary" }, "Apply")));
+      field("Time range", range), fromField, toField, field("Severity", severity), field("Kind", kind), field("User", user), field("Outcome", outcome), field("VM", vm), field("Job", job),
+      h("div", { class: "field" }, h("button", { type: "submit", class: "primary" }, "Apply")),
+      h("div", { class: "field" }, csvLink, " ", jsonLink));
     const status = h("p", { class: "muted", role: "status", id: "events-count" });
     const list = h("div", { id: "events-list" });
     root.append(form, status, list);
@@ -85,6 +102,15 @@ export default {
       if (severity.value) p.set("severity", severity.value);
       if (vm.value) p.set("vm", vm.value);
       if (job.value) p.set("job", job.value);
+      if (kind.value) p.set("kind", kind.value);
+      if (user.value.trim()) p.set("user", user.value.trim());
+      if (outcome.value) p.set("outcome", outcome.value);
+      // The export takes the same filter, without the page size.
+      for (const [a, f] of [[csvLink, "csv"], [jsonLink, "json"]]) {
+        const x = new URLSearchParams(p);
+        x.set("format", f);
+        a.href = `/api/v1/events/export?${x}`;
+      }
       p.set("limit", String(pageSize));
       return p;
     }
@@ -94,6 +120,10 @@ export default {
       if (severity.value && (rank[e.severity] ?? 0) < rank[severity.value]) return false;
       if (vm.value && e.vm !== vm.value) return false;
       if (job.value && e.job !== job.value) return false;
+      const k = kind.value;
+      if (k && e.kind !== k && !String(e.kind || "").startsWith(`${k}.`)) return false;
+      if (user.value.trim() && e.user !== user.value.trim()) return false;
+      if (outcome.value && e.outcome !== outcome.value) return false;
       return true;
     }
 
@@ -106,6 +136,7 @@ export default {
         { label: "Severity", cell: e => badge(e.severity || "info") },
         { label: "Kind", cell: e => e.kind || "" },
         { label: "Subject", cell: e => e.subject || "" },
+        { label: "User", cell: e => (e.user ? h("span", { class: "event-who" }, e.user, e.address ? ` from ${e.address}` : "", e.outcome ? " " : "", e.outcome ? badge(e.outcome === "ok" ? "ok" : "failed") : "") : "") },
         { label: "VM", cell: e => (e.vm ? vmName.get(e.vm) || e.vm : "") },
         { label: "Job", cell: e => e.job || "" },
         { label: "Message", cell: e => e.message || "" },

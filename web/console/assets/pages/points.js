@@ -18,42 +18,76 @@ export default {
     const status = h("div", { class: "p2-status", role: "status", "aria-live": "polite", id: "points-status" });
     const vmSel = h("select", { id: "points-vm", name: "vm" });
     const repoSel = h("select", { id: "points-repo", name: "repository" });
+    const search = h("input", { type: "search", id: "points-q", name: "q", placeholder: "VM name or point id", autocomplete: "off" });
+    const fromIn = h("input", { type: "date", id: "points-from", name: "from" });
+    const toIn = h("input", { type: "date", id: "points-to", name: "to" });
+    const count = h("p", { class: "hint", id: "points-count" });
     const body = h("div", { id: "points-body" }, h("p", { class: "loading" }, "Loading restore points…"));
-    root.append(
-      h(
-        "form",
-        { class: "row", role: "search", "aria-label": "Filter restore points" },
-        h("div", { class: "field" }, h("label", { for: "points-vm" }, "VM"), vmSel),
-        h("div", { class: "field" }, h("label", { for: "points-repo" }, "Repository"), repoSel),
-      ),
-      status,
-      body,
+    const form = h(
+      "form",
+      { class: "row", role: "search", "aria-label": "Filter restore points", id: "points-filter" },
+      h("div", { class: "field" }, h("label", { for: "points-vm" }, "VM"), vmSel),
+      h("div", { class: "field" }, h("label", { for: "points-repo" }, "Repository"), repoSel),
+      h("div", { class: "field" }, h("label", { for: "points-q" }, "Search"), search),
+      h("div", { class: "field" }, h("label", { for: "points-from" }, "From"), fromIn),
+      h("div", { class: "field" }, h("label", { for: "points-to" }, "To (inclusive)"), toIn),
     );
+    root.append(form, status, count, body);
 
-    let points = [];
+    let points = []; // the points matching the filter (the server filters)
     let unique = new Map(); // point id -> unique bytes (from repository statistics)
-    const [pts, vms, repos] = await Promise.all([ctx.api("GET", "/restore-points"), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
-    points = pts || [];
-    const choices = vmChoices(vms, points).filter((c) => c.points > 0);
-    vmSel.append(h("option", { value: "" }, `All VMs (${choices.length})`), choices.map((c) => h("option", { value: c.key }, `${c.name}${c.inInventory ? "" : " (not in vCenter)"} — ${c.points}`)));
-    repoSel.append(h("option", { value: "" }, "All repositories"), (repos || []).map((r) => h("option", { value: r.name }, r.name)));
+    const [all, vms, repos] = await Promise.all([ctx.api("GET", "/restore-points"), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
+    const choices = vmChoices(vms, all || []).filter((c) => c.points > 0);
+    // Element.append takes nodes, not arrays: spread the options.
+    vmSel.append(h("option", { value: "" }, `All VMs (${choices.length})`), ...choices.map((c) => h("option", { value: c.key }, `${c.name}${c.inInventory ? "" : " (not in vCenter)"} — ${c.points} point${c.points === 1 ? "" : "s"}`)));
+    repoSel.append(h("option", { value: "" }, "All repositories"), ...(repos || []).map((r) => h("option", { value: r.name }, r.name)));
     const want = ctx.query.get("vm");
-    if (want && choices.some((c) => c.key === want)) vmSel.value = want;
+    if (want) {
+      // Inventory links by instance UUID; a VM with no point yet still
+      // filters (to nothing) instead of showing every VM's points.
+      if (!choices.some((c) => c.key === want)) {
+        const v = (vms || []).find((x) => x.instanceUuid === want || x.name === want);
+        vmSel.append(h("option", { value: want }, `${v ? v.name : want} — 0 points`));
+      }
+      vmSel.value = want;
+    }
+    if (ctx.query.get("q")) search.value = ctx.query.get("q");
+    if (ctx.query.get("repository")) repoSel.value = ctx.query.get("repository");
 
-    // Unique bytes come with each repository's statistics, which take a
-    // moment to compute: the table shows first and fills them in.
-    Promise.all(
-      (repos || []).map((r) =>
-        ctx
-          .api("GET", `/repositories/${encodeURIComponent(r.name)}`)
-          .then((d) => {
-            for (const ps of (d && d.stats && (d.stats.perPoint)) || []) unique.set(ps.id, pick(ps, "uniqueBytes"));
-          })
-          .catch(() => {}),
-      ),
-    ).then(() => {
-      if (root.isConnected) draw();
-    });
+    // query is GET /restore-points' filter from the form: dates are local
+    // days, the end day included.
+    function query() {
+      const p = new URLSearchParams();
+      if (vmSel.value) p.set("vm", vmSel.value);
+      if (repoSel.value) p.set("repository", repoSel.value);
+      if (search.value.trim()) p.set("q", search.value.trim());
+      if (fromIn.value) p.set("from", new Date(`${fromIn.value}T00:00:00`).toISOString());
+      if (toIn.value) {
+        const end = new Date(`${toIn.value}T00:00:00`);
+        end.setDate(end.getDate() + 1);
+        p.set("to", end.toISOString());
+      }
+      return p;
+    }
+
+    let seq = 0;
+    async function load() {
+      const mine = ++seq;
+      const q = query();
+      if (fromIn.value && toIn.value && fromIn.value > toIn.value) {
+        status.textContent = "The end date is before the start date.";
+        return;
+      }
+      try {
+        const got = (await ctx.api("GET", `/restore-points${q.toString() ? `?${q}` : ""}`)) || [];
+        if (mine !== seq) return; // a newer filter answered first
+        points = got;
+        draw();
+      } catch (e) {
+        if (mine === seq) status.textContent = `Could not list restore points: ${errorText(e)}`;
+      }
+    }
+    points = all || [];
 
     function row(p) {
       const c = consistency(p);
@@ -80,7 +114,8 @@ export default {
       return h(
         "tr",
         { "data-point": p.id, "data-locked": p.locked ? "true" : "false" },
-        h("td", { "data-label": "Time" }, ctx.fmt.time(p.time), p.partial ? h("span", { class: "badge p2-state-bad" }, " partial") : null),
+        h("td", { "data-label": "Time" }, h("time", { datetime: p.time, title: p.time }, ctx.fmt.time(p.time)), p.partial ? h("span", { class: "badge p2-state-bad" }, " partial") : null),
+        h("td", { "data-label": "ID" }, h("code", { class: "point-id", title: p.id }, String(p.id).slice(0, 12))),
         h("td", { "data-label": "Repository" }, p.repository),
         h("td", { "data-label": "Job" }, p.job || "ad hoc"),
         h("td", { "data-label": "Size", class: "num" }, ctx.fmt.bytes(p.logicalBytes)),
@@ -92,11 +127,11 @@ export default {
     }
 
     function draw() {
-      const v = vmSel.value;
-      const r = repoSel.value;
-      const list = points.filter((p) => (!v || pointVM(p) === v) && (!r || p.repository === r));
+      const list = points;
+      const filtered = query().toString() !== "";
+      count.textContent = filtered ? `${list.length} restore point${list.length === 1 ? "" : "s"} match the filter.` : `${list.length} restore point${list.length === 1 ? "" : "s"}.`;
       if (!list.length) {
-        body.replaceChildren(h("p", { class: "empty" }, points.length ? "No restore point matches the filter." : "No restore points yet: run a backup job first."));
+        body.replaceChildren(h("p", { class: "empty" }, filtered ? "No restore point matches the filter." : "No restore points yet: run a backup job first."));
         return;
       }
       const groups = new Map();
@@ -110,13 +145,15 @@ export default {
         ...[...groups.entries()]
           .sort((a, b) => String(a[1].name).localeCompare(String(b[1].name)))
           .map(([k, g], i) => {
-            const total = g.points.reduce((n, p) => n + (p.logicalBytes || 0), 0);
+            // What is protected is the VM's newest complete point, not the
+            // sum of its points (two points of a 64 MiB VM protect 64 MiB).
+            const newest = g.points.filter((p) => !p.partial).reduce((a, p) => (!a || new Date(p.time) > new Date(a.time) ? p : a), null);
             const hid = `vm-group-${i}`;
             return h(
               "section",
               { class: "p2-vm-group", "aria-labelledby": hid, "data-vm": k },
               h("h2", { id: hid }, g.name, inInv.has(k) || !(vms || []).length ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
-              h("p", { class: "hint" }, `${g.points.length} restore point${g.points.length === 1 ? "" : "s"}, ${ctx.fmt.bytes(total)} protected in total`),
+              h("p", { class: "hint" }, `${g.points.length} restore point${g.points.length === 1 ? "" : "s"}; ${newest ? `${ctx.fmt.bytes(newest.logicalBytes)} protected by the newest, ${ctx.fmt.time(newest.time)}` : "no complete point"}`),
               h(
                 "div",
                 { class: "table-wrap" },
@@ -124,7 +161,7 @@ export default {
                   "table",
                   { class: "p2-table" },
                   h("caption", { class: "visually-hidden" }, `Restore points of ${g.name}`),
-                  h("thead", null, h("tr", null, ["Time", "Repository", "Job", "Size", "Unique", "Consistency", "Lock", "Actions"].map((c) => h("th", { scope: "col", class: c === "Size" || c === "Unique" ? "num" : null }, c)))),
+                  h("thead", null, h("tr", null, ["Time", "ID", "Repository", "Job", "Size", "Unique", "Consistency", "Lock", "Actions"].map((c) => h("th", { scope: "col", class: c === "Size" || c === "Unique" ? "num" : null }, c)))),
                   h("tbody", null, g.points.map(row)),
                 ),
               ),
@@ -189,7 +226,10 @@ export default {
       refreshTimer = setTimeout(async () => {
         if (document.querySelector("#confirm[open]")) return;
         try {
-          points = (await ctx.api("GET", "/restore-points")) || [];
+          const mine = ++seq;
+          const got = (await ctx.api("GET", `/restore-points${query().toString() ? `?${query()}` : ""}`)) || [];
+          if (mine !== seq) return;
+          points = got;
           const had = document.activeElement && document.activeElement.dataset ? { point: document.activeElement.dataset.point, action: document.activeElement.dataset.action } : null;
           draw();
           if (had && had.point) {
@@ -202,12 +242,22 @@ export default {
       }, 1000);
     });
 
-    vmSel.addEventListener("change", draw);
-    repoSel.addEventListener("change", draw);
-    draw();
+    let typing = 0;
+    for (const el of [vmSel, repoSel, fromIn, toIn]) el.addEventListener("change", load);
+    search.addEventListener("input", () => {
+      clearTimeout(typing);
+      typing = setTimeout(load, 250);
+    });
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      load();
+    });
+    if (query().toString()) await load();
+    else draw();
     return () => {
       unsub();
       clearTimeout(refreshTimer);
+      clearTimeout(typing);
     };
   },
 };

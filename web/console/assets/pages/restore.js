@@ -249,7 +249,7 @@ export default {
                     { for: rid },
                     h("strong", null, new Date(p.time).toLocaleTimeString("en-GB", { timeZone: tz, hour: "2-digit", minute: "2-digit", second: "2-digit" })),
                     h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label),
-                    h("span", { class: "hint" }, `${ctx.fmt.bytes(p.logicalBytes)} · ${p.repository}${p.job ? ` · job ${p.job}` : ""}`),
+                    h("span", { class: "hint" }, h("code", { class: "point-id", title: p.id }, String(p.id).slice(0, 12)), ` · ${ctx.fmt.bytes(p.logicalBytes)} · ${p.repository}${p.job ? ` · job ${p.job}` : ""}`),
                     p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : null,
                   ),
                 );
