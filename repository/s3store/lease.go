@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -57,8 +58,9 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, wait time.Durat
 			return nil, fmt.Errorf("lock %s: %w", s.t.URL(), err)
 		}
 		cur, rerr := s.readLease(ctx)
-		if rerr == nil && time.Now().After(cur.Expires) {
-			// Its holder stopped renewing: take it over.
+		if rerr == nil && (time.Now().After(cur.Expires) || deadHere(cur, host)) {
+			// Its holder stopped renewing, or it was a process of this host
+			// that no longer runs (killed): take it over.
 			if err := s.Delete(ctx, leaseName); err != nil {
 				return nil, fmt.Errorf("lock %s: remove expired lease: %w", s.t.URL(), err)
 			}
@@ -107,6 +109,15 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, wait time.Durat
 		})
 		return err
 	}, nil
+}
+
+// deadHere reports whether l was taken by a process of this host that is
+// gone (a kill -9 leaves its lease behind until it expires otherwise).
+func deadHere(l Lease, host string) bool {
+	if l.Host == "" || l.Host != host || l.PID <= 0 || l.PID == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(l.PID, 0), syscall.ESRCH)
 }
 
 func (s *Store) readLease(ctx context.Context) (Lease, error) {
