@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/vmvault/vmvault/repository/storage"
+	"github.com/vmvault/vmvault/repository/storage/storagetest"
 )
 
 func TestStoreAgainstVersitygw(t *testing.T) {
@@ -103,4 +105,21 @@ func TestLeaseExcludesAndExpires(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	rel2()
+}
+
+func TestS3Conformance(t *testing.T) {
+	srv := StartTestServer(t)
+	n := 0
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		n++
+		tg, err := ParseTarget(srv.Location("conformance", fmt.Sprintf("run%d", n))[len("s3:"):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := New(context.Background(), tg, Options{StageDir: t.TempDir(), CreateBucket: true, PartSize: 5 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
 }
