@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/vmvault/vmvault/repository/storage"
 	"github.com/vmvault/vmvault/repository/storage/storagetest"
 )
@@ -122,4 +124,45 @@ func TestS3Conformance(t *testing.T) {
 		}
 		return st
 	})
+}
+
+// A multipart upload a crash interrupted is no object, but it holds space
+// on the server until aborted: Clean (run at Open under the lock) aborts
+// every incomplete upload under the prefix, and only those.
+func TestCleanAbortsInterruptedUploads(t *testing.T) {
+	st, srv := NewTestStore(t, "vmvault-mpu", "mine")
+	ctx := context.Background()
+	core := minio.Core{Client: st.c}
+	for _, key := range []string{"mine/packs/ab/ab01", "other/packs/cd/cd01"} {
+		id, err := core.NewMultipartUpload(ctx, "vmvault-mpu", key, minio.PutObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := make([]byte, 5<<20)
+		if _, err := core.PutObjectPart(ctx, "vmvault-mpu", key, id, 1, bytes.NewReader(part), int64(len(part)), minio.PutObjectPartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uploads := func(prefix string) int {
+		n := 0
+		for u := range st.c.ListIncompleteUploads(ctx, "vmvault-mpu", prefix, true) {
+			if u.Err != nil {
+				t.Fatalf("list uploads: %v", u.Err)
+			}
+			n++
+		}
+		return n
+	}
+	if n := uploads("mine/"); n != 1 {
+		t.Fatalf("%d incomplete uploads under mine/ before Clean, want 1 (server %s)", n, srv.Endpoint)
+	}
+	if err := st.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := uploads("mine/"); n != 0 {
+		t.Fatalf("%d incomplete uploads left under mine/ after Clean", n)
+	}
+	if n := uploads("other/"); n != 1 {
+		t.Fatalf("Clean touched another prefix's upload: %d left, want 1", n)
+	}
 }
