@@ -219,6 +219,11 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return fail(err)
 	}
 	n := 2
+	if r.storeDir() == "" {
+		// A remote PUT waits on the network and the server, not on this
+		// host's disk: more packs in flight keep the pipeline full.
+		n = 6
+	}
 	r.finq = make(chan *packWriter, n)
 	for range n {
 		r.finWG.Add(1)

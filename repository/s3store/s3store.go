@@ -219,7 +219,10 @@ func isPreconditionFailed(err error) bool {
 
 func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, exclusive bool) error {
 	opts := minio.PutObjectOptions{
-		SendContentMd5: true,
+		// Over http minio-go signs the payload's SHA-256, which the server
+		// verifies: that is the checksum. Over https it sends
+		// UNSIGNED-PAYLOAD, so Content-MD5 (per part) is.
+		SendContentMd5: s.t.Secure,
 		PartSize:       s.partSize,
 		ContentType:    "application/octet-stream",
 	}
