@@ -26,9 +26,20 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/appliance
 
-test: test-deps vet openapi-lint
+test: test-deps vet openapi-lint versitygw
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 15m $(PLAIN_PKGS)
+
+# versitygw: the real S3 server the S3 tests (repository/s3store,
+# internal/s3suite) start on loopback; built once (about 2 minutes) into a
+# cache outside the tree, found by the tests through VMVAULT_VERSITYGW.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(HOME)/.cache/vmvault/bin/versitygw
+export VMVAULT_VERSITYGW := $(VERSITYGW)
+.PHONY: versitygw
+versitygw: $(VERSITYGW)
+$(VERSITYGW):
+	GOBIN=$(dir $(VERSITYGW)) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 # $(call install-missing,TOOLS) apt-get installs the packages of TOOLS
 # (command:package) whose command is missing (fresh Debian, as root).

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"encoding/binary"
+	"github.com/vmvault/vmvault/repository/storage"
 	"hash/fnv"
 	"io"
 	"io/fs"
@@ -323,7 +324,7 @@ func FuzzCatalogOpen(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r := &Repository{dir: dir, cfg: cfg, opts: OpenOptions{NoFsync: true}}
+		r := &Repository{dir: dir, store: storage.NewLocal(dir, true), cfg: cfg, opts: OpenOptions{NoFsync: true}}
 		db, err := r.tryOpenCatalog(path)
 		if err != nil {
 			return

@@ -375,7 +375,7 @@ func (c *checker) verifyEntries(ctx context.Context, id packID, entries []packEn
 // readPack reads a whole pack sequentially and verifies every blob.
 func (c *checker) readPack(ctx context.Context, id packID, entries []packEntry) error {
 	r := c.r
-	f, err := os.Open(r.packPath(id))
+	f, err := r.store.Open(ctx, packName(id))
 	if err != nil {
 		c.problem(Problem{Kind: ProblemBadPack, Pack: id.String(), Message: err.Error()})
 		return nil

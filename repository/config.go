@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vmvault/vmvault/repository/storage"
 	"os"
 	"path/filepath"
 	"time"
@@ -144,8 +145,51 @@ func deriveKEK(password []byte, k kdfFile) []byte {
 	return argon2.IDKey(password, k.Salt, k.Time, k.MemoryKiB, k.Threads, 32)
 }
 
-// Init creates a repository in dir, which must be absent or empty.
-func Init(ctx context.Context, dir string, password []byte, opts InitOptions) error {
+// Init creates a repository at location (a local directory, which must be
+// absent or empty, or an s3: URL whose bucket/prefix holds no config; see
+// ParseLocation).
+func Init(ctx context.Context, location string, password []byte, opts InitOptions) error {
+	loc, err := ParseLocation(location)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	dir := location
+	var store storage.Storage
+	if err := validateInit(dir, password, opts); err != nil {
+		return err
+	}
+	if loc.S3 == nil {
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			return fmt.Errorf("init %s: %w", dir, ErrNotEmpty)
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("init %s: %w", dir, err)
+		}
+		for _, d := range []string{dir, filepath.Join(dir, "packs"), filepath.Join(dir, "points"), filepath.Join(dir, "locks")} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return fmt.Errorf("init: %w", err)
+			}
+		}
+	}
+	store, _, err = openStore(ctx, loc, "", false, true)
+	if err != nil {
+		return fmt.Errorf("init %s: %w", location, err)
+	}
+	defer store.Close()
+	if loc.S3 != nil {
+		empty := true
+		if err := store.List(ctx, "", func(string, int64) error { empty = false; return errStopList }); err != nil && err != errStopList {
+			return fmt.Errorf("init %s: %w", location, err)
+		}
+		if !empty {
+			return fmt.Errorf("init %s: %w", location, ErrNotEmpty)
+		}
+	}
+	return initStore(ctx, store, dir, password, opts)
+}
+
+var errStopList = errors.New("stop listing")
+
+func validateInit(dir string, password []byte, opts InitOptions) error {
 	if err := opts.Chunker.Validate(); err != nil {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}
@@ -158,10 +202,12 @@ func Init(ctx context.Context, dir string, password []byte, opts InitOptions) er
 	if !opts.NoEncryption && len(password) == 0 {
 		return fmt.Errorf("init %s: an encrypted repository needs a passphrase", dir)
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("init %s: %w", dir, ErrNotEmpty)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("init %s: %w", dir, err)
+	return nil
+}
+
+func initStore(ctx context.Context, store storage.Storage, dir string, password []byte, opts InitOptions) error {
+	if opts.PackSize == 0 {
+		opts.PackSize = DefaultPackSize
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -212,13 +258,8 @@ func Init(ctx context.Context, dir string, password []byte, opts InitOptions) er
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "packs"), filepath.Join(dir, "points"), filepath.Join(dir, "locks")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-	}
 	// config is written last: a directory without config is not a repository.
-	if err := writeFileAtomic(filepath.Join(dir, "config"), append(b, '\n'), true); err != nil {
+	if err := storage.PutBytes(ctx, store, "config", append(b, '\n'), configSteps); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
 	return nil

@@ -13,6 +13,16 @@
 // dir -> index transaction -> commit record last) is the crash-safety
 // contract.
 //
+// Storage: every file operation on packs, commit records and the config goes
+// through storage.Storage (repository/storage): the local directory is its
+// first implementation, repository/s3store the S3 one (a location
+// "s3:http(s)://HOST[:PORT]/BUCKET[/PREFIX]", see ParseLocation; any other
+// scheme is refused), storage.Faulty injects failures in tests. The write
+// order above holds on every backend with "rename + fsync dir" read as "the
+// backend acknowledged the object". index.db and the process lock are
+// always local: in the repository directory, or for a remote repository in
+// a cache directory (OpenOptions.CacheDir).
+//
 // Concurrency: a Repository is goroutine-safe. Sessions share a small pool of
 // open pack files; blobs are hashed, compressed and sealed in the calling
 // goroutine and only the append happens under a short per-pack lock. Reclaim

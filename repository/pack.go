@@ -2,28 +2,27 @@ package repository
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/repository/storage"
 	bolt "go.etcd.io/bbolt"
 )
 
 // packWriter is an open pack being filled. Blobs are streamed to a temp file
 // as they arrive; only the header entries stay in memory.
 type packWriter struct {
-	id      packID
-	tmpPath string
-	path    string
+	id   packID
+	name string // storage name
 
 	mu      sync.Mutex // guards everything below
-	f       *os.File
+	f       storage.Staged
 	w       *bufio.Writer // small blobs are gathered into few write calls; flushed by writePackTail
 	size    int64
 	entries []packEntry
@@ -41,31 +40,30 @@ type packWriter struct {
 // wait until the pack is indexed), and the tail flushes the buffer.
 const packWriteBuffer = 256 << 10
 
-func (r *Repository) packPath(id packID) string {
+// packName is the storage name of a pack.
+func packName(id packID) string {
 	s := id.String()
-	return filepath.Join(r.dir, "packs", s[:2], s)
+	return "packs/" + s[:2] + "/" + s
 }
+
+// packPath names a pack in messages (for a local repository, its path).
+func (r *Repository) packPath(id packID) string { return r.objectPath(packName(id)) }
 
 func (r *Repository) newPackWriter() (*packWriter, error) {
 	var id packID
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	pw := &packWriter{id: id, path: r.packPath(id), done: make(chan struct{})}
-	pw.tmpPath = pw.path + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(pw.path), 0o700); err != nil {
-		return nil, r.diskFull(fmt.Errorf("create pack dir: %w", err))
-	}
+	pw := &packWriter{id: id, name: packName(id), done: make(chan struct{})}
 	if err := failpoint.Hit("pack.create"); err != nil {
 		return nil, r.diskFull(fmt.Errorf("create pack: %w", err))
 	}
-	f, err := os.OpenFile(pw.tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := r.store.Create(context.Background(), pw.name)
 	if err != nil {
 		return nil, r.diskFull(fmt.Errorf("create pack: %w", err))
 	}
 	if _, err := f.Write(magicPack[:]); err != nil {
-		f.Close()
-		os.Remove(pw.tmpPath)
+		f.Abort()
 		return nil, r.diskFull(fmt.Errorf("write pack %s: %w", id, err))
 	}
 	pw.f, pw.size = f, packStart
@@ -173,8 +171,7 @@ func (r *Repository) finalize(pw *packWriter) {
 	err := pw.werr
 	indexed := false
 	if err == nil && len(pw.entries) == 0 {
-		pw.f.Close()
-		os.Remove(pw.tmpPath)
+		pw.f.Abort()
 	} else if err == nil {
 		err = r.writePackTail(pw)
 		if err == nil {
@@ -191,8 +188,7 @@ func (r *Repository) finalize(pw *packWriter) {
 			}
 		}
 	} else {
-		pw.f.Close()
-		os.Remove(pw.tmpPath)
+		pw.f.Abort()
 	}
 	r.mu.Lock()
 	for i, e := range pw.entries {
@@ -217,8 +213,7 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 	hdr := r.codec.sealMeta(encodePackHeader(pw.entries), packHeaderAD(pw.id))
 	tail := append(hdr, encodeTrailer(hdr)...)
 	fail := func(err error) error {
-		pw.f.Close()
-		os.Remove(pw.tmpPath)
+		pw.f.Abort()
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
 	}
 	if err := failpoint.Hit("pack.tail"); err != nil {
@@ -231,49 +226,22 @@ func (r *Repository) writePackTail(pw *packWriter) error {
 		return fail(err)
 	}
 	pw.size += int64(len(tail))
-	if !r.opts.NoFsync {
-		if err := failpoint.Hit("pack.fsync"); err != nil {
-			return fail(err)
-		}
-		if err := pw.f.Sync(); err != nil {
-			return fail(err)
-		}
-	}
-	if err := pw.f.Close(); err != nil {
-		os.Remove(pw.tmpPath)
+	// fsync, rename, fsync dir (local) or upload (object store): the
+	// backend keeps the pack.* failpoints on those steps.
+	if err := pw.f.Commit(context.Background(), packSteps); err != nil {
 		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
-	}
-	if err := failpoint.Hit("pack.rename"); err != nil {
-		os.Remove(pw.tmpPath)
-		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
-	}
-	if err := os.Rename(pw.tmpPath, pw.path); err != nil {
-		os.Remove(pw.tmpPath)
-		return fmt.Errorf("finalise pack %s: %w", pw.id, err)
-	}
-	if !r.opts.NoFsync {
-		if err := failpoint.Hit("pack.dirsync"); err != nil {
-			return fmt.Errorf("finalise pack %s: %w", pw.id, err)
-		}
-		if err := syncDir(filepath.Dir(pw.path)); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
 // readPackHeader reads and verifies the trailing header of a pack file.
 func (r *Repository) readPackHeader(id packID) ([]packEntry, int64, error) {
-	f, err := os.Open(r.packPath(id))
+	f, err := r.store.Open(context.Background(), packName(id))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	return decodePackFile(r.codec, id, f, st.Size())
+	return decodePackFile(r.codec, id, f, f.Size())
 }
 
 // decodePackFile parses a pack's magic, trailer and header.
@@ -316,6 +284,7 @@ func decodePackFile(c *codec, id packID, f io.ReaderAt, size int64) ([]packEntry
 // deleted by reclaim stays readable through an open handle (POSIX), and
 // lookups retry once after a miss.
 type fileCache struct {
+	store storage.Storage
 	mu    sync.Mutex
 	files map[packID]*cachedFile
 	max   int
@@ -323,15 +292,17 @@ type fileCache struct {
 }
 
 type cachedFile struct {
-	f    *os.File
+	f    storage.Object
 	used uint64
 	refs int
 	dead bool
 }
 
-func newFileCache(max int) *fileCache { return &fileCache{files: map[packID]*cachedFile{}, max: max} }
+func newFileCache(store storage.Storage, max int) *fileCache {
+	return &fileCache{store: store, files: map[packID]*cachedFile{}, max: max}
+}
 
-func (c *fileCache) get(path string, id packID) (*cachedFile, error) {
+func (c *fileCache) get(id packID) (*cachedFile, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tick++
@@ -339,7 +310,7 @@ func (c *fileCache) get(path string, id packID) (*cachedFile, error) {
 		cf.used, cf.refs = c.tick, cf.refs+1
 		return cf, nil
 	}
-	f, err := os.Open(path)
+	f, err := c.store.Open(context.Background(), packName(id))
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +369,7 @@ func (c *fileCache) closeAll() {
 
 // readAt reads len(p) bytes of pack id at off.
 func (r *Repository) readPackAt(id packID, p []byte, off int64) error {
-	cf, err := r.files.get(r.packPath(id), id)
+	cf, err := r.files.get(id)
 	if err != nil {
 		return fmt.Errorf("open pack %s: %w", id, err)
 	}

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/vmvault/vmvault/repository/storage"
 	"sort"
 	"strings"
 	"time"
@@ -125,39 +123,38 @@ func pointFrom(id ID, m manifest, locked bool) Point {
 	return p
 }
 
-func (r *Repository) recordPath(id ID) string { return filepath.Join(r.dir, "points", id.String()) }
+// recordName is the storage name of a commit record.
+func recordName(id ID) string { return "points/" + id.String() }
+
+// recordPath names a commit record in messages (the location and the name).
+func (r *Repository) recordPath(id ID) string { return r.objectPath(recordName(id)) }
 
 // listRecords returns the ids of the commit records under points/ (temp
 // files and names that are not ids are not records).
 func (r *Repository) listRecords() ([]ID, error) {
-	ents, err := os.ReadDir(filepath.Join(r.dir, "points"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list commit records: %w", err)
-	}
 	var out []ID
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if id, err := ParseID(e.Name()); err == nil && id.String() == e.Name() {
+	err := r.store.List(context.Background(), "points/", func(name string, _ int64) error {
+		base := strings.TrimPrefix(name, "points/")
+		if id, err := ParseID(base); err == nil && id.String() == base {
 			out = append(out, id)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list commit records: %w", err)
 	}
 	return out, nil
 }
 
 func (r *Repository) writeRecord(rec record) error {
-	if err := writeFileSteps(recordSteps, r.recordPath(rec.Manifest), r.codec.encodeRecord(rec), !r.opts.NoFsync); err != nil {
+	if err := storage.PutBytes(context.Background(), r.store, recordName(rec.Manifest), r.codec.encodeRecord(rec), recordSteps); err != nil {
 		return fmt.Errorf("write commit record %s: %w", rec.Manifest, err)
 	}
 	return nil
 }
 
 func (r *Repository) readRecord(id ID) (record, error) {
-	b, err := os.ReadFile(r.recordPath(id))
+	b, err := storage.ReadAll(context.Background(), r.store, recordName(id))
 	if err != nil {
 		return record{}, err
 	}
@@ -300,13 +297,11 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	if err := failpoint.Hit("point.delete"); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
-	if err := os.Remove(r.recordPath(pid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := r.store.Delete(context.Background(), recordName(pid)); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
-	if !r.opts.NoFsync {
-		if err := syncDir(filepath.Join(r.dir, "points")); err != nil {
-			return fmt.Errorf("delete %s: %w", p.ID, err)
-		}
+	if err := r.store.SyncDeletes(context.Background(), "points/"); err != nil {
+		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
 	return nil
 }

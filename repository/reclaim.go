@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -436,7 +435,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		if err := failpoint.Hit("reclaim.delete"); err != nil {
 			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
 		}
-		if err := os.Remove(r.packPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := r.store.Delete(ctx, packName(id)); err != nil {
 			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
 		}
 		r.files.forget(id)
@@ -448,7 +447,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		if err := failpoint.Hit("reclaim.delete"); err != nil {
 			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
 		}
-		if err := os.Remove(r.packPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := r.store.Delete(ctx, packName(id)); err != nil {
 			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
 		}
 		rep.OrphanFiles++
@@ -457,13 +456,14 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if !r.opts.NoFsync && (len(deleted) > 0 || len(orphans) > 0) {
 		dirs := map[string]bool{}
 		for _, id := range append(deleted, orphans...) {
-			dirs[filepath.Dir(r.packPath(id))] = true
+			s := id.String()
+			dirs["packs/"+s[:2]+"/"] = true
 		}
 		for d := range dirs {
 			if err := failpoint.Hit("reclaim.dirsync"); err != nil {
 				return rep, fmt.Errorf("reclaim: %w", err)
 			}
-			if err := syncDir(d); err != nil {
+			if err := r.store.SyncDeletes(ctx, d); err != nil {
 				return rep, err
 			}
 		}

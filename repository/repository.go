@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmvault/vmvault/repository/s3store"
+	"github.com/vmvault/vmvault/repository/storage"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +30,11 @@ type OpenOptions struct {
 	// Holder names this process in the lock file ("daemon", "CLI (repo
 	// check)"); "" = the program and its sub-command.
 	Holder string
+	// CacheDir holds the catalog (index.db) and the process lock of a
+	// remote repository; "" = $VMVAULT_CACHE_DIR or the user's cache
+	// directory, under vmvault/repos/<hash of the location>. Unused for a
+	// local repository (its catalog lives in it).
+	CacheDir string
 	// Logger receives warnings (a catalog rebuilt after corruption, ...);
 	// nil = slog.Default(). Warnings also returns them.
 	Logger *slog.Logger
@@ -38,11 +45,13 @@ type OpenOptions struct {
 // in flight: it waits for them, and every call that starts after Close
 // began fails with ErrClosed.
 type Repository struct {
-	dir      string
+	dir      string // local directory of index.db and locks/ (the repository itself when local)
+	store    storage.Storage
 	cfg      Config
 	codec    *codec
 	opts     OpenOptions
 	lockFile *os.File
+	lease    func() error // releases a remote repository's lease (nil when local)
 	db       *bolt.DB
 	files    *fileCache
 	log      *slog.Logger
@@ -89,12 +98,35 @@ type pendingBlob struct {
 
 const lockFileName = "repo.lock"
 
-// Open opens the repository in dir. See the package documentation for the
-// recovery it performs.
-func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*Repository, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config"))
+// leaser is a backend with its own lock (an object store's lease object).
+type leaser interface {
+	AcquireLease(ctx context.Context, holder string, wait time.Duration) (func() error, error)
+}
+
+// Open opens the repository at location (a local directory or an s3: URL,
+// see ParseLocation). See the package documentation for the recovery it
+// performs.
+func Open(ctx context.Context, location string, password []byte, opts OpenOptions) (*Repository, error) {
+	loc, err := ParseLocation(location)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open repository: %w", err)
+	}
+	store, dir, err := openStore(ctx, loc, opts.CacheDir, opts.NoFsync, false)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", location, err)
+	}
+	r, err := openWith(ctx, store, dir, password, opts)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func openWith(ctx context.Context, store storage.Storage, dir string, password []byte, opts OpenOptions) (*Repository, error) {
+	b, err := storage.ReadAll(ctx, store, "config")
+	if err != nil {
+		if storage.IsNotExist(err) {
 			return nil, fmt.Errorf("open repository %s: not a vmvault repository (no config): %w", dir, ErrNotFound)
 		}
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
@@ -119,25 +151,50 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
+	var lease func() error
+	if ls, ok := store.(leaser); ok {
+		// A remote repository is shared by every appliance that can reach
+		// it: the local flock guards the catalog cache, the lease the
+		// bucket.
+		holder := opts.Holder
+		if holder == "" {
+			holder = defaultHolder()
+		}
+		release, err := ls.AcquireLease(ctx, holder, opts.RetryLock)
+		if err != nil {
+			releaseRepoLock(lf)
+			if le := (*s3store.LockedError)(nil); errors.As(err, &le) {
+				return nil, fmt.Errorf("open repository %s: %w: %w", store.Location(), ErrLocked, err)
+			}
+			return nil, fmt.Errorf("open repository %s: %w", store.Location(), err)
+		}
+		lease = release
+	}
+	unlock := func() {
+		if lease != nil {
+			lease()
+		}
+		releaseRepoLock(lf)
+	}
 	level := cf.Level
 	if opts.CompressionLevel != "" {
 		if !validLevel(opts.CompressionLevel) {
-			releaseRepoLock(lf) // the process keeps no lock for a refused Open
+			unlock() // the process keeps no lock for a refused Open
 			return nil, fmt.Errorf("open repository %s: unknown compression level %q", dir, opts.CompressionLevel)
 		}
 		level = opts.CompressionLevel
 	}
 	c, err := newCodec(encKey, idKey, level)
 	if err != nil {
-		releaseRepoLock(lf)
+		unlock()
 		return nil, err
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 64 << 20
 	}
 	r := &Repository{
-		dir: dir, cfg: cf.public(), codec: c, opts: opts, lockFile: lf, log: opts.Logger,
-		files:     newFileCache(64),
+		dir: dir, store: store, cfg: cf.public(), codec: c, opts: opts, lockFile: lf, lease: lease, log: opts.Logger,
+		files:     newFileCache(store, 64),
 		pending:   map[ID]*pendingBlob{},
 		condemned: map[ID]struct{}{},
 		sessions:  map[*Session]struct{}{},
@@ -152,7 +209,7 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 			r.db.Close()
 		}
 		c.close()
-		releaseRepoLock(lf)
+		unlock()
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	if err := r.removeTemp(); err != nil {
@@ -162,6 +219,11 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 		return fail(err)
 	}
 	n := 2
+	if r.storeDir() == "" {
+		// A remote PUT waits on the network and the server, not on this
+		// host's disk: more packs in flight keep the pipeline full.
+		n = 6
+	}
 	r.finq = make(chan *packWriter, n)
 	for range n {
 		r.finWG.Add(1)
@@ -173,20 +235,11 @@ func Open(ctx context.Context, dir string, password []byte, opts OpenOptions) (*
 // removeTemp deletes temp files left by a crash (no session can be open:
 // we hold the repository lock).
 func (r *Repository) removeTemp() error {
-	rm := func(pattern string) error {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			return err
-		}
-		for _, f := range m {
-			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-		return nil
+	if err := r.store.Clean(context.Background()); err != nil {
+		return fmt.Errorf("remove temp files: %w", err)
 	}
-	for _, p := range []string{"packs/*/*.tmp", "points/*.tmp", "*.tmp"} {
-		if err := rm(filepath.Join(r.dir, p)); err != nil {
+	if r.dir != r.storeDir() { // the catalog's own directory (remote backends)
+		if err := storage.NewLocal(r.dir, true).Clean(context.Background()); err != nil {
 			return fmt.Errorf("remove temp files: %w", err)
 		}
 	}
@@ -230,7 +283,15 @@ func (r *Repository) Close() error {
 	if err := r.db.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	if r.lease != nil {
+		if err := r.lease(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := releaseRepoLock(r.lockFile); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.store.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -254,7 +315,8 @@ func (r *Repository) leave() { r.readers.Done() }
 // Config returns the repository configuration.
 func (r *Repository) Config() Config { return r.cfg }
 
-// Dir returns the repository directory.
+// Dir returns the local directory of the catalog: the repository directory
+// for a local repository, its cache directory for a remote one.
 func (r *Repository) Dir() string { return r.dir }
 
 // lookup returns a blob's catalog entry.
@@ -336,32 +398,20 @@ func (r *Repository) waitPending(ctx context.Context, pb *pendingBlob) error {
 // listPackFiles returns the pack ids found under packs/.
 func (r *Repository) listPackFiles() (map[packID]int64, error) {
 	out := map[packID]int64{}
-	dirs, err := os.ReadDir(filepath.Join(r.dir, "packs"))
+	err := r.store.List(context.Background(), "packs/", func(name string, size int64) error {
+		parts := strings.Split(name, "/")
+		if len(parts) != 3 || len(parts[1]) != 2 {
+			return nil
+		}
+		id, err := parsePackID(parts[2])
+		if err != nil || !strings.HasPrefix(parts[2], parts[1]) {
+			return nil
+		}
+		out[id] = size
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, d := range dirs {
-		if !d.IsDir() || len(d.Name()) != 2 {
-			continue
-		}
-		ents, err := os.ReadDir(filepath.Join(r.dir, "packs", d.Name()))
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".tmp") {
-				continue
-			}
-			id, err := parsePackID(e.Name())
-			if err != nil || !strings.HasPrefix(e.Name(), d.Name()) {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil {
-				continue
-			}
-			out[id] = info.Size()
-		}
 	}
 	return out, nil
 }

@@ -1,8 +1,10 @@
 package repository
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"time"
@@ -20,16 +22,12 @@ import (
 // catalog knew for this pack) gives the offsets and lengths too. Only
 // blobs that decrypt and verify against their ids are returned.
 func (r *Repository) salvagePack(id packID, hint []packEntry) (entries []packEntry, size int64, err error) {
-	f, err := os.Open(r.packPath(id))
+	f, err := r.store.Open(context.Background(), packName(id))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	size = st.Size()
+	size = f.Size()
 	// Both sources: a header found intact but with a damaged entry leaves
 	// that blob to the hint.
 	cands := append(r.findPackHeader(f, id, size), hint...)
@@ -66,7 +64,7 @@ func (r *Repository) salvagePack(id packID, hint []packEntry) (entries []packEnt
 // without trusting the trailer (nil when none is found). The region a
 // header can occupy is read once; each candidate length costs one AES
 // block (sealed) or an 8-byte compare (plain) before any full decode.
-func (r *Repository) findPackHeader(f *os.File, id packID, size int64) []packEntry {
+func (r *Repository) findPackHeader(f io.ReaderAt, id packID, size int64) []packEntry {
 	c := r.codec
 	over := int64(0)
 	if c.encrypted {

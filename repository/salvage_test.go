@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"encoding/binary"
+	"github.com/vmvault/vmvault/repository/storage"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,7 +232,8 @@ func FuzzSalvagePack(f *testing.F) {
 	}
 	codecs := map[bool]*codec{false: goldenCodec(f, false), true: goldenCodec(f, true)}
 	f.Fuzz(func(t *testing.T, b []byte, enc bool) {
-		r := &Repository{dir: t.TempDir(), codec: codecs[enc]}
+		dir := t.TempDir()
+		r := &Repository{dir: dir, store: storage.NewLocal(dir, true), codec: codecs[enc]}
 		path := r.packPath(pid)
 		os.MkdirAll(filepath.Dir(path), 0o700)
 		if err := os.WriteFile(path, b, 0o600); err != nil {

@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -103,15 +102,8 @@ func (r *Repository) Stats(ctx context.Context) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = filepath.WalkDir(r.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				st.DiskBytes += info.Size()
-			}
-		}
+	err = r.store.List(ctx, "", func(_ string, size int64) error {
+		st.DiskBytes += size
 		return nil
 	})
 	if err != nil {

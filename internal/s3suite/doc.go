@@ -1,0 +1,6 @@
+// Package s3suite holds the end-to-end S3 suite: the appliance binary run
+// against a real S3 server (versitygw, started by the tests on loopback)
+// through init, image backup, byte-identical restore, check --read-data,
+// delete + reclaim, and kill -9 in the middle of a backup. It has no
+// non-test code besides this comment.
+package s3suite
