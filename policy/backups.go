@@ -15,9 +15,9 @@ type candidate struct {
 	st  *VMState
 }
 
-// startBackups starts what may start now and returns the repositories that
-// still have backups waiting (so maintenance leaves them alone).
-func (s *Scheduler) startBackups(now time.Time) map[string]bool {
+// startBackups starts what may start now. Maintenance on the repository is
+// no reason to wait: the repository supports both at once.
+func (s *Scheduler) startBackups(now time.Time) {
 	var cands []candidate
 	for _, ar := range s.runs {
 		if ar.closing {
@@ -59,17 +59,15 @@ func (s *Scheduler) startBackups(now time.Time) map[string]bool {
 		}
 		return a.vm.InstanceUUID < b.vm.InstanceUUID
 	})
-	pending := map[string]bool{}
 	for _, c := range cands {
-		repo := c.run.job.Repository
-		if s.running >= s.cfg.MaxConcurrent || s.jobRunning[c.run.rec.Job] >= c.run.job.concurrency() ||
-			s.busyVM[c.vm.InstanceUUID] != nil || s.maint[repo] != nil {
-			pending[repo] = true
+		if s.running >= s.cfg.MaxConcurrent {
+			break
+		}
+		if s.jobRunning[c.run.rec.Job] >= c.run.job.concurrency() || s.busyVM[c.vm.InstanceUUID] != nil {
 			continue
 		}
 		s.startBackup(c, now)
 	}
-	return pending
 }
 
 func (s *Scheduler) startBackup(c candidate, now time.Time) {

@@ -81,6 +81,9 @@ type RunningMaintenance struct {
 	Task       string // "reclaim", "quick-check", "full-check"
 	Started    time.Time
 	Cursor     string
+	Done       int64     // packs verified in the whole check (full check; 0 otherwise)
+	Total      int64     // packs in the whole check; 0 while unknown
+	ETA        time.Time // estimated end at the rate of this run; zero while unknown
 }
 
 // Status is a snapshot of what the scheduler is doing.
@@ -103,7 +106,9 @@ type Status struct {
 // starts after the window closes, and a backup running at the close finishes
 // or is cancelled (Job.OnWindowClose). Run now ignores the window. Windows
 // that passed while the scheduler was not running are reported as missed.
-// Maintenance on a repository never runs while a backup to it runs or waits.
+// Maintenance (retention, reclaim, checks) runs inside its window alongside
+// backups, which never wait for it; a full check longer than the window
+// resumes from its persisted cursor in the next one.
 type Scheduler struct {
 	cfg     Config
 	reqs    chan request
@@ -636,8 +641,8 @@ func (s *Scheduler) step() time.Time {
 	if len(opening) > 0 {
 		s.startResolve(opening, false, nil)
 	}
-	pending := s.startBackups(now)
-	s.stepMaintenance(now, pending)
+	s.startBackups(now)
+	s.stepMaintenance(now)
 	s.lastStep = now
 	if err := s.cfg.Store.SetCheckpoint(s.pctx, now); err != nil {
 		s.logf("scheduler: save checkpoint: %v", err)

@@ -146,6 +146,7 @@ type harness struct {
 	inv    *policy.MemInventory
 	runner *fakeRunner
 	maint  *fakeMaintainer
+	mnt    policy.Maintainer // used when maint is nil
 	events *eventLog
 	cfg    policy.Config
 	sched  *policy.Scheduler
@@ -199,6 +200,8 @@ func (h *harness) start() {
 	cfg.Store = h.db
 	if h.maint != nil {
 		cfg.Maintainer = h.maint
+	} else if h.mnt != nil {
+		cfg.Maintainer = h.mnt
 	}
 	s, err := policy.New(cfg)
 	if err != nil {
