@@ -18,6 +18,9 @@ type candidate struct {
 // startBackups starts what may start now. Maintenance on the repository is
 // no reason to wait: the repository supports both at once.
 func (s *Scheduler) startBackups(now time.Time) {
+	if s.running >= s.cfg.MaxConcurrent {
+		return // nothing could start: skip ranking every waiting VM
+	}
 	var cands []candidate
 	for _, ar := range s.runs {
 		if ar.closing {
@@ -83,7 +86,7 @@ func (s *Scheduler) startBackup(c candidate, now time.Time) {
 	if o.Start.IsZero() {
 		o.Start = now
 	}
-	s.putRun(ar)
+	s.markRun(ar)
 
 	ctx, cancel := context.WithCancel(s.runCtx)
 	t := &backupTask{run: ar, vm: vm, cancel: cancel}
@@ -181,7 +184,7 @@ func (s *Scheduler) backupFinished(d backupDone) {
 		}
 	}
 	s.putState(st)
-	s.putRun(ar)
+	s.markRun(ar)
 	s.emit(ev)
 	if s.runCtx.Err() == nil {
 		s.finishIfDone(ar)
