@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -109,8 +110,43 @@ func (s Selection) Validate() error {
 	return nil
 }
 
-// Matches reports whether vm is selected.
-func (s Selection) Matches(vm VM) bool { return s.compile().matches(vm) }
+// Matches reports whether vm is selected. To test many VMs, use Matcher.
+func (s Selection) Matches(vm VM) bool {
+	if slices.Contains(s.Exclude.VMs, vm.InstanceUUID) || anyShared(s.Exclude.Tags, vm.Tags) {
+		return false
+	}
+	name := strings.ToLower(vm.Name)
+	for _, p := range s.Exclude.Names {
+		if ok, _ := path.Match(strings.ToLower(p), name); ok {
+			return false
+		}
+	}
+	if slices.Contains(s.VMs, vm.InstanceUUID) || anyShared(s.Tags, vm.Tags) {
+		return true
+	}
+	for _, want := range s.Containers {
+		for _, have := range vm.Containers {
+			if want.Kind == have.Kind && want.ID == have.ID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func anyShared(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// Matcher returns Matches with the selection's lists made sets once: for
+// testing many VMs (Matches costs O(listed VMs) per call, so n VMs against a
+// selection that lists them all cost O(n²)).
+func (s Selection) Matcher() func(VM) bool { return s.compile().matches }
 
 // matcher is a selection with its lists made sets, so that evaluating it
 // over n VMs costs O(n), not O(n × listed VMs).
