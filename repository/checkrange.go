@@ -21,6 +21,9 @@ type PackCheck struct {
 	Blobs    int64     // blobs read from the pack
 	Bytes    int64     // stored bytes read
 	Problems []Problem // what this pack's verification found (nil: clean)
+	// Quarantined counts corrupt blobs of this pack flagged in the catalog,
+	// as Check does, so the next backup of the same data stores a fresh copy.
+	Quarantined int
 }
 
 // CheckPacks reads and verifies every blob of every catalogued pack whose id
@@ -67,8 +70,11 @@ func (r *Repository) CheckPacks(ctx context.Context, from string, fn func(PackCh
 			} else if err := c.readPack(ctx, id, entries); err != nil {
 				return fmt.Errorf("check pack %s: %w", id, err)
 			}
+			if err := c.quarantine(); err != nil {
+				return fmt.Errorf("check pack %s: quarantine: %w", id, err)
+			}
 		} // else: removed by a concurrent reclaim after the snapshot
-		pc := PackCheck{Pack: id.String(), Index: i + 1, Total: len(ids), Blobs: c.rep.BlobsRead, Bytes: c.rep.BytesRead, Problems: c.rep.Problems}
+		pc := PackCheck{Pack: id.String(), Index: i + 1, Total: len(ids), Blobs: c.rep.BlobsRead, Bytes: c.rep.BytesRead, Problems: c.rep.Problems, Quarantined: c.rep.Quarantined}
 		if err := fn(pc); err != nil {
 			return err
 		}

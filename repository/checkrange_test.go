@@ -28,7 +28,7 @@ func TestCheckPacksResumes(t *testing.T) {
 
 	var all []string
 	if err := r.CheckPacks(ctx, "", func(pc PackCheck) error {
-		if pc.Index != len(all)+1 || pc.Blobs == 0 || (len(pc.Problems) != 0) != (pc.Pack == badPack) {
+		if pc.Index != len(all)+1 || pc.Blobs == 0 || (len(pc.Problems) != 0) != (pc.Pack == badPack) || (pc.Quarantined == 1) != (pc.Pack == badPack) {
 			t.Fatalf("pack %+v after %d (corrupt pack %s)", pc, len(all), badPack)
 		}
 		all = append(all, pc.Pack)

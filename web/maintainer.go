@@ -54,7 +54,7 @@ func (m RepoMaintainer) Check(ctx context.Context, req policy.CheckRequest, prog
 	}
 	var lines []string
 	if req.Full {
-		lines = append(lines, "run `repo check --read-data` to name the restore points a damaged pack affects and quarantine its blobs")
+		lines = append(lines, "corrupt blobs are quarantined (the next backup of their data stores fresh copies); run `repo check --read-data` to name the restore points affected")
 	}
 	for i, p := range problems {
 		if i == 10 {
