@@ -7,11 +7,16 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
 )
+
+// ErrBadCursor: CheckPacks was given a cursor that is not a pack id (a
+// corrupt saved state); the caller starts again from "".
+var ErrBadCursor = errors.New("bad check cursor")
 
 // PackCheck is the outcome of reading and verifying one pack in CheckPacks.
 type PackCheck struct {
@@ -37,7 +42,7 @@ type PackCheck struct {
 func (r *Repository) CheckPacks(ctx context.Context, from string, fn func(PackCheck) error) error {
 	if from != "" {
 		if _, err := parsePackID(from); err != nil {
-			return fmt.Errorf("check packs: bad cursor %q: %w", from, err)
+			return fmt.Errorf("check packs: cursor %q: %v: %w", from, err, ErrBadCursor)
 		}
 	}
 	if err := r.enter(); err != nil {

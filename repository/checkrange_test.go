@@ -67,7 +67,7 @@ func TestCheckPacksResumes(t *testing.T) {
 		t.Fatalf("two-part walk %v, want each pack once: %v", got, all)
 	}
 
-	if err := r.CheckPacks(ctx, "not-a-pack", func(PackCheck) error { return nil }); err == nil {
+	if err := r.CheckPacks(ctx, "not-a-pack", func(PackCheck) error { return nil }); !errors.Is(err, ErrBadCursor) {
 		t.Fatal("bad cursor accepted")
 	}
 }

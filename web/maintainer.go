@@ -30,12 +30,19 @@ func (m RepoMaintainer) Check(ctx context.Context, req policy.CheckRequest, prog
 	var read int64
 	if req.Full {
 		// The data, resumable; then the structure (quick) over what is there now.
-		if err := r.CheckPacks(ctx, req.Resume, func(pc repository.PackCheck) error {
-			problems = append(problems, pc.Problems...)
-			read += pc.Bytes
-			progress(policy.CheckProgress{Cursor: pc.Pack, Done: int64(pc.Index), Total: int64(pc.Total)})
-			return nil
-		}); err != nil {
+		walk := func(from string) error {
+			return r.CheckPacks(ctx, from, func(pc repository.PackCheck) error {
+				problems = append(problems, pc.Problems...)
+				read += pc.Bytes
+				progress(policy.CheckProgress{Cursor: pc.Pack, Done: int64(pc.Index), Total: int64(pc.Total)})
+				return nil
+			})
+		}
+		err := walk(req.Resume)
+		if errors.Is(err, repository.ErrBadCursor) {
+			err = walk("") // a saved cursor that means nothing: the whole check again
+		}
+		if err != nil {
 			return policy.CheckResult{}, fmt.Errorf("check %s: read packs: %w", req.Repository, err)
 		}
 	}

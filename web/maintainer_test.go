@@ -61,6 +61,10 @@ func TestRepoMaintainer(t *testing.T) {
 	if len(resumed) != len(seen)-int(mid.Done) || len(resumed) > 0 && resumed[0].Done != mid.Done+1 {
 		t.Fatalf("resumed after %+v: %v (whole check %v)", mid, resumed, seen)
 	}
+	var again []policy.CheckProgress
+	if _, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: true, Resume: "garbage"}, func(p policy.CheckProgress) { again = append(again, p) }); err != nil || len(again) != len(seen) {
+		t.Fatalf("a meaningless cursor restarts the check: %d packs of %d, %v", len(again), len(seen), err)
+	}
 	if _, err := m.Points(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown repository: %v", err)
 	}
