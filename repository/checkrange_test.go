@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -70,4 +71,39 @@ func TestCheckPacksResumes(t *testing.T) {
 	if err := r.CheckPacks(ctx, "not-a-pack", func(PackCheck) error { return nil }); !errors.Is(err, ErrBadCursor) {
 		t.Fatal("bad cursor accepted")
 	}
+}
+
+// TestCheckPacksBesideBackup: a backup commits while a range check is in
+// the middle of its packs; the check completes clean and the new point is
+// whole.
+func TestCheckPacksBesideBackup(t *testing.T) {
+	ctx := context.Background()
+	r := TestRepository(t, WithPackSize(64<<10))
+	backup(t, r, "vm1", testTime, testDisk(1, 2<<20))
+	img := testDisk(2, 2<<20)
+	committed := make(chan Point)
+	go func() { committed <- backup(t, r, "vm2", testTime.Add(time.Hour), img) }()
+	n, waited := 0, false
+	if err := r.CheckPacks(ctx, "", func(pc PackCheck) error {
+		n++
+		if len(pc.Problems) != 0 {
+			t.Errorf("pack %s: %v", pc.Pack, pc.Problems)
+		}
+		if !waited {
+			waited = true
+			select {
+			case p := <-committed:
+				verifyPoint(t, r, p.ID, img)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the backup did not commit while the check ran")
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no pack checked")
+	}
+	requireClean(t, r)
 }
