@@ -15,9 +15,12 @@ type candidate struct {
 	st  *VMState
 }
 
-// startBackups starts what may start now and returns the repositories that
-// still have backups waiting (so maintenance leaves them alone).
-func (s *Scheduler) startBackups(now time.Time) map[string]bool {
+// startBackups starts what may start now. Maintenance on the repository is
+// no reason to wait: the repository supports both at once.
+func (s *Scheduler) startBackups(now time.Time) {
+	if s.running >= s.cfg.MaxConcurrent {
+		return // nothing could start: skip ranking every waiting VM
+	}
 	var cands []candidate
 	for _, ar := range s.runs {
 		if ar.closing {
@@ -59,17 +62,15 @@ func (s *Scheduler) startBackups(now time.Time) map[string]bool {
 		}
 		return a.vm.InstanceUUID < b.vm.InstanceUUID
 	})
-	pending := map[string]bool{}
 	for _, c := range cands {
-		repo := c.run.job.Repository
-		if s.running >= s.cfg.MaxConcurrent || s.jobRunning[c.run.rec.Job] >= c.run.job.concurrency() ||
-			s.busyVM[c.vm.InstanceUUID] != nil || s.maint[repo] != nil {
-			pending[repo] = true
+		if s.running >= s.cfg.MaxConcurrent {
+			break
+		}
+		if s.jobRunning[c.run.rec.Job] >= c.run.job.concurrency() || s.busyVM[c.vm.InstanceUUID] != nil {
 			continue
 		}
 		s.startBackup(c, now)
 	}
-	return pending
 }
 
 func (s *Scheduler) startBackup(c candidate, now time.Time) {
@@ -85,7 +86,7 @@ func (s *Scheduler) startBackup(c candidate, now time.Time) {
 	if o.Start.IsZero() {
 		o.Start = now
 	}
-	s.putRun(ar)
+	s.markRun(ar)
 
 	ctx, cancel := context.WithCancel(s.runCtx)
 	t := &backupTask{run: ar, vm: vm, cancel: cancel}
@@ -183,7 +184,7 @@ func (s *Scheduler) backupFinished(d backupDone) {
 		}
 	}
 	s.putState(st)
-	s.putRun(ar)
+	s.markRun(ar)
 	s.emit(ev)
 	if s.runCtx.Err() == nil {
 		s.finishIfDone(ar)

@@ -41,12 +41,21 @@ type CheckResult struct {
 	Summary string // human-readable findings
 }
 
+// CheckProgress is what a check reports as it goes.
+type CheckProgress struct {
+	Cursor string // full check: opaque resume point ("" for a quick check)
+	Done   int64  // units (packs) verified so far in the whole check, including before a resume
+	Total  int64  // units in the whole check; 0 while unknown
+}
+
 // Maintainer runs repository maintenance; the daemon implements it over the
 // repository package. Every method honours ctx. Check calls progress with an
 // opaque cursor from which a later Check can resume; the cursor reported last
-// before a cancellation must be a safe resume point.
+// before a cancellation must be a safe resume point. Every method may run
+// while backups write to the same repository (the repository serialises what
+// must be: reclaim's barrier, catalog transactions).
 type Maintainer interface {
-	Check(ctx context.Context, req CheckRequest, progress func(cursor string)) (CheckResult, error)
+	Check(ctx context.Context, req CheckRequest, progress func(CheckProgress)) (CheckResult, error)
 	Points(ctx context.Context, repository string) ([]Point, error)
 	RemovePoints(ctx context.Context, repository string, ids []string) error
 	Reclaim(ctx context.Context, repository string) (freedBytes int64, err error)

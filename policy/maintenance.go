@@ -34,10 +34,10 @@ func (s *Scheduler) repositories() []string {
 }
 
 // stepMaintenance cancels maintenance outside the maintenance window and,
-// inside it, starts the next due task on each repository that no backup is
-// using or waiting for. Within one window: reclaim (after retention), quick
+// inside it, starts the next due task on each repository, whether or not
+// backups use it. Within one window: reclaim (after retention), quick
 // check, then the full check when it is due or unfinished.
-func (s *Scheduler) stepMaintenance(now time.Time, backupsWaiting map[string]bool) {
+func (s *Scheduler) stepMaintenance(now time.Time) {
 	if !s.maintenanceEnabled() {
 		return
 	}
@@ -49,7 +49,7 @@ func (s *Scheduler) stepMaintenance(now time.Time, backupsWaiting map[string]boo
 		return
 	}
 	for _, repo := range s.repositories() {
-		if s.maint[repo] != nil || s.repoRunning[repo] > 0 || backupsWaiting[repo] {
+		if s.maint[repo] != nil {
 			continue
 		}
 		ms := s.mstate[repo]
@@ -100,17 +100,21 @@ func (s *Scheduler) startMaintenance(repo, task, occID string, ms MaintenanceSta
 		case TaskReclaim:
 			d.removed, d.bytes, d.freed, d.err = reclaim(ctx, m, repo, retention, loc)
 		case TaskQuickCheck:
-			d.check, d.err = m.Check(ctx, CheckRequest{Repository: repo, Since: ms.LastQuickCheck}, func(string) {})
+			d.check, d.err = m.Check(ctx, CheckRequest{Repository: repo, Since: ms.LastQuickCheck}, func(CheckProgress) {})
 		case TaskFullCheck:
-			d.check, d.err = m.Check(ctx, CheckRequest{Repository: repo, Full: true, Resume: ms.FullCheckCursor}, func(cursor string) {
+			eta := etaFrom(now)
+			d.check, d.err = m.Check(ctx, CheckRequest{Repository: repo, Full: true, Resume: ms.FullCheckCursor}, func(p CheckProgress) {
 				// Persisted as it goes, so a stop or crash resumes here.
-				d.ms.FullCheckCursor = cursor
-				if err := store.PutMaintenance(pctx, d.ms); err != nil {
-					s.logf("scheduler: save full check cursor of %s: %v", repo, err)
+				if p.Cursor != d.ms.FullCheckCursor {
+					d.ms.FullCheckCursor = p.Cursor
+					if err := store.PutMaintenance(pctx, d.ms); err != nil {
+						s.logf("scheduler: save full check cursor of %s: %v", repo, err)
+					}
 				}
+				end := eta(p, s.now())
 				s.mu.Lock()
 				if r := s.mstat[repo]; r != nil {
-					r.Cursor = cursor
+					r.Cursor, r.Done, r.Total, r.ETA = p.Cursor, p.Done, p.Total, end
 				}
 				s.mu.Unlock()
 			})
@@ -118,6 +122,26 @@ func (s *Scheduler) startMaintenance(repo, task, occID string, ms MaintenanceSta
 		cancel()
 		s.results <- d
 	}()
+}
+
+// etaFrom returns an estimator of a check's end at the rate it has had
+// since start in this run (not counting what an earlier window verified).
+// It is called from the check's goroutine only.
+func etaFrom(start time.Time) func(p CheckProgress, now time.Time) time.Time {
+	first := int64(-1)
+	return func(p CheckProgress, now time.Time) time.Time {
+		if first < 0 {
+			first = p.Done - 1 // the first report is one unit done in this run
+			if first < 0 {
+				first = 0
+			}
+		}
+		done, el := p.Done-first, now.Sub(start)
+		if p.Total <= 0 || done <= 0 || el <= 0 || p.Done > p.Total {
+			return time.Time{}
+		}
+		return now.Add(time.Duration(float64(el) / float64(done) * float64(p.Total-p.Done)))
+	}
 }
 
 // PlanRetention is the dry run for one job: what its retention would remove

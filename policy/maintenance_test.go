@@ -37,7 +37,7 @@ func (m *fakeMaintainer) calls() []string {
 	return slices.Clone(m.log)
 }
 
-func (m *fakeMaintainer) Check(ctx context.Context, req policy.CheckRequest, progress func(string)) (policy.CheckResult, error) {
+func (m *fakeMaintainer) Check(ctx context.Context, req policy.CheckRequest, progress func(policy.CheckProgress)) (policy.CheckResult, error) {
 	if !req.Full {
 		m.record("quick " + req.Repository)
 		return policy.CheckResult{Damaged: m.damaged, Summary: "quick"}, nil
@@ -47,8 +47,8 @@ func (m *fakeMaintainer) Check(ctx context.Context, req policy.CheckRequest, pro
 	gate := m.fullGate
 	m.mu.Unlock()
 	m.record("full " + req.Repository + " from " + fmt.Sprintf("%q", req.Resume))
-	progress(req.Resume + "+1")
-	progress(req.Resume + "+2")
+	progress(policy.CheckProgress{Cursor: req.Resume + "+1"})
+	progress(policy.CheckProgress{Cursor: req.Resume + "+2"})
 	m.atGate <- req.Resume + "+2"
 	select {
 	case <-gate:
@@ -102,7 +102,7 @@ func TestSchedulerMaintenance(t *testing.T) {
 	h.cfg.MaintenanceWindow = maintWindow
 	h.start()
 
-	// A backup still running at 23:00 keeps maintenance off its repository.
+	// A backup still running at 23:00 does not hold maintenance back.
 	h.set(at(0, 22, 59))
 	if _, err := h.sched.RunNow(h.ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -110,10 +110,6 @@ func TestSchedulerMaintenance(t *testing.T) {
 	h.sync()
 	c := h.startedOne("v1")
 	h.set(at(0, 23, 0))
-	if got := h.maint.calls(); len(got) != 0 || len(h.sched.Status().Maintenance) != 0 {
-		t.Fatalf("maintenance overlapped a running backup: %v", got)
-	}
-	h.finish(c, nil)
 
 	// Then: retention + reclaim, quick check, full check (never done yet).
 	h.events.waitCount(t, policy.EventReclaimDone, "", 1)
@@ -121,6 +117,8 @@ func TestSchedulerMaintenance(t *testing.T) {
 	if cur := <-h.maint.atGate; cur != "+2" {
 		t.Fatalf("full check cursor %q", cur)
 	}
+	h.expectRunning("a/v1")
+	h.finish(c, nil)
 	if want := []string{"remove 3 from repo1", "reclaim repo1", "quick repo1", `full repo1 from ""`}; !slices.Equal(h.maint.calls(), want) {
 		t.Fatalf("calls %q, want %q", h.maint.calls(), want)
 	}
@@ -134,17 +132,18 @@ func TestSchedulerMaintenance(t *testing.T) {
 		t.Fatalf("retention event %+v", ev)
 	}
 
-	// A backup does not start on a repository under maintenance.
+	// A backup starts, and finishes, on a repository under maintenance.
 	if _, err := h.sched.RunNow(h.ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	h.expectRunning()
+	h.finish(h.startedOne("v1"), nil)
+	if m := h.sched.Status().Maintenance; len(m) != 1 || m[0].Task != policy.TaskFullCheck {
+		t.Fatalf("the full check did not run on beside the backup: %+v", m)
+	}
 
-	// The maintenance window closes: the full check pauses where it was,
-	// and the waiting backup may go.
+	// The maintenance window closes: the full check pauses where it was.
 	h.set(at(1, 3, 0))
 	h.events.waitCount(t, policy.EventCheckPaused, "", 1)
-	h.finish(h.startedOne("v1"), nil)
 	ms, _ := h.db.Maintenance(h.ctx)
 	if len(ms) != 1 || ms[0].FullCheckCursor != "+2" || !ms[0].LastFullCheck.IsZero() {
 		t.Fatalf("maintenance state after pause %+v", ms)

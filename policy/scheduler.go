@@ -81,6 +81,9 @@ type RunningMaintenance struct {
 	Task       string // "reclaim", "quick-check", "full-check"
 	Started    time.Time
 	Cursor     string
+	Done       int64     // packs verified in the whole check (full check; 0 otherwise)
+	Total      int64     // packs in the whole check; 0 while unknown
+	ETA        time.Time // estimated end at the rate of this run; zero while unknown
 }
 
 // Status is a snapshot of what the scheduler is doing.
@@ -103,7 +106,9 @@ type Status struct {
 // starts after the window closes, and a backup running at the close finishes
 // or is cancelled (Job.OnWindowClose). Run now ignores the window. Windows
 // that passed while the scheduler was not running are reported as missed.
-// Maintenance on a repository never runs while a backup to it runs or waits.
+// Maintenance (retention, reclaim, checks) runs inside its window alongside
+// backups, which never wait for it; a full check longer than the window
+// resumes from its persisted cursor in the next one.
 type Scheduler struct {
 	cfg     Config
 	reqs    chan request
@@ -131,7 +136,8 @@ type Scheduler struct {
 	resolveCount int                  // selections being evaluated (windows and run now)
 	maint        map[string]*maintTask
 	mstate       map[string]MaintenanceState
-	maintFailed  map[string]string // repo+task -> maintenance occurrence id in which it failed
+	maintFailed  map[string]string   // repo+task -> maintenance occurrence id in which it failed
+	dirty        map[*activeRun]bool // runs whose per-VM outcomes changed since last written
 	lastStep     time.Time
 	pctx         context.Context // for persistence: outlives the Run context's cancellation
 	runCtx       context.Context
@@ -146,6 +152,8 @@ type activeRun struct {
 	vms     map[string]VM
 	closing bool // window closed: waiting for running backups
 	tasks   int
+	marks   int       // per-VM changes since the record was last written
+	written time.Time // when the record was last written
 }
 
 type backupTask struct {
@@ -251,6 +259,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case <-timerC:
 		case r := <-s.results:
 			s.handleResult(r)
+			// Take every other result already waiting before deciding
+			// again: with many short backups, one step and one write of
+			// each run record serve them all.
+			for drained := false; !drained; {
+				select {
+				case r := <-s.results:
+					s.handleResult(r)
+				default:
+					drained = true
+				}
+			}
 		case req := <-s.reqs:
 			s.handleRequest(ctx, req, timerC)
 		}
@@ -344,6 +363,7 @@ func (s *Scheduler) handleRequest(ctx context.Context, req request, timerC <-cha
 			}
 			s.handleResult(<-s.results)
 		}
+		s.flush(true) // the caller may read the store next
 		req.reply <- reply{}
 	case reqRunNow:
 		s.runNow(req.job, req.reply)
@@ -392,6 +412,7 @@ func (s *Scheduler) load(ctx context.Context) error {
 	s.busyVM, s.jobRunning, s.repoRunning = map[string]*backupTask{}, map[string]int{}, map[string]int{}
 	s.resolveWait, s.resolving = map[string]time.Time{}, map[string]bool{}
 	s.maint, s.mstate, s.maintFailed = map[string]*maintTask{}, map[string]MaintenanceState{}, map[string]string{}
+	s.dirty = map[*activeRun]bool{}
 	if checkpoint.IsZero() || checkpoint.After(now) {
 		checkpoint = now
 	}
@@ -466,6 +487,21 @@ func (s *Scheduler) recoverRun(r JobRun, checkpoint, now time.Time) {
 	j, ok := s.jobs[r.Job]
 	occ, inWindow := j.Window.At(now)
 	resumable := ok && j.Enabled && !r.Manual && inWindow && occ.ID() == r.WindowID
+	for i := range r.VMs {
+		// A success the VM's state has and the record (written lazily,
+		// see markRun) does not.
+		o := &r.VMs[i]
+		st := s.states[stateKey{r.Job, o.VM}]
+		if o.Status == OutcomeSucceeded || st == nil || st.LastPoint == "" {
+			continue
+		}
+		if r.Manual && !st.LastSuccess.Before(r.Start) || !r.Manual && st.WindowID == r.WindowID && st.Done {
+			o.Status, o.Point, o.Error = OutcomeSucceeded, st.LastPoint, ""
+			if o.End.IsZero() {
+				o.End = st.LastSuccess
+			}
+		}
+	}
 	for i := range r.VMs {
 		if o := &r.VMs[i]; o.Status == OutcomeRunning { // a state write the crash lost: still cut short
 			o.Status, o.End, o.Error = OutcomeInterrupted, checkpoint, interruptedDuring
@@ -636,8 +672,9 @@ func (s *Scheduler) step() time.Time {
 	if len(opening) > 0 {
 		s.startResolve(opening, false, nil)
 	}
-	pending := s.startBackups(now)
-	s.stepMaintenance(now, pending)
+	s.startBackups(now)
+	s.stepMaintenance(now)
+	s.flushRuns()
 	s.lastStep = now
 	if err := s.cfg.Store.SetCheckpoint(s.pctx, now); err != nil {
 		s.logf("scheduler: save checkpoint: %v", err)
@@ -654,10 +691,11 @@ func (s *Scheduler) stop() {
 	for _, m := range s.maint {
 		m.cancel()
 	}
-	for s.running > 0 || len(s.maint) > 0 || s.resolveCount > 0 {
+	for s.running > 0 || len(s.maint) > 0 {
 		s.handleResult(<-s.results)
 	}
 	s.wg.Wait()
+	s.flush(true)
 	if err := s.cfg.Store.SetCheckpoint(s.pctx, s.now()); err != nil {
 		s.logf("scheduler: save checkpoint: %v", err)
 	}
@@ -715,7 +753,46 @@ func (s *Scheduler) putStates(states []VMState) {
 	}
 }
 
+// markRun records that a VM outcome of ar changed. A run record holds
+// every VM's outcome, so writing it at each backup's start and end made a
+// window's writes grow with the square of its VMs (2,000 writes of 1,000
+// outcomes for 1,000 VMs). flushRuns writes it when enough of it changed
+// (a 1/32 of its VMs) or enough time passed (runRecordLag): a bounded
+// number of writes per run when backups finish in bursts, every change
+// when they finish minutes apart. The VM's state, written at once, stays
+// the truth: recoverRun rebuilds outcomes a crash left stale from it.
+func (s *Scheduler) markRun(ar *activeRun) {
+	ar.marks++
+	s.dirty[ar] = true
+}
+
+// runRecordLag bounds how stale a run record (GET /runs) may be.
+const runRecordLag = 30 * time.Second
+
+// flushRuns writes the run records markRun left pending that are due (all
+// with force).
+func (s *Scheduler) flushRuns() { s.flush(false) }
+
+func (s *Scheduler) flush(force bool) {
+	if len(s.dirty) == 0 {
+		return
+	}
+	now := s.now()
+	runs := make([]*activeRun, 0, len(s.dirty))
+	for ar := range s.dirty {
+		if force || ar.marks >= max(1, len(ar.rec.VMs)/32) || now.Sub(ar.written) >= runRecordLag {
+			runs = append(runs, ar)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].rec.ID < runs[j].rec.ID })
+	for _, ar := range runs {
+		s.putRun(ar)
+	}
+}
+
 func (s *Scheduler) putRun(ar *activeRun) {
+	delete(s.dirty, ar)
+	ar.marks, ar.written = 0, s.now()
 	rec := ar.rec
 	rec.VMs = append([]VMOutcome(nil), ar.rec.VMs...)
 	if err := s.cfg.Store.PutRun(s.pctx, rec); err != nil {

@@ -146,6 +146,7 @@ type harness struct {
 	inv    *policy.MemInventory
 	runner *fakeRunner
 	maint  *fakeMaintainer
+	mnt    policy.Maintainer // used when maint is nil
 	events *eventLog
 	cfg    policy.Config
 	sched  *policy.Scheduler
@@ -199,6 +200,8 @@ func (h *harness) start() {
 	cfg.Store = h.db
 	if h.maint != nil {
 		cfg.Maintainer = h.maint
+	} else if h.mnt != nil {
+		cfg.Maintainer = h.mnt
 	}
 	s, err := policy.New(cfg)
 	if err != nil {
@@ -1025,5 +1028,41 @@ func TestSchedulerClockMovesWithoutSync(t *testing.T) {
 		h.finish(h.startedOne("v1"), nil)
 		h.clk.Set(at(day+1, 6, 0))
 		h.events.waitCount(t, policy.EventJobFinished, "", day+1)
+	}
+}
+
+// TestSchedulerRecoversLaggingRunRecord: run records are written lazily
+// (markRun), so a crash can leave a success in the VM's state and not yet in
+// the run record. The restarted scheduler takes the state's word: the VM is
+// recorded as succeeded with its point, not as interrupted, and not redone.
+func TestSchedulerRecoversLaggingRunRecord(t *testing.T) {
+	h := newHarness(t, monday, vms("v1", "v2"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2"}}))
+	h.cfg.MaxConcurrent = 1
+	h.start()
+	h.set(at(0, 22, 0))
+	h.finish(h.startedOne("v1"), nil)
+	h.startedOne("v2")
+	h.stop()
+	open, _ := h.db.OpenRuns(h.ctx)
+	if len(open) != 1 || open[0].VMs[0].VM != "v1" || open[0].VMs[0].Status != policy.OutcomeSucceeded {
+		t.Fatalf("open runs %+v", open)
+	}
+	// What a crash before the record's write leaves: v1 still pending.
+	open[0].VMs[0].Status, open[0].VMs[0].Point = policy.OutcomePending, ""
+	if err := h.db.PutRun(h.ctx, open[0]); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.finish(h.startedOne("v2"), nil)
+	run, _ := h.db.Run(h.ctx, open[0].ID)
+	if o := run.VMs[0]; o.Status != policy.OutcomeSucceeded || o.Point != "pt-v1" {
+		t.Fatalf("v1 in the interrupted run %+v, want succeeded with pt-v1", o)
+	}
+	resumed, _ := h.db.Run(h.ctx, run.ResumedBy)
+	if len(resumed.VMs) != 1 || resumed.VMs[0].VM != "v2" || resumed.VMs[0].Status != policy.OutcomeSucceeded {
+		t.Fatalf("resume run %+v: only v2 is redone", resumed.VMs)
+	}
+	if n := h.events.count(policy.EventVMBackedUp, "v1"); n != 1 {
+		t.Fatalf("v1 backed up %d times", n)
 	}
 }

@@ -69,6 +69,12 @@ func TestSelectionMatches(t *testing.T) {
 			if got := ids(res.VMs); !slices.Equal(got, tc.want) {
 				t.Errorf("selected %v, want %v", got, tc.want)
 			}
+			m := tc.sel.Matcher()
+			for _, vm := range testVMs() {
+				if m(vm) != tc.sel.Matches(vm) {
+					t.Errorf("Matcher and Matches disagree on %s", vm.InstanceUUID)
+				}
+			}
 		})
 	}
 }

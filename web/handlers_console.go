@@ -544,6 +544,12 @@ type RunningMaintenance struct {
 	Repository string    `json:"repository"`
 	Task       string    `json:"task"` // "reclaim", "quick-check", "full-check"
 	Started    time.Time `json:"started"`
+	// A full check's progress over the whole check (resumed across
+	// maintenance windows): packs verified, packs in all, and the expected
+	// end at this window's rate. Zero or absent while unknown.
+	Done  int64      `json:"done"`
+	Total int64      `json:"total"`
+	ETA   *time.Time `json:"eta,omitempty"`
 }
 
 // Activity is what the scheduler is doing now.
@@ -570,7 +576,12 @@ func (s *Server) activity() Activity {
 		a.Backups = append(a.Backups, rb)
 	}
 	for _, m := range st.Maintenance {
-		a.Maintenance = append(a.Maintenance, RunningMaintenance{Repository: m.Repository, Task: m.Task, Started: m.Started})
+		rm := RunningMaintenance{Repository: m.Repository, Task: m.Task, Started: m.Started, Done: m.Done, Total: m.Total}
+		if !m.ETA.IsZero() {
+			eta := m.ETA
+			rm.ETA = &eta
+		}
+		a.Maintenance = append(a.Maintenance, rm)
 	}
 	return a
 }

@@ -40,10 +40,30 @@ func TestRepoMaintainer(t *testing.T) {
 		t.Fatalf("reclaim freed %d: %v", freed, err)
 	}
 	for _, full := range []bool{false, true} {
-		res, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: full}, func(string) {})
+		res, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: full}, func(policy.CheckProgress) {})
 		if err != nil || res.Damaged != 0 {
 			t.Fatalf("check full=%v: %+v %v", full, res, err)
 		}
+	}
+	// The full check reports each pack as a cursor and resumes after one.
+	var seen []policy.CheckProgress
+	if _, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: true}, func(p policy.CheckProgress) { seen = append(seen, p) }); err != nil || len(seen) == 0 {
+		t.Fatalf("full check progress %v: %v", seen, err)
+	}
+	if last := seen[len(seen)-1]; last.Done != last.Total || last.Cursor == "" {
+		t.Fatalf("last progress %+v", last)
+	}
+	mid := seen[(len(seen)-1)/2]
+	var resumed []policy.CheckProgress
+	if _, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: true, Resume: mid.Cursor}, func(p policy.CheckProgress) { resumed = append(resumed, p) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(resumed) != len(seen)-int(mid.Done) || len(resumed) > 0 && resumed[0].Done != mid.Done+1 {
+		t.Fatalf("resumed after %+v: %v (whole check %v)", mid, resumed, seen)
+	}
+	var again []policy.CheckProgress
+	if _, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: true, Resume: "garbage"}, func(p policy.CheckProgress) { again = append(again, p) }); err != nil || len(again) != len(seen) {
+		t.Fatalf("a meaningless cursor restarts the check: %d packs of %d, %v", len(again), len(seen), err)
 	}
 	if _, err := m.Points(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown repository: %v", err)
