@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmvault/vmvault/flr/internal/fsutil"
 	ntfs "www.velocidex.com/golang/go-ntfs/parser"
 )
 
@@ -286,14 +287,7 @@ func (f *ntfsFile) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-func (f *ntfsFile) Read(p []byte) (int, error) {
-	n, err := f.ReadAt(p, f.off)
-	f.off += int64(n)
-	if err == io.EOF && n > 0 {
-		err = nil
-	}
-	return n, err
-}
+func (f *ntfsFile) Read(p []byte) (int, error) { return fsutil.ReadSeq(f, p, &f.off) }
 
 // DataExtents gives the stream's non-sparse ranges.
 func (f *ntfsFile) DataExtents() [][2]int64 {
