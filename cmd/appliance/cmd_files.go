@@ -79,33 +79,43 @@ func addFilesFlags(fs interface {
 	return f
 }
 
-// openVolume opens the repository, the point's disks and one volume.
-func (f filesFlags) openVolume(ctx context.Context, env *cliEnv) (flr.FS, func(), error) {
+// openDisks opens the repository and every disk of --restore-point; the
+// returned func closes the disks, then the repository.
+func (f filesFlags) openDisks(ctx context.Context, env *cliEnv) (repository.Point, []flr.Disk, func(), error) {
 	if *f.point == "" {
-		return nil, nil, fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	if *f.volume == "" {
-		return nil, nil, fmt.Errorf("%w: --volume is required (see `appliance files volumes`)", errUsage)
+		return repository.Point{}, nil, nil, fmt.Errorf("%w: --restore-point is required", errUsage)
 	}
 	r, err := f.rf.open(ctx, env)
 	if err != nil {
-		return nil, nil, err
+		return repository.Point{}, nil, nil, err
 	}
-	_, disks, closeDisks, err := pointDisks(ctx, r, *f.point)
+	p, disks, closeDisks, err := pointDisks(ctx, r, *f.point)
 	if err != nil {
 		r.Close()
+		return repository.Point{}, nil, nil, err
+	}
+	return p, disks, func() { closeDisks(); r.Close() }, nil
+}
+
+// openVolume opens the repository, the point's disks and one volume.
+func (f filesFlags) openVolume(ctx context.Context, env *cliEnv) (flr.FS, func(), error) {
+	// A missing --restore-point is reported first, by openDisks.
+	if *f.point != "" && *f.volume == "" {
+		return nil, nil, fmt.Errorf("%w: --volume is required (see `appliance files volumes`)", errUsage)
+	}
+	_, disks, closeAll, err := f.openDisks(ctx, env)
+	if err != nil {
 		return nil, nil, err
 	}
 	fsys, err := flr.Open(ctx, disks, *f.volume)
 	if err != nil {
-		closeDisks()
-		r.Close()
+		closeAll()
 		if errors.Is(err, flr.ErrNoVolume) {
 			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		return nil, nil, err
 	}
-	return fsys, func() { fsys.Close(); closeDisks(); r.Close() }, nil
+	return fsys, func() { fsys.Close(); closeAll() }, nil
 }
 
 func runFilesVolumes(ctx context.Context, env *cliEnv, args []string) error {
@@ -120,19 +130,11 @@ func runFilesVolumes(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, pos)
 	}
-	if *ff.point == "" {
-		return fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	r, err := rf.open(ctx, env)
+	_, disks, closeAll, err := ff.openDisks(ctx, env)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	_, disks, closeDisks, err := pointDisks(ctx, r, *ff.point)
-	if err != nil {
-		return err
-	}
-	defer closeDisks()
+	defer closeAll()
 	vols, err := flr.Volumes(ctx, disks)
 	if err != nil {
 		return err
@@ -684,19 +686,11 @@ func runFilesMount(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: give exactly one MOUNTPOINT", errUsage)
 	}
-	if *ff.point == "" {
-		return fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	r, err := rf.open(ctx, env)
+	p, disks, closeAll, err := ff.openDisks(ctx, env)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	p, disks, closeDisks, err := pointDisks(ctx, r, *ff.point)
-	if err != nil {
-		return err
-	}
-	defer closeDisks()
+	defer closeAll()
 	vols, err := flr.Volumes(ctx, disks)
 	if err != nil {
 		return err
