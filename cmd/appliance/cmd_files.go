@@ -564,10 +564,7 @@ func getArchive(ctx context.Context, fsys flr.FS, names []string, out, ext strin
 func writeTar(ctx context.Context, fsys flr.FS, names []string, w io.Writer, st *getStats) error {
 	tw := tar.NewWriter(w)
 	err := walkGet(ctx, fsys, names, st, func(rel, name string, fi fs.FileInfo) error {
-		h := &tar.Header{Name: rel, ModTime: fi.ModTime(), Mode: int64(fi.Mode().Perm()), Format: tar.FormatPAX}
-		if m := flr.UnixMode(fi.Mode()); m != "" {
-			fmt.Sscanf(m, "%o", &h.Mode)
-		}
+		h := &tar.Header{Name: rel, ModTime: fi.ModTime(), Mode: int64(flr.UnixPerm(fi.Mode())), Format: tar.FormatPAX}
 		var f flr.File
 		switch {
 		case fi.IsDir():
