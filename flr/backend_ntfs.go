@@ -126,12 +126,7 @@ func (b *ntfsBackend) list(dir int64) ([]ntfsEnt, error) {
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
 	b.mu.Lock()
-	if len(b.dord) >= ntfsCacheDirs {
-		delete(b.dirs, b.dord[0])
-		b.dord = b.dord[1:]
-	}
-	b.dirs[dir] = ents
-	b.dord = append(b.dord, dir)
+	fsutil.FIFOPut(b.dirs, &b.dord, ntfsCacheDirs, dir, ents)
 	b.mu.Unlock()
 	return ents, nil
 }

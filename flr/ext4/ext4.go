@@ -153,12 +153,7 @@ func (f *FS) block(n int64) ([]byte, error) {
 		return nil, fmt.Errorf("read block %d: %w", n, err)
 	}
 	f.mu.Lock()
-	if len(f.order) >= cacheBlocks {
-		delete(f.cache, f.order[0])
-		f.order = f.order[1:]
-	}
-	f.cache[n] = b
-	f.order = append(f.order, n)
+	fsutil.FIFOPut(f.cache, &f.order, cacheBlocks, n, b)
 	f.mu.Unlock()
 	return b, nil
 }
@@ -661,12 +656,7 @@ func (f *FS) lookupIn(dir *inode, name string) (uint32, error) {
 			m[e.name] = e.ino
 		}
 		f.mu.Lock()
-		if len(f.dord) >= cacheDirs {
-			delete(f.dirs, f.dord[0])
-			f.dord = f.dord[1:]
-		}
-		f.dirs[dir.ino] = m
-		f.dord = append(f.dord, dir.ino)
+		fsutil.FIFOPut(f.dirs, &f.dord, cacheDirs, dir.ino, m)
 		f.mu.Unlock()
 	}
 	ino, ok := m[name]

@@ -345,12 +345,7 @@ func (f *FS) dirEntries(e *entry) ([]*entry, error) {
 		return nil, err
 	}
 	f.dmu.Lock()
-	if len(f.dord) >= cacheDirs {
-		delete(f.dirs, f.dord[0])
-		f.dord = f.dord[1:]
-	}
-	f.dirs[key] = ents
-	f.dord = append(f.dord, key)
+	fsutil.FIFOPut(f.dirs, &f.dord, cacheDirs, key, ents)
 	f.dmu.Unlock()
 	return ents, nil
 }

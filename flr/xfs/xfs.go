@@ -80,12 +80,7 @@ func (f *FS) block(off int64) ([]byte, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	if len(f.order) >= cacheBlocks {
-		delete(f.cache, f.order[0])
-		f.order = f.order[1:]
-	}
-	f.cache[off] = b
-	f.order = append(f.order, off)
+	fsutil.FIFOPut(f.cache, &f.order, cacheBlocks, off, b)
 	f.mu.Unlock()
 	return b, nil
 }
@@ -671,12 +666,7 @@ func (f *FS) lookupIn(dir *inode, name string) (uint64, error) {
 			m[e.name] = e.ino
 		}
 		f.mu.Lock()
-		if len(f.dord) >= cacheDirs {
-			delete(f.dirs, f.dord[0])
-			f.dord = f.dord[1:]
-		}
-		f.dirs[dir.ino] = m
-		f.dord = append(f.dord, dir.ino)
+		fsutil.FIFOPut(f.dirs, &f.dord, cacheDirs, dir.ino, m)
 		f.mu.Unlock()
 	}
 	ino, ok := m[name]

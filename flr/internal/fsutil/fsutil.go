@@ -70,3 +70,15 @@ func SortedEntries[E fs.DirEntry](ents []E) []fs.DirEntry {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out
 }
+
+// FIFOPut stores v under k in the cache m and, once order holds limit keys,
+// first drops the oldest: the bounded metadata and listing caches of the
+// readers. The caller holds the lock that guards m and order.
+func FIFOPut[K comparable, V any](m map[K]V, order *[]K, limit int, k K, v V) {
+	if len(*order) >= limit {
+		delete(m, (*order)[0])
+		*order = (*order)[1:]
+	}
+	m[k] = v
+	*order = append(*order, k)
+}
