@@ -304,6 +304,41 @@ type getStats struct {
 	bytes                       int64
 }
 
+// tempOutput is a temporary file beside out that becomes out only when
+// complete: a failed get never leaves a plausible-looking OUT behind.
+type tempOutput struct {
+	*os.File
+	out       string
+	published bool
+}
+
+func createTempOutput(out string) (*tempOutput, error) {
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	if err != nil {
+		return nil, fmt.Errorf("create output: %w", err)
+	}
+	return &tempOutput{File: f, out: out}, nil
+}
+
+// publish links the (closed) file to out. Link, not rename: it fails when
+// OUT appeared meanwhile.
+func (t *tempOutput) publish() error {
+	if err := os.Link(t.Name(), t.out); err != nil {
+		return fmt.Errorf("write %s: %w", t.out, err)
+	}
+	os.Remove(t.Name())
+	t.published = true
+	return nil
+}
+
+// discard closes and removes the file unless it was published.
+func (t *tempOutput) discard() {
+	if !t.published {
+		t.Close()
+		os.Remove(t.Name())
+	}
+}
+
 // getOneFile writes one regular file to out, through a temporary file
 // renamed into place, keeping holes, mode and mtime.
 func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, out string, st *getStats) error {
@@ -312,18 +347,12 @@ func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, o
 		return err
 	}
 	defer f.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	tmp, err := createTempOutput(out)
 	if err != nil {
-		return fmt.Errorf("create output: %w", err)
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := copySparse(ctx, tmp, f); err != nil {
+	defer tmp.discard()
+	if err := copySparse(ctx, tmp.File, f); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
@@ -335,12 +364,9 @@ func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, o
 	if err := os.Chtimes(tmp.Name(), fi.ModTime(), fi.ModTime()); err != nil {
 		return err
 	}
-	// Link, not rename: it fails when OUT appeared meanwhile.
-	if err := os.Link(tmp.Name(), out); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
+	if err := tmp.publish(); err != nil {
+		return err
 	}
-	os.Remove(tmp.Name())
-	ok = true
 	st.files++
 	st.bytes += f.Size()
 	return nil
@@ -531,21 +557,15 @@ func getDir(ctx context.Context, fsys flr.FS, names []string, out string, st *ge
 
 // getArchive writes a .tar or .zip through a temporary file.
 func getArchive(ctx context.Context, fsys flr.FS, names []string, out, ext string, st *getStats) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	tmp, err := createTempOutput(out)
 	if err != nil {
-		return fmt.Errorf("create output: %w", err)
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.discard()
 	if ext == ".tar" {
-		err = writeTar(ctx, fsys, names, tmp, st)
+		err = writeTar(ctx, fsys, names, tmp.File, st)
 	} else {
-		err = writeZip(ctx, fsys, names, tmp, st)
+		err = writeZip(ctx, fsys, names, tmp.File, st)
 	}
 	if err != nil {
 		return err
@@ -553,12 +573,7 @@ func getArchive(ctx context.Context, fsys flr.FS, names []string, out, ext strin
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), out); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
-	}
-	os.Remove(tmp.Name())
-	ok = true
-	return nil
+	return tmp.publish()
 }
 
 func writeTar(ctx context.Context, fsys flr.FS, names []string, w io.Writer, st *getStats) error {
