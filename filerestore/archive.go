@@ -318,18 +318,7 @@ func (z *zipArchiver) close() error { return z.w.Close() }
 type tarArchiver struct{ w *tar.Writer }
 
 func tarHeader(name string, fi fs.FileInfo, typ byte) *tar.Header {
-	m := fi.Mode()
-	mode := int64(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	return &tar.Header{Name: name, Typeflag: typ, Mode: mode, ModTime: fi.ModTime(), Format: tar.FormatPAX}
+	return &tar.Header{Name: name, Typeflag: typ, Mode: int64(flr.UnixPerm(fi.Mode())), ModTime: fi.ModTime(), Format: tar.FormatPAX}
 }
 
 func (t *tarArchiver) dir(name string, fi fs.FileInfo) error {

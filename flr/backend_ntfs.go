@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmvault/vmvault/flr/internal/fsutil"
 	ntfs "www.velocidex.com/golang/go-ntfs/parser"
 )
 
@@ -125,12 +126,7 @@ func (b *ntfsBackend) list(dir int64) ([]ntfsEnt, error) {
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
 	b.mu.Lock()
-	if len(b.dord) >= ntfsCacheDirs {
-		delete(b.dirs, b.dord[0])
-		b.dord = b.dord[1:]
-	}
-	b.dirs[dir] = ents
-	b.dord = append(b.dord, dir)
+	fsutil.FIFOPut(b.dirs, &b.dord, ntfsCacheDirs, dir, ents)
 	b.mu.Unlock()
 	return ents, nil
 }
@@ -286,14 +282,7 @@ func (f *ntfsFile) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-func (f *ntfsFile) Read(p []byte) (int, error) {
-	n, err := f.ReadAt(p, f.off)
-	f.off += int64(n)
-	if err == io.EOF && n > 0 {
-		err = nil
-	}
-	return n, err
-}
+func (f *ntfsFile) Read(p []byte) (int, error) { return fsutil.ReadSeq(f, p, &f.off) }
 
 // DataExtents gives the stream's non-sparse ranges.
 func (f *ntfsFile) DataExtents() [][2]int64 {

@@ -220,9 +220,9 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UnixMode formats the permission, setuid, setgid and sticky bits of m in
-// octal, as chmod takes them.
-func UnixMode(m fs.FileMode) string {
+// UnixPerm is the permission, setuid, setgid and sticky bits of m as Unix
+// mode bits (07777), as chmod, tar headers and FUSE attributes take them.
+func UnixPerm(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		u |= 0o4000
@@ -233,7 +233,12 @@ func UnixMode(m fs.FileMode) string {
 	if m&fs.ModeSticky != 0 {
 		u |= 0o1000
 	}
-	return fmt.Sprintf("%04o", u)
+	return u
+}
+
+// UnixMode formats UnixPerm(m) in octal, as chmod takes it.
+func UnixMode(m fs.FileMode) string {
+	return fmt.Sprintf("%04o", UnixPerm(m))
 }
 
 // Sparse is implemented by the files FS returns: DataExtents gives the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmvault/vmvault/flr/ext4"
 	"github.com/vmvault/vmvault/flr/fat"
+	"github.com/vmvault/vmvault/flr/internal/fsutil"
 	"github.com/vmvault/vmvault/flr/lvm"
 	"github.com/vmvault/vmvault/flr/xfs"
 )
@@ -316,14 +317,7 @@ func (g *guardedFile) DataExtents() ([][2]int64, bool) {
 	return r, err == nil
 }
 
-func (g *guardedFile) Read(p []byte) (int, error) {
-	n, err := g.ReadAt(p, g.off)
-	g.off += int64(n)
-	if err == io.EOF && n > 0 {
-		err = nil
-	}
-	return n, err
-}
+func (g *guardedFile) Read(p []byte) (int, error) { return fsutil.ReadSeq(g, p, &g.off) }
 
 type dirFile struct {
 	f    *fsys

@@ -64,6 +64,33 @@ func (s *Server) files() (FileService, error) {
 	return s.cfg.Files, nil
 }
 
+// filesPoint is the file service and the restore point id a files route
+// names.
+func (s *Server) filesPoint(c *gin.Context) (FileService, string, error) {
+	fsvc, err := s.files()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := pointID(c)
+	if err != nil {
+		return nil, "", err
+	}
+	return fsvc, id, nil
+}
+
+// filesVolume is filesPoint and the volume id of a route under a volume.
+func (s *Server) filesVolume(c *gin.Context) (FileService, string, string, error) {
+	fsvc, id, err := s.filesPoint(c)
+	if err != nil {
+		return nil, "", "", err
+	}
+	vol, err := volumeParam(c)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return fsvc, id, vol, nil
+}
+
 // filesError maps file-level restore errors to statuses; the rest go
 // through mapError.
 func filesError(err error) error {
@@ -119,11 +146,7 @@ func intParam(c *gin.Context, name string, def, lo, hi int) (int, error) {
 }
 
 func (s *Server) listVolumes(c *gin.Context) (any, error) {
-	fsvc, err := s.files()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pointID(c)
+	fsvc, id, err := s.filesPoint(c)
 	if err != nil {
 		return nil, err
 	}
@@ -138,15 +161,7 @@ func (s *Server) listVolumes(c *gin.Context) (any, error) {
 }
 
 func (s *Server) listFiles(c *gin.Context) (any, error) {
-	fsvc, err := s.files()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pointID(c)
-	if err != nil {
-		return nil, err
-	}
-	vol, err := volumeParam(c)
+	fsvc, id, vol, err := s.filesVolume(c)
 	if err != nil {
 		return nil, err
 	}
@@ -181,15 +196,7 @@ func (s *Server) listFiles(c *gin.Context) (any, error) {
 // or, for a directory, several paths or format=zip|tar, a streamed archive.
 // Every download is an audit event naming who, which point and which paths.
 func (s *Server) getContent(c *gin.Context) (any, error) {
-	fsvc, err := s.files()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pointID(c)
-	if err != nil {
-		return nil, err
-	}
-	vol, err := volumeParam(c)
+	fsvc, id, vol, err := s.filesVolume(c)
 	if err != nil {
 		return nil, err
 	}

@@ -79,33 +79,43 @@ func addFilesFlags(fs interface {
 	return f
 }
 
-// openVolume opens the repository, the point's disks and one volume.
-func (f filesFlags) openVolume(ctx context.Context, env *cliEnv) (flr.FS, func(), error) {
+// openDisks opens the repository and every disk of --restore-point; the
+// returned func closes the disks, then the repository.
+func (f filesFlags) openDisks(ctx context.Context, env *cliEnv) (repository.Point, []flr.Disk, func(), error) {
 	if *f.point == "" {
-		return nil, nil, fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	if *f.volume == "" {
-		return nil, nil, fmt.Errorf("%w: --volume is required (see `appliance files volumes`)", errUsage)
+		return repository.Point{}, nil, nil, fmt.Errorf("%w: --restore-point is required", errUsage)
 	}
 	r, err := f.rf.open(ctx, env)
 	if err != nil {
-		return nil, nil, err
+		return repository.Point{}, nil, nil, err
 	}
-	_, disks, closeDisks, err := pointDisks(ctx, r, *f.point)
+	p, disks, closeDisks, err := pointDisks(ctx, r, *f.point)
 	if err != nil {
 		r.Close()
+		return repository.Point{}, nil, nil, err
+	}
+	return p, disks, func() { closeDisks(); r.Close() }, nil
+}
+
+// openVolume opens the repository, the point's disks and one volume.
+func (f filesFlags) openVolume(ctx context.Context, env *cliEnv) (flr.FS, func(), error) {
+	// A missing --restore-point is reported first, by openDisks.
+	if *f.point != "" && *f.volume == "" {
+		return nil, nil, fmt.Errorf("%w: --volume is required (see `appliance files volumes`)", errUsage)
+	}
+	_, disks, closeAll, err := f.openDisks(ctx, env)
+	if err != nil {
 		return nil, nil, err
 	}
 	fsys, err := flr.Open(ctx, disks, *f.volume)
 	if err != nil {
-		closeDisks()
-		r.Close()
+		closeAll()
 		if errors.Is(err, flr.ErrNoVolume) {
 			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		return nil, nil, err
 	}
-	return fsys, func() { fsys.Close(); closeDisks(); r.Close() }, nil
+	return fsys, func() { fsys.Close(); closeAll() }, nil
 }
 
 func runFilesVolumes(ctx context.Context, env *cliEnv, args []string) error {
@@ -120,19 +130,11 @@ func runFilesVolumes(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, pos)
 	}
-	if *ff.point == "" {
-		return fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	r, err := rf.open(ctx, env)
+	_, disks, closeAll, err := ff.openDisks(ctx, env)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	_, disks, closeDisks, err := pointDisks(ctx, r, *ff.point)
-	if err != nil {
-		return err
-	}
-	defer closeDisks()
+	defer closeAll()
 	vols, err := flr.Volumes(ctx, disks)
 	if err != nil {
 		return err
@@ -302,6 +304,41 @@ type getStats struct {
 	bytes                       int64
 }
 
+// tempOutput is a temporary file beside out that becomes out only when
+// complete: a failed get never leaves a plausible-looking OUT behind.
+type tempOutput struct {
+	*os.File
+	out       string
+	published bool
+}
+
+func createTempOutput(out string) (*tempOutput, error) {
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	if err != nil {
+		return nil, fmt.Errorf("create output: %w", err)
+	}
+	return &tempOutput{File: f, out: out}, nil
+}
+
+// publish links the (closed) file to out. Link, not rename: it fails when
+// OUT appeared meanwhile.
+func (t *tempOutput) publish() error {
+	if err := os.Link(t.Name(), t.out); err != nil {
+		return fmt.Errorf("write %s: %w", t.out, err)
+	}
+	os.Remove(t.Name())
+	t.published = true
+	return nil
+}
+
+// discard closes and removes the file unless it was published.
+func (t *tempOutput) discard() {
+	if !t.published {
+		t.Close()
+		os.Remove(t.Name())
+	}
+}
+
 // getOneFile writes one regular file to out, through a temporary file
 // renamed into place, keeping holes, mode and mtime.
 func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, out string, st *getStats) error {
@@ -310,18 +347,12 @@ func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, o
 		return err
 	}
 	defer f.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	tmp, err := createTempOutput(out)
 	if err != nil {
-		return fmt.Errorf("create output: %w", err)
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := copySparse(ctx, tmp, f); err != nil {
+	defer tmp.discard()
+	if err := copySparse(ctx, tmp.File, f); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
@@ -333,12 +364,9 @@ func getOneFile(ctx context.Context, fsys flr.FS, name string, fi fs.FileInfo, o
 	if err := os.Chtimes(tmp.Name(), fi.ModTime(), fi.ModTime()); err != nil {
 		return err
 	}
-	// Link, not rename: it fails when OUT appeared meanwhile.
-	if err := os.Link(tmp.Name(), out); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
+	if err := tmp.publish(); err != nil {
+		return err
 	}
-	os.Remove(tmp.Name())
-	ok = true
 	st.files++
 	st.bytes += f.Size()
 	return nil
@@ -529,21 +557,15 @@ func getDir(ctx context.Context, fsys flr.FS, names []string, out string, st *ge
 
 // getArchive writes a .tar or .zip through a temporary file.
 func getArchive(ctx context.Context, fsys flr.FS, names []string, out, ext string, st *getStats) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".get-*")
+	tmp, err := createTempOutput(out)
 	if err != nil {
-		return fmt.Errorf("create output: %w", err)
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.discard()
 	if ext == ".tar" {
-		err = writeTar(ctx, fsys, names, tmp, st)
+		err = writeTar(ctx, fsys, names, tmp.File, st)
 	} else {
-		err = writeZip(ctx, fsys, names, tmp, st)
+		err = writeZip(ctx, fsys, names, tmp.File, st)
 	}
 	if err != nil {
 		return err
@@ -551,21 +573,13 @@ func getArchive(ctx context.Context, fsys flr.FS, names []string, out, ext strin
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), out); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
-	}
-	os.Remove(tmp.Name())
-	ok = true
-	return nil
+	return tmp.publish()
 }
 
 func writeTar(ctx context.Context, fsys flr.FS, names []string, w io.Writer, st *getStats) error {
 	tw := tar.NewWriter(w)
 	err := walkGet(ctx, fsys, names, st, func(rel, name string, fi fs.FileInfo) error {
-		h := &tar.Header{Name: rel, ModTime: fi.ModTime(), Mode: int64(fi.Mode().Perm()), Format: tar.FormatPAX}
-		if m := flr.UnixMode(fi.Mode()); m != "" {
-			fmt.Sscanf(m, "%o", &h.Mode)
-		}
+		h := &tar.Header{Name: rel, ModTime: fi.ModTime(), Mode: int64(flr.UnixPerm(fi.Mode())), Format: tar.FormatPAX}
 		var f flr.File
 		switch {
 		case fi.IsDir():
@@ -684,19 +698,11 @@ func runFilesMount(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: give exactly one MOUNTPOINT", errUsage)
 	}
-	if *ff.point == "" {
-		return fmt.Errorf("%w: --restore-point is required", errUsage)
-	}
-	r, err := rf.open(ctx, env)
+	p, disks, closeAll, err := ff.openDisks(ctx, env)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	p, disks, closeDisks, err := pointDisks(ctx, r, *ff.point)
-	if err != nil {
-		return err
-	}
-	defer closeDisks()
+	defer closeAll()
 	vols, err := flr.Volumes(ctx, disks)
 	if err != nil {
 		return err

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf16"
+
+	"github.com/vmvault/vmvault/flr/internal/fsutil"
 )
 
 // ErrCorrupt marks damaged or hostile structures.
@@ -343,12 +345,7 @@ func (f *FS) dirEntries(e *entry) ([]*entry, error) {
 		return nil, err
 	}
 	f.dmu.Lock()
-	if len(f.dord) >= cacheDirs {
-		delete(f.dirs, f.dord[0])
-		f.dord = f.dord[1:]
-	}
-	f.dirs[key] = ents
-	f.dord = append(f.dord, key)
+	fsutil.FIFOPut(f.dirs, &f.dord, cacheDirs, key, ents)
 	f.dmu.Unlock()
 	return ents, nil
 }
@@ -439,7 +436,7 @@ func (d dirent) IsDir() bool                { return d.e.dir }
 func (d dirent) Type() fs.FileMode          { return d.e.mode().Type() }
 func (d dirent) Info() (fs.FileInfo, error) { return info(d), nil }
 
-func pathErr(op, name string, err error) error { return &fs.PathError{Op: op, Path: name, Err: err} }
+var pathErr = fsutil.PathErr
 
 // Lstat describes the file at name.
 func (f *FS) Lstat(name string) (fs.FileInfo, error) {
@@ -527,11 +524,4 @@ func (fl *File) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-func (fl *File) Read(p []byte) (int, error) {
-	n, err := fl.ReadAt(p, fl.off)
-	fl.off += int64(n)
-	if err == io.EOF && n > 0 {
-		err = nil
-	}
-	return n, err
-}
+func (fl *File) Read(p []byte) (int, error) { return fsutil.ReadSeq(fl, p, &fl.off) }

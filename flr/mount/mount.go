@@ -87,16 +87,7 @@ func unixType(m fs.FileMode) uint32 {
 
 func fill(fi fs.FileInfo, a *fuse.Attr) {
 	m := fi.Mode()
-	a.Mode = unixType(m) | uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		a.Mode |= syscall.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		a.Mode |= syscall.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		a.Mode |= syscall.S_ISVTX
-	}
+	a.Mode = unixType(m) | flr.UnixPerm(m)
 	a.Size = uint64(max(fi.Size(), 0))
 	a.Blocks = (a.Size + 511) / 512
 	a.Nlink = 1

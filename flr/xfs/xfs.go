@@ -21,9 +21,10 @@ import (
 	"io"
 	"io/fs"
 	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/vmvault/vmvault/flr/internal/fsutil"
 )
 
 // ErrCorrupt marks damaged or hostile structures.
@@ -79,12 +80,7 @@ func (f *FS) block(off int64) ([]byte, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	if len(f.order) >= cacheBlocks {
-		delete(f.cache, f.order[0])
-		f.order = f.order[1:]
-	}
-	f.cache[off] = b
-	f.order = append(f.order, off)
+	fsutil.FIFOPut(f.cache, &f.order, cacheBlocks, off, b)
 	f.mu.Unlock()
 	return b, nil
 }
@@ -450,14 +446,7 @@ func (fl *File) readAt(p []byte, off, size int64) (int, error) {
 	return len(p), nil
 }
 
-func (fl *File) Read(p []byte) (int, error) {
-	n, err := fl.ReadAt(p, fl.off)
-	fl.off += int64(n)
-	if err == io.EOF && n > 0 {
-		err = nil
-	}
-	return n, err
-}
+func (fl *File) Read(p []byte) (int, error) { return fsutil.ReadSeq(fl, p, &fl.off) }
 
 func (fl *File) Stat() (fs.FileInfo, error) { return &info{name: baseName(fl.name), in: fl.in}, nil }
 func (fl *File) Close() error               { return nil }
@@ -493,12 +482,7 @@ func (i *info) ModTime() time.Time { return i.in.mtime }
 func (i *info) IsDir() bool        { return i.in.isDir() }
 func (i *info) Sys() any           { return nil }
 
-func baseName(p string) string {
-	if p == "." || p == "" {
-		return "."
-	}
-	return p[strings.LastIndexByte(p, '/')+1:]
-}
+var baseName = fsutil.BaseName
 
 type dirent struct {
 	name string
@@ -682,12 +666,7 @@ func (f *FS) lookupIn(dir *inode, name string) (uint64, error) {
 			m[e.name] = e.ino
 		}
 		f.mu.Lock()
-		if len(f.dord) >= cacheDirs {
-			delete(f.dirs, f.dord[0])
-			f.dord = f.dord[1:]
-		}
-		f.dirs[dir.ino] = m
-		f.dord = append(f.dord, dir.ino)
+		fsutil.FIFOPut(f.dirs, &f.dord, cacheDirs, dir.ino, m)
 		f.mu.Unlock()
 	}
 	ino, ok := m[name]
@@ -698,29 +677,21 @@ func (f *FS) lookupIn(dir *inode, name string) (uint64, error) {
 }
 
 func (f *FS) walk(name string) (*inode, error) {
-	in, err := f.inode(f.rootIno)
+	root, err := f.inode(f.rootIno)
 	if err != nil {
 		return nil, err
 	}
-	if name == "." {
-		return in, nil
-	}
-	for _, c := range strings.Split(name, "/") {
-		if !in.isDir() {
-			return nil, fmt.Errorf("%s: not a directory", name)
-		}
-		ino, err := f.lookupIn(in, c)
-		if err != nil {
-			return nil, err
-		}
-		if in, err = f.inode(ino); err != nil {
-			return nil, err
-		}
-	}
-	return in, nil
+	return fsutil.Walk(root, name, (*inode).isDir,
+		func(dir *inode, c string) (*inode, error) {
+			ino, err := f.lookupIn(dir, c)
+			if err != nil {
+				return nil, err
+			}
+			return f.inode(ino)
+		})
 }
 
-func pathErr(op, name string, err error) error { return &fs.PathError{Op: op, Path: name, Err: err} }
+var pathErr = fsutil.PathErr
 
 // Lstat describes the file at name without following a final link.
 func (f *FS) Lstat(name string) (fs.FileInfo, error) {
@@ -741,12 +712,7 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, pathErr("readdir", name, err)
 	}
-	out := make([]fs.DirEntry, len(ents))
-	for i, e := range ents {
-		out[i] = e
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
-	return out, nil
+	return fsutil.SortedEntries(ents), nil
 }
 
 // Readlink returns a symbolic link's target exactly as stored.
