@@ -10,14 +10,14 @@ import (
 	"github.com/chromedp/chromedp/kb"
 )
 
-// TestPages2JobWizard creates a job with the wizard: one VM ticked in the
+// TestJobWizard creates a job with the wizard: one VM ticked in the
 // inventory tree, a window painted by dragging the mouse and extended with
 // the keyboard, a retention preset and its preview. The server's field error
 // (a time zone it does not know) lands on the window step; once fixed the job
 // is saved as painted. Then it runs from its page until the progress bar
 // reaches 100%, shows in the list with its last run, reopens in the wizard
 // as saved, and is deleted after a confirmation.
-func TestPages2JobWizard(t *testing.T) {
+func TestJobWizard(t *testing.T) {
 	b := signedIn(t)
 	var vms []struct {
 		InstanceUUID string `json:"instanceUuid"`
@@ -198,10 +198,10 @@ func TestPages2JobWizard(t *testing.T) {
 	}
 }
 
-// TestPages2JobWizardKeyboardOnly creates a job with the keyboard alone:
+// TestJobWizardKeyboardOnly creates a job with the keyboard alone:
 // Enter moves on from a text field, Tab reaches every control in order,
 // Space ticks a VM, the arrow keys change the retention preset.
-func TestPages2JobWizardKeyboardOnly(t *testing.T) {
+func TestJobWizardKeyboardOnly(t *testing.T) {
 	b := signedIn(t)
 	b.Go("#/jobs/new") // the shell README's address for it
 	b.WaitVisible("#job-name")

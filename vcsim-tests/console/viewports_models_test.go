@@ -8,11 +8,11 @@ import (
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
-// TestPages2Viewports opens every page of the jobs, restore, restore points
+// TestViewports opens every page of the jobs, restore, restore points
 // and repositories part at 1280x800 and at 400x800: each renders its data
 // without a console error and without a horizontal scroll bar on the page
 // (wide tables scroll inside their own box, the window grid fits).
-func TestPages2Viewports(t *testing.T) {
+func TestViewports(t *testing.T) {
 	b := signedIn(t)
 	job, repo := p2DemoJobAndRepo(t, b)
 	pages := []struct{ route, ready string }{
@@ -50,12 +50,12 @@ func TestPages2Viewports(t *testing.T) {
 	}
 }
 
-// TestPages2Models checks the pages' pure modules, imported as the console
+// TestModels checks the pages' pure modules, imported as the console
 // serves them: the window grid against the API's window JSON (round trips,
 // ranges across midnight, words, openings, the next opening in a time zone),
 // retention presets, the selection model, the restore timeline and space
 // check, and the usage chart.
-func TestPages2Models(t *testing.T) {
+func TestModels(t *testing.T) {
 	b := signedIn(t)
 	eval := func(expr string) string {
 		t.Helper()
@@ -133,10 +133,10 @@ func TestPages2Models(t *testing.T) {
 	}
 }
 
-// TestPages2Accessibility runs the harness's accessibility audit (named
+// TestPagesAccessibility runs the harness's accessibility audit (named
 // controls, unique ids, one h1 and main) on every step of the job and
 // restore wizards and on the pages the navigation does not list.
-func TestPages2Accessibility(t *testing.T) {
+func TestPagesAccessibility(t *testing.T) {
 	b := signedIn(t)
 	audit := func(where string) {
 		t.Helper()

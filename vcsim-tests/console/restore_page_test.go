@@ -7,11 +7,11 @@ import (
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
-// TestPages2RestoreNewVM restores web-01's newest point as a new VM with a
+// TestRestoreNewVM restores web-01's newest point as a new VM with a
 // new name through the restore wizard, watches the progress reach 100%,
 // sees the new VM's name in the result and checks through the API that the
 // VM exists in vCenter.
-func TestPages2RestoreNewVM(t *testing.T) {
+func TestRestoreNewVM(t *testing.T) {
 	b := signedIn(t)
 	b.Go("#/restore")
 	b.WaitVisible(`input[name=vm][data-name="web-01"]`)
@@ -73,10 +73,10 @@ func TestPages2RestoreNewVM(t *testing.T) {
 	}
 }
 
-// TestPages2RestoreOverOriginalAsksTwice checks the strong confirmation of
+// TestRestoreOverOriginalAsksTwice checks the strong confirmation of
 // a restore over the original VM: the VM's name must be typed, and the
 // final confirmation dialog (Cancel focused) starts nothing when cancelled.
-func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
+func TestRestoreOverOriginalAsksTwice(t *testing.T) {
 	b := signedIn(t)
 	var vms []struct {
 		InstanceUUID string `json:"instanceUuid"`
@@ -138,10 +138,10 @@ func TestPages2RestoreOverOriginalAsksTwice(t *testing.T) {
 	b.CheckConsole()
 }
 
-// TestPages2RestoreRehearsalAndDisk runs the two other kinds of restore
+// TestRestoreRehearsalAndDisk runs the two other kinds of restore
 // from the wizard: a rehearsal (a disconnected copy under a generated name)
 // and a single disk attached to another VM.
-func TestPages2RestoreRehearsalAndDisk(t *testing.T) {
+func TestRestoreRehearsalAndDisk(t *testing.T) {
 	b := signedIn(t)
 	for _, mode := range []string{"rehearsal", "disk"} {
 		if mode == "disk" {

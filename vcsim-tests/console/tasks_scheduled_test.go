@@ -49,11 +49,11 @@ func h11RunNow(t *testing.T, b *browsertest.Browser) string {
 	}
 }
 
-// TestH11ScheduledRunOnTasksPage runs the demo job now while the Tasks page
+// TestScheduledRunOnTasksPage runs the demo job now while the Tasks page
 // is open: its run appears in the "Scheduled backups" section without a
 // reload, reaches the final state the API reports, counts its VMs'
 // outcomes as the API does, and links to the job page.
-func TestH11ScheduledRunOnTasksPage(t *testing.T) {
+func TestScheduledRunOnTasksPage(t *testing.T) {
 	b := signedIn(t)
 	b.Go("#/tasks")
 	pageTitle(t, b, "Tasks")
@@ -126,12 +126,12 @@ func TestH11ScheduledRunOnTasksPage(t *testing.T) {
 	b.CheckConsole()
 }
 
-// TestH11ScheduledRunningLive replays the server's "scheduler" events on the
+// TestScheduledRunningLive replays the server's "scheduler" events on the
 // shell's stream (a lab backup ends within the server's one-second activity
 // poll, too fast to watch): the Tasks page shows one labelled row per VM
 // with its job (a link), phase, progress, rate and ETA, updated in place,
 // gone when the scheduler is idle; at 400 px nothing scrolls sideways.
-func TestH11ScheduledRunningLive(t *testing.T) {
+func TestScheduledRunningLive(t *testing.T) {
 	b := signedIn(t)
 	h8WatchEventSources(t, b)
 	b.Reload()

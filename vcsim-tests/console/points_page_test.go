@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestPages2LockedPointRefusesDelete locks a restore point on the restore
+// TestLockedPointRefusesDelete locks a restore point on the restore
 // points page, sees its Delete refused with the reason, checks that the
 // server refuses the deletion too and that the point is still there, then
 // unlocks it.
-func TestPages2LockedPointRefusesDelete(t *testing.T) {
+func TestLockedPointRefusesDelete(t *testing.T) {
 	b := signedIn(t)
 	b.Go("#/restore-points")
 	b.WaitVisible(`button[data-action=lock]`)

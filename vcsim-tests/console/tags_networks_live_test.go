@@ -94,12 +94,12 @@ func h8Window() map[string]any {
 	return map[string]any{"location": "UTC", "days": map[string]any{day: []string{"10:00-11:00"}}}
 }
 
-// TestH8TagPickerAndQuiesceRequired selects VMs by the demo's tag in the job
+// TestTagPickerAndQuiesceRequired selects VMs by the demo's tag in the job
 // wizard: the picker names it "Environment / production", the wizard's
 // "Selected now" shows exactly the two tagged VMs, the saved job stores the
 // tag's id, and the jobs list names the tag. The quiesce step's
 // requirement is off with quiescing off, and saved when ticked.
-func TestH8TagPickerAndQuiesceRequired(t *testing.T) {
+func TestTagPickerAndQuiesceRequired(t *testing.T) {
 	b := signedIn(t)
 	var tags []struct{ ID, Name, Category string }
 	if st := p2API(t, b, "GET", "/tags", nil, &tags); st != 200 {
@@ -213,13 +213,13 @@ func TestH8TagPickerAndQuiesceRequired(t *testing.T) {
 	}
 }
 
-// TestH8RestoreNetworkMapping restores a VM with a NIC through the wizard,
+// TestRestoreNetworkMapping restores a VM with a NIC through the wizard,
 // mapping its network to another one: the target step lists the point's
 // saved NICs and disks, defaults the NIC to its own network, the summary
 // names the mapping, and the new VM's NIC is on the chosen network (read
 // back through the API: the new VM is backed up and its point's saved
 // configuration names the network).
-func TestH8RestoreNetworkMapping(t *testing.T) {
+func TestRestoreNetworkMapping(t *testing.T) {
 	b := signedIn(t)
 	// The demo's sample VMs have no NIC; the lab's model VMs have one.
 	src, ok := h8VMs(t, b)["DC0_H0_VM1"]
@@ -359,14 +359,14 @@ func h8Scheduler(t *testing.T, b *browsertest.Browser, backups string) {
 	}
 }
 
-// TestH8ScheduledBackupsLive: the dashboard shows the scheduler's running
+// TestScheduledBackupsLive: the dashboard shows the scheduler's running
 // backups from the shell's stream ("scheduler" events), one labelled bar
 // per VM updated in place, gone when the scheduler is idle; and the job
 // page follows a real run to 100% through the shell's stream without
 // opening an EventSource of its own. (A lab backup of the demo's VMs
 // finishes within the server's one-second activity poll, so the dashboard
 // part replays the server's events on the shell's own stream.)
-func TestH8ScheduledBackupsLive(t *testing.T) {
+func TestScheduledBackupsLive(t *testing.T) {
 	b := signedIn(t)
 	h8WatchEventSources(t, b)
 	b.Reload()

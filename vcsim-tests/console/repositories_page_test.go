@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// TestPages2RepositoryCheck opens the demo's repository from the list (its
+// TestRepositoryCheck opens the demo's repository from the list (its
 // usage chart and ratios), runs a check from its page to completion and sees
 // the result and the last check recorded, then a reclaim after confirming
 // it.
-func TestPages2RepositoryCheck(t *testing.T) {
+func TestRepositoryCheck(t *testing.T) {
 	b := signedIn(t)
 	var repos []struct {
 		Name string `json:"name"`
