@@ -64,7 +64,7 @@ function runProgress(ctx, jobId, runId, name) {
     bar.value = pc;
     bar.setAttribute("aria-valuetext", `${pc}%`);
     const now = active.map((b) => `${b.vm}${b.phase ? ` (${b.phase})` : ""}`).join(", ");
-    label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${vms.length} VMs done` : st}${now && !isRunFinal(run) ? ` · now ${now}` : ""}`;
+    label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${ctx.fmt.plural(vms.length, "VM")} done` : st}${now && !isRunFinal(run) ? ` · now ${now}` : ""}`;
     const rate = active.reduce((n, b) => n + (b.rate || 0), 0);
     info.textContent = [`${pc}%`, rate && !isRunFinal(run) ? ctx.fmt.rate(rate) : "", st].filter(Boolean).join(" · ");
     el.dataset.percent = String(pc);
@@ -379,7 +379,7 @@ async function detailPage(root, ctx, id) {
             stateBadge(h, runState(r)),
             ` ${ctx.fmt.time(runStart(r))} · ${runTrigger(r)}`,
             runEnd(r) ? ` · took ${ctx.fmt.duration((new Date(runEnd(r)) - new Date(runStart(r))) / 1000)}` : " · running",
-            ` · ${(r.vms || []).length} VMs`,
+            ` · ${ctx.fmt.plural((r.vms || []).length, "VM")}`,
           ),
           outcomesTable(ctx, r),
         ),
