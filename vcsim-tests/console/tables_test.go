@@ -310,3 +310,123 @@ func TestTablesPreviewCountsTheRepositorysPoints(t *testing.T) {
 	}
 	b.CheckConsole()
 }
+
+// TestTablesBackupRefreshesInventoryAndShowsWarnings backs up a VM that
+// has no restore point yet (changed block tracking off, as vcsim makes
+// its VMs) while the Inventory is open: the VM's row refreshes from the
+// stream with its point and its backup's warning; the task list and the
+// task page show the warning; the job page shows its points' warnings.
+func TestTablesBackupRefreshesInventoryAndShowsWarnings(t *testing.T) {
+	b := signedIn(t)
+	var vms []struct {
+		InstanceUUID string `json:"instanceUuid"`
+		Name         string `json:"name"`
+		InInventory  bool   `json:"inInventory"`
+		Points       int    `json:"points"`
+	}
+	if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
+		t.Fatalf("GET /vms: %d", st)
+	}
+	uuid, name := "", ""
+	for _, v := range vms {
+		if v.InInventory && v.Points == 0 && v.InstanceUUID != "" {
+			uuid, name = v.InstanceUUID, v.Name
+			break
+		}
+	}
+	if uuid == "" {
+		t.Fatalf("every VM of the demo has a restore point already: no first backup to watch (%+v)", vms)
+	}
+	b.Viewport(1440, 900)
+	b.Go("#/inventory?q=" + name)
+	row := fmt.Sprintf(`li[data-vm=%q]`, name)
+	b.WaitVisible(row)
+	b.WaitText(row, "no restore point")
+	var task struct {
+		ID string `json:"id"`
+	}
+	if st := p2API(t, b, "POST", "/backups", map[string]any{"vms": []string{uuid}}, &task); st != 202 || task.ID == "" {
+		t.Fatalf("POST /backups: %d %+v", st, task)
+	}
+	p2WaitJS(b, 2*time.Minute, fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && r.innerText.includes("1 point"); })()`, row),
+		"the inventory row refreshed after the backup (without a reload)")
+	var done struct {
+		State  string `json:"state"`
+		Result []struct {
+			Warnings []string `json:"warnings"`
+		} `json:"result"`
+	}
+	p2API(t, b, "GET", "/tasks/"+task.ID, nil, &done)
+	if done.State != "succeeded" || len(done.Result) != 1 {
+		t.Fatalf("the backup ended %s: %+v", done.State, done)
+	}
+	if len(done.Result[0].Warnings) == 0 {
+		t.Fatalf("the first backup of %s has no warning in the API (changed block tracking was on?)", name)
+	}
+	first := done.Result[0].Warnings[0]
+	b.WaitText(row+" .inventory-warnings", first)
+
+	b.Go("#/tasks")
+	b.WaitVisible("#tasks-list table")
+	trow := fmt.Sprintf(`(() => { const a = document.querySelector('#tasks-list a[href="#/tasks/%s"]'); return a ? a.closest("tr").innerText : ""; })()`, task.ID)
+	if got := browsertest.Eval[string](b, trow); !strings.Contains(got, "warning") {
+		t.Errorf("the task list does not show the backup's warning: %q", got)
+	}
+	b.Go("#/tasks/" + task.ID)
+	b.WaitText("#task-warnings", first)
+	b.WaitText("#task-warnings", name+": ")
+	res := b.Text("main")
+	if strings.Contains(res, "Bytes read\n0 B\n") || strings.Contains(res, "\t0 B\t") {
+		t.Errorf("a backup that read nothing shows a bare 0 B: %q", res)
+	}
+
+	// A job run's history: its points' warnings next to the VM outcome. A
+	// job of its own over a second VM never backed up.
+	second := ""
+	for _, v := range vms {
+		if v.InInventory && v.Points == 0 && v.InstanceUUID != "" && v.InstanceUUID != uuid {
+			second = v.InstanceUUID
+			break
+		}
+	}
+	if second == "" {
+		t.Fatalf("no second VM without a restore point for the job run (%+v)", vms)
+	}
+	id := p2Unique("warned")
+	days := map[string][]string{}
+	for _, d := range []string{"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"} {
+		days[d] = []string{"00:00-24:00"}
+	}
+	job := map[string]any{
+		"id": id, "name": "Warned " + id, "enabled": true, "repository": "demo",
+		"selection": map[string]any{"vms": []string{second}},
+		"window":    map[string]any{"location": "UTC", "days": days},
+		"retention": map[string]any{"last": 3},
+	}
+	if st := p2API(t, b, "POST", "/jobs", job, nil); st != 201 && st != 200 {
+		t.Fatalf("POST /jobs: %d", st)
+	}
+	// Its window is open: the scheduler may start it first (409 here).
+	if st := p2API(t, b, "POST", "/jobs/"+id+"/run", nil, nil); st != 202 && st != 409 {
+		t.Fatalf("POST /jobs/%s/run: %d", id, st)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var runs []h11Run
+		p2API(t, b, "GET", "/jobs/"+id+"/runs?limit=1", nil, &runs)
+		if len(runs) == 1 && runs[0].State != "running" && runs[0].State != "queued" && runs[0].State != "" {
+			if runs[0].State != "succeeded" {
+				t.Fatalf("the job run ended %s", runs[0].State)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job run did not end in 2 minutes: %+v", runs)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	b.Go("#/jobs/" + id)
+	b.WaitVisible(".p2-history .p2-run")
+	b.WaitText(".p2-history .p2-run-warnings", "changed block tracking")
+	b.CheckConsole()
+}

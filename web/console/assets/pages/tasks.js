@@ -35,6 +35,23 @@ async function namePoints(ctx, tasks) {
   return true;
 }
 
+// warningsOf lists a task's warnings: a backup's per VM ("web-01: ...").
+function warningsOf(t) {
+  const res = t && t.result;
+  const out = [];
+  if (Array.isArray(res)) {
+    for (const r of res) for (const w of (r && r.warnings) || []) out.push(r.name ? `${r.name}: ${w}` : w);
+  } else if (res && Array.isArray(res.warnings)) out.push(...res.warnings);
+  return out;
+}
+
+// readText: a backup that read nothing succeeded, it did not fail; say why.
+function readText(fmt, r) {
+  const n = r.bytesRead;
+  if (n !== 0 || r.error) return fmt.bytes(n);
+  return r.mode === "incremental" ? "0 B (nothing changed since the last backup)" : "0 B (the disks hold no data yet)";
+}
+
 // throughput: the live rate while running, the average once finished.
 function throughput(t) {
   if (!byteKinds.has(t.kind)) return null;
@@ -75,7 +92,12 @@ async function renderList(root, ctx) {
     const rows = tasks.filter(t => !stateSel.value || t.state === stateSel.value);
     clear(list).append(table("!Tasks", [
       { label: "Task", class: "tasks-title", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, taskTitle(t)) },
-      { label: "State", cell: t => badge(t.state) },
+      {
+        label: "State", cell: (t) => {
+          const n = warningsOf(t).length;
+          return n ? h("span", { class: "tasks-state" }, badge(t.state), " ", badge(ctx.fmt.plural(n, "warning"), "warning")) : badge(t.state);
+        },
+      },
       {
         label: "Progress", cell: (t) => {
           let b = bars.get(t.id);
@@ -158,6 +180,11 @@ async function renderDetail(root, ctx, id) {
     }
     clear(result);
     if (task.error) result.append(h("div", { class: "form-error", role: "alert" }, task.error));
+    const warns = warningsOf(task);
+    if (warns.length) {
+      result.append(h("div", { class: "notice tasks-warnings", id: "task-warnings", role: "status" },
+        h("strong", null, `${ctx.fmt.plural(warns.length, "warning")}:`), h("ul", null, warns.map(w => h("li", null, w)))));
+    }
     const res = task.result;
     if (Array.isArray(res) && res.length && typeof res[0] === "object") {
       // The VM's UUID adds nothing next to its name.
@@ -167,6 +194,7 @@ async function renderDetail(root, ctx, id) {
         label: label(k),
         class: /bytes/i.test(k) ? "num" : null,
         cell: (r) => {
+          if (k === "bytesRead" && task.kind === "backup") return readText(fmt, r);
           if (/bytes/i.test(k)) return fmt.bytes(r[k]);
           const v = String(r[k] ?? "");
           return /^[0-9a-f]{32,}$/i.test(v) ? h("span", { class: "mono" }, v) : v;
