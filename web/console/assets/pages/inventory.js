@@ -96,8 +96,10 @@ export default {
       try {
         const task = await ctx.api("POST", "/backups", { vms: [uuid] });
         const bar = ctx.progress(task);
-        running.set(uuid, bar);
-        clear(holder).append(bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        // Bar and link together: a redraw (after the backup) moves both.
+        const box = h("div", { class: "inventory-run" }, bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        running.set(uuid, box);
+        clear(holder).append(box);
         ctx.toast(`Backup of ${n.name} started.`, "success");
         bar.addEventListener("taskdone", (e) => {
           btn.disabled = false;
