@@ -151,7 +151,11 @@ func (s *Scheduler) backupFinished(d backupDone) {
 		}
 		o.Status, o.Point, o.Bytes, o.Stored, o.Error = OutcomeSucceeded, d.res.PointID, d.res.Bytes, d.res.Stored, ""
 		ev.Severity, ev.Kind = SeverityInfo, EventVMBackedUp
-		ev.Message = fmt.Sprintf("backed up to restore point %s (%d bytes read, %d stored)", d.res.PointID, d.res.Bytes, d.res.Stored)
+		ev.Message = fmt.Sprintf("backed up to restore point %s (%s read, %s new in the repository)", d.res.PointID, humanBytes(d.res.Bytes), humanBytes(d.res.Stored))
+		if d.res.Bytes == 0 {
+			// A backup that read nothing succeeded: say why it is 0 B.
+			ev.Message = fmt.Sprintf("backed up to restore point %s (0 B read: nothing changed or allocated on its disks since the last backup)", d.res.PointID)
+		}
 	case t.cancelByClose:
 		st.LastError = d.err.Error()
 		o.Status, o.Error = OutcomeCancelled, "cancelled at window close: "+d.err.Error()

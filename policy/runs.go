@@ -4,6 +4,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -308,6 +309,48 @@ func summarize(r JobRun) string {
 		counts[o.Status]++
 		bytes += o.Bytes
 	}
-	return fmt.Sprintf("%d VMs: %d succeeded, %d failed, %d cancelled, %d interrupted, %d not run; %d bytes read",
-		len(r.VMs), counts[OutcomeSucceeded], counts[OutcomeFailed], counts[OutcomeCancelled], counts[OutcomeInterrupted], counts[OutcomeNotRun], bytes)
+	// Only the outcomes that happened, sizes in units: an administrator
+	// reads "3 VMs: 3 succeeded; 66.6 MiB read".
+	var parts []string
+	for _, c := range []struct {
+		s    OutcomeStatus
+		word string
+	}{{OutcomeSucceeded, "succeeded"}, {OutcomeFailed, "failed"}, {OutcomeCancelled, "cancelled"}, {OutcomeInterrupted, "interrupted"}, {OutcomeNotRun, "not run"}} {
+		if n := counts[c.s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c.word))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "none finished")
+	}
+	return fmt.Sprintf("%s: %s; %s read", pluralVMs(len(r.VMs)), strings.Join(parts, ", "), humanBytes(bytes))
+}
+
+// pluralVMs is "1 VM" or "3 VMs".
+func pluralVMs(n int) string {
+	if n == 1 {
+		return "1 VM"
+	}
+	return fmt.Sprintf("%d VMs", n)
+}
+
+// humanBytes writes n in binary units with three significant digits.
+func humanBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	i := -1
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f %ciB", v, units[i])
+	case v >= 10:
+		return fmt.Sprintf("%.1f %ciB", v, units[i])
+	}
+	return fmt.Sprintf("%.2f %ciB", v, units[i])
 }

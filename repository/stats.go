@@ -24,6 +24,7 @@ type Stats struct {
 	UniqueBytes      int64        `json:"uniqueBytes"`  // plaintext bytes of live blobs
 	StoredBytes      int64        `json:"storedBytes"`  // on-disk bytes of live blobs
 	DiskBytes        int64        `json:"diskBytes"`    // all files of the repository
+	DeadBytes        int64        `json:"deadBytes"`    // on-disk bytes of indexed blobs no point references: what reclaim can free
 	Packs            int          `json:"packs"`
 	Blobs            int          `json:"blobs"`
 	DedupRatio       float64      `json:"dedupRatio"`       // LogicalBytes / UniqueBytes
@@ -97,7 +98,20 @@ func (r *Repository) Stats(ctx context.Context) (*Stats, error) {
 				st.PerPoint[o.first].UniqueBytes += int64(l.RawLen)
 			}
 		}
-		return nil
+		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+			var id ID
+			if len(k) != len(id) {
+				return nil
+			}
+			copy(id[:], k)
+			if owners[id] != nil {
+				return nil
+			}
+			if l, err := decodeBlobLoc(v); err == nil {
+				st.DeadBytes += int64(l.StoredLen)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err

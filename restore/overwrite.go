@@ -69,7 +69,7 @@ func (e *Engine) overwrite(ctx context.Context, req VMRequest, p repository.Poin
 		}
 	}
 	if vm.PowerState != "poweredOff" && !req.PowerOff {
-		return res, fmt.Errorf("%w: VM %s is %s; power it off or allow the restore to", ErrPoweredOn, vm.Name, vm.PowerState)
+		return res, &plainError{sentinel: ErrPoweredOn, msg: fmt.Sprintf("VM %s is %s. Shut it down in vSphere, or let the restore power it off (the console's \"Power the VM off first\", the API's powerOff), then start the restore again", vm.Name, powerWords(vm.PowerState))}
 	}
 	if vm.PowerState != "poweredOff" {
 		report(Progress{Phase: "power-off"})
@@ -106,3 +106,26 @@ func (e *Engine) overwrite(ctx context.Context, req VMRequest, p repository.Poin
 	report(Progress{Phase: "done"})
 	return res, nil
 }
+
+// powerWords is a vSphere power state as an administrator says it.
+func powerWords(state string) string {
+	switch state {
+	case "poweredOn":
+		return "powered on"
+	case "suspended":
+		return "suspended"
+	case "poweredOff":
+		return "powered off"
+	}
+	return state
+}
+
+// plainError is a sentinel error whose message is written for the person
+// who reads it: errors.Is finds the sentinel, the text does not repeat it.
+type plainError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *plainError) Error() string { return e.msg }
+func (e *plainError) Unwrap() error { return e.sentinel }

@@ -359,8 +359,8 @@ type RepositoryDetail struct {
 	DedupRatio       float64       `json:"dedupRatio"`
 	CompressionRatio float64       `json:"compressionRatio"`
 	LastCheck        *CheckSummary `json:"lastCheck"`
-	// ReclaimableBytes estimates what reclaim frees: the repository's
-	// files beyond its live blobs. Null when unknown.
+	// ReclaimableBytes estimates what reclaim frees: the stored bytes of
+	// blobs no restore point references. Null when unknown.
 	ReclaimableBytes *int64 `json:"reclaimableBytes"`
 }
 
@@ -431,7 +431,10 @@ func (s *Server) repositoryDetail(ctx context.Context, id string) (RepositoryDet
 	d := RepositoryDetail{RepositoryInfo: ri, LastCheck: s.lastCheck(ctx, ri)}
 	if st := ri.Stats; st != nil {
 		d.DedupRatio, d.CompressionRatio = st.DedupRatio, st.CompressionRatio
-		r := max(st.DiskBytes-st.StoredBytes, 0)
+		// Only blobs no point references are reclaimable: the index, the
+		// configuration and pack headers stay (they made "would free 137
+		// KiB" with nothing deleted).
+		r := st.DeadBytes
 		d.ReclaimableBytes = &r
 	}
 	return d, nil

@@ -315,7 +315,13 @@ func (s *RepoSet) Check(ctx context.Context, name string, full bool, rep Reporte
 		return nil, err
 	}
 	rep.Logf("check of %s started (read data: %v)", name, full)
-	report, err := r.Check(ctx, repository.CheckOptions{ReadData: full}, func(p repository.Progress) { rep.Progress(p.Phase, p.Done, p.Total) })
+	// The phase says which check runs: a full one (every blob read and
+	// verified) must not look like a quick one in the task list.
+	mode := "quick check: "
+	if full {
+		mode = "read and verify: "
+	}
+	report, err := r.Check(ctx, repository.CheckOptions{ReadData: full}, func(p repository.Progress) { rep.Progress(mode+p.Phase, p.Done, p.Total) })
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", name, err)
 	}

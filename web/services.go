@@ -185,6 +185,9 @@ type BackupOutcome struct {
 	BytesRead    int64  `json:"bytesRead"`
 	NewBytes     int64  `json:"newBytes"`
 	Error        string `json:"error,omitempty"`
+	// Warnings: what the backup did or could not do that the
+	// administrator should know ("changed block tracking was off: enabled it").
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // RestoreRequest is the body of POST /restores.

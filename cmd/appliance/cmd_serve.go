@@ -624,8 +624,15 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 			rep.Logf("%s failed: %v", vm.Name, err)
 		} else {
 			o.RestorePoint, o.Mode, o.BytesRead, o.NewBytes = res.RestorePoint, res.Mode, res.BytesRead, res.NewBytes
+			o.Warnings = res.Warnings
 			for _, w := range res.Warnings {
-				rep.Logf("%s: warning: %s", vm.Name, w)
+				// At warning level where the reporter has levels (the task
+				// log colours and counts them).
+				if lr, ok := rep.(interface{ Log(level, msg string) }); ok {
+					lr.Log("warning", fmt.Sprintf("%s: %s", vm.Name, w))
+				} else {
+					rep.Logf("%s: warning: %s", vm.Name, w)
+				}
 			}
 			rep.Logf("%s: restore point %s (%s)", vm.Name, res.RestorePoint, res.Mode)
 		}

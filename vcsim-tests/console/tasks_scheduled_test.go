@@ -156,7 +156,7 @@ func TestScheduledRunningLive(t *testing.T) {
 			b.WaitVisible(row)
 			b.WaitText(row, "disk 1/1")
 			b.WaitText(row, "25%")
-			b.WaitText(row, "5.0 MiB/s")
+			b.WaitText(row, "5.00 MiB/s")
 			b.WaitText(row, "ETA 15s") // 75 MiB left at 5 MiB/s
 			b.WaitText(row+" a", "Demo VMs")
 			if href := p2Attr(b, row+" a", "href"); href != "#/jobs/"+h11DemoJob {

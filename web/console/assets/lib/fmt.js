@@ -7,7 +7,13 @@ export function bytes(n) {
   let v = Number(n);
   let i = 0;
   while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
-  return `${i === 0 ? v : v.toFixed(v >= 100 ? 0 : 1)} ${units[i]}`;
+  return `${i === 0 ? Math.round(v) : v.toFixed(v >= 100 ? 0 : 1)} ${units[i]}`;
+}
+
+// sig3 writes v with three significant digits (34.9, 5.00, 812).
+function sig3(v) {
+  const a = Math.abs(v);
+  return v.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
 }
 
 export function ratio(x) {
@@ -47,7 +53,23 @@ export function duration(seconds) {
 
 export function rate(bytesPerSecond) {
   if (!bytesPerSecond || !Number.isFinite(Number(bytesPerSecond))) return "–";
-  return `${bytes(bytesPerSecond)}/s`;
+  let v = Number(bytesPerSecond);
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1024; i += 1; }
+  return `${sig3(v)} ${units[i]}/s`;
+}
+
+// plural: "1 VM", "3 VMs" (many defaults to one + "s").
+export function plural(n, one, many) {
+  const k = Number(n) || 0;
+  return `${k} ${k === 1 ? one : many || `${one}s`}`;
+}
+
+// shortId shortens a long hex id (a restore point's 64 digits) to its
+// first 12: enough to tell points apart, short enough for a title.
+export function shortId(s) {
+  const v = String(s ?? "");
+  return /^[0-9a-f]{32,}$/i.test(v) ? `${v.slice(0, 12)}…` : v;
 }
 
 // pick returns the first defined field among names (kept for fields that differ between endpoints; the API itself is all camelCase).

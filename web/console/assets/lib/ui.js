@@ -101,7 +101,28 @@ export function taskTitle(t) {
     const r = Array.isArray(t.result) ? t.result.find(x => x && x.vm === subj && x.name) : null;
     if (r) subj = r.name; else if (onUnknown) onUnknown();
   }
-  return `${t.kind || "task"} ${subj}`.trim();
+  // A restore's subject is its point's 64-digit id: the VM's name when the
+  // result names it, else the id's first digits.
+  if (/^[0-9a-f]{32,}$/i.test(subj)) {
+    const r = Array.isArray(t.result) ? t.result.find(x => x && x.name) : (t.result && (t.result.vmName || t.result.name));
+    subj = typeof r === "string" ? r : r && r.name ? r.name : `point ${fmt.shortId(subj)}`;
+  }
+  let kind = t.kind || "task";
+  // A full check reads and verifies every blob: it must not look like a quick one.
+  if (kind === "check" && checkMode(t) === "full") kind = "full check";
+  return `${kind} ${subj}`.trim();
+}
+
+// checkMode of a check task: "full" (read and verify the data), "quick"
+// (the index and packs' presence only) or "" when it does not say.
+export function checkMode(t) {
+  if (!t || t.kind !== "check") return "";
+  const r = t.result || {};
+  if (typeof r.readData === "boolean") return r.readData ? "full" : "quick";
+  const ph = (t.progress && t.progress.phase) || "";
+  if (/^read and verify/.test(ph)) return "full";
+  if (/^quick check/.test(ph)) return "quick";
+  return "";
 }
 
 const finalStates = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
@@ -141,7 +162,8 @@ export function progress(task) {
     clear(label).append(`${taskTitle(t)} — ${phase}`);
     const parts = [`${pc}%`];
     if (t.state === "running") {
-      if (p.rate) parts.push(fmt.rate(p.rate));
+      // Checks and reclaims count points and packs: their rate is no B/s.
+      if (p.rate && !/^(check|reclaim)$/.test(t.kind)) parts.push(fmt.rate(p.rate));
       if (p.etaSeconds) parts.push(`ETA ${fmt.duration(p.etaSeconds)}`);
     } else {
       parts.push(t.state);

@@ -96,12 +96,15 @@ export default {
       try {
         const task = await ctx.api("POST", "/backups", { vms: [uuid] });
         const bar = ctx.progress(task);
-        running.set(uuid, bar);
-        clear(holder).append(bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        // Bar and link together: a redraw (after the backup) moves both.
+        const box = h("div", { class: "inventory-run" }, bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        running.set(uuid, box);
+        clear(holder).append(box);
         ctx.toast(`Backup of ${n.name} started.`, "success");
         bar.addEventListener("taskdone", (e) => {
           btn.disabled = false;
           const t = e.detail;
+          refresh();
           if (t.state === "succeeded") ctx.toast(`Backup of ${n.name} finished.`, "success");
           else ctx.toast(`Backup of ${n.name} ${t.state}: ${t.error || ""}`, "error");
         });
@@ -134,6 +137,10 @@ export default {
             last ? `last good: ${fmt.time(last.time)}` : "no restore point",
             st && st.jobs && st.jobs.length ? ` · job: ${st.jobs.join(", ")}` : "",
             st && st.points ? ` · ${st.points} point${st.points === 1 ? "" : "s"}` : ""),
+          // The last backup's warnings belong next to the VM, not only in the API.
+          last && last.warnings && last.warnings.length
+            ? h("span", { class: "inventory-warnings" }, badge(fmt.plural(last.warnings.length, "warning"), "warning"), " ", last.warnings.join("; "))
+            : null,
           action),
         holder);
     }
@@ -165,16 +172,38 @@ export default {
       const top = (children.get("") || []).map(n => build(n, filtering)).filter(Boolean);
       const total = nodes.filter(n => n.type === "vm").length;
       const matching = nodes.filter(n => n.type === "vm" && vmMatches(n)).length;
-      count.textContent = filtering ? `${matching} of ${total} VMs match.` : `${total} VMs.`;
+      count.textContent = filtering ? `${matching} of ${fmt.plural(total, "VM")} match.` : `${fmt.plural(total, "VM")}.`;
       clear(tree).append(top.length
         ? h("ul", { class: "inventory-tree", "aria-label": "vSphere inventory" }, top)
         : h("p", { class: "empty" }, filtering ? "No VM matches the filter." : "The inventory is empty."));
     }
 
+    // A finished backup (from this page or anywhere: the shell's stream)
+    // changes its VMs' last point, count and protection: fetch them again.
+    let refreshing = null;
+    async function refresh() {
+      if (refreshing) return refreshing;
+      refreshing = (async () => {
+        let fresh;
+        try { fresh = (await ctx.api("GET", "/vms")) || []; } catch { return; }
+        const by = new Map(fresh.map(v => [v.instanceUuid, v]));
+        for (const n of nodes) {
+          if (n.type !== "vm" || !n.status) continue;
+          const v = by.get(n.status.instanceUuid);
+          if (v) n.status = v;
+        }
+        if (root.isConnected) draw();
+      })().finally(() => { refreshing = null; });
+      return refreshing;
+    }
+    const unsub = ctx.stream((task) => {
+      if (task && task.kind === "backup" && ["succeeded", "failed", "cancelled"].includes(task.state)) refresh();
+    }, null);
+
     let t = 0;
     search.addEventListener("input", () => { clearTimeout(t); t = setTimeout(draw, 150); });
     status.addEventListener("change", draw);
     draw();
-    return () => clearTimeout(t);
+    return () => { clearTimeout(t); unsub(); };
   },
 };

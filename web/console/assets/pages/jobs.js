@@ -64,7 +64,7 @@ function runProgress(ctx, jobId, runId, name) {
     bar.value = pc;
     bar.setAttribute("aria-valuetext", `${pc}%`);
     const now = active.map((b) => `${b.vm}${b.phase ? ` (${b.phase})` : ""}`).join(", ");
-    label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${vms.length} VMs done` : st}${now && !isRunFinal(run) ? ` · now ${now}` : ""}`;
+    label.textContent = `Run of ${name}: ${vms.length ? `${fin} of ${ctx.fmt.plural(vms.length, "VM")} done` : st}${now && !isRunFinal(run) ? ` · now ${now}` : ""}`;
     const rate = active.reduce((n, b) => n + (b.rate || 0), 0);
     info.textContent = [`${pc}%`, rate && !isRunFinal(run) ? ctx.fmt.rate(rate) : "", st].filter(Boolean).join(" · ");
     el.dataset.percent = String(pc);
@@ -276,6 +276,16 @@ async function listPage(root, ctx) {
   return () => watchers.forEach((w) => w.stop());
 }
 
+// pointWarnings: restore point id -> the warnings its backup recorded.
+const pointWarnings = new Map();
+
+// readCell: a backup that read nothing succeeded; it says why it is 0 B.
+function readCell(ctx, v) {
+  const n = pick(v, "bytesRead", "bytes") || 0;
+  if (n || pick(v, "error") || !pick(v, "restorePoint", "point")) return ctx.fmt.bytes(n);
+  return "0 B (nothing new to read)";
+}
+
 function outcomesTable(ctx, r) {
   const h = ctx.h;
   const vms = r.vms || [];
@@ -294,8 +304,11 @@ function outcomesTable(ctx, r) {
           "tr",
           null,
           h("td", { "data-label": "VM" }, pick(v, "name") || pick(v, "vm", "instanceUuid")),
-          h("td", { "data-label": "Outcome" }, stateBadge(h, vmState(v))),
-          h("td", { "data-label": "Read" }, ctx.fmt.bytes(pick(v, "bytesRead", "bytes") || 0)),
+          h("td", { "data-label": "Outcome" }, stateBadge(h, vmState(v)), (() => {
+            const w = pointWarnings.get(point) || [];
+            return w.length ? h("ul", { class: "p2-run-warnings" }, w.map((x) => h("li", null, h("span", { class: "badge badge-warning" }, "warning"), " ", x))) : null;
+          })()),
+          h("td", { "data-label": "Read" }, readCell(ctx, v)),
           h("td", { "data-label": "New" }, ctx.fmt.bytes(pick(v, "newBytes", "stored") || 0)),
           h("td", { "data-label": "Restore point" }, point ? h("a", { href: `#/restore?point=${encodeURIComponent(point)}` }, point.slice(0, 12)) : "–"),
           h("td", { "data-label": "Error" }, pick(v, "error") || ""),
@@ -364,6 +377,13 @@ async function detailPage(root, ctx, id) {
       return;
     }
     runs = Array.isArray(runs) ? runs : [];
+    // A run records no warnings; the restore points it made do.
+    try {
+      const pts = (await ctx.api("GET", `/restore-points?job=${encodeURIComponent(j.id)}`)) || [];
+      for (const p of pts) if (p && p.warnings && p.warnings.length) pointWarnings.set(p.id, p.warnings);
+    } catch {
+      // The history shows without them.
+    }
     if (!runs.length) {
       list.replaceChildren(h("p", { class: "empty" }, "This job has not run yet."));
       return;
@@ -379,7 +399,7 @@ async function detailPage(root, ctx, id) {
             stateBadge(h, runState(r)),
             ` ${ctx.fmt.time(runStart(r))} · ${runTrigger(r)}`,
             runEnd(r) ? ` · took ${ctx.fmt.duration((new Date(runEnd(r)) - new Date(runStart(r))) / 1000)}` : " · running",
-            ` · ${(r.vms || []).length} VMs`,
+            ` · ${ctx.fmt.plural((r.vms || []).length, "VM")}`,
           ),
           outcomesTable(ctx, r),
         ),

@@ -345,7 +345,7 @@ export default {
             "label",
             { for: `repo-${i}` },
             h("strong", null, r.name),
-            h("span", { class: "hint p2-block" }, `${r.points} restore points · ${r.encrypted ? "encrypted" : "not encrypted"}${r.path ? ` · ${r.path}` : ""}`),
+            h("span", { class: "hint p2-block" }, `${ctx.fmt.plural(r.points, "restore point")} · ${r.encrypted ? "encrypted" : "not encrypted"}${r.path ? ` · ${r.path}` : ""}`),
           ),
         ),
       );
@@ -541,6 +541,24 @@ export default {
       };
     }
 
+    // noPointsText says why the preview lists no point: the repository may
+    // hold points, only none of this job's (a saved job's preview only sees
+    // its own, so ask the repository how many it holds).
+    async function noPointsText(decisions, scoped) {
+      let total = decisions.length;
+      if (editId) {
+        try {
+          const pts = (await ctx.api("GET", `/restore-points?repository=${encodeURIComponent(st.repository || "")}`)) || [];
+          total = pts.length;
+        } catch {
+          return "This job has no restore points yet: nothing would be removed.";
+        }
+      }
+      if (!total) return "The repository holds no restore points yet: nothing would be removed.";
+      const whose = editId ? "none of them made by this job" : scoped ? "none of them of the VMs this job selects" : "none of them in the preview";
+      return `The repository holds ${ctx.fmt.plural(total, "restore point")}, ${whose}: nothing would be removed.`;
+    }
+
     // ---- step 6: retention preview
     function stepPreview() {
       const out = h("div", { id: "retention-preview", "aria-live": "polite", "aria-busy": "false" });
@@ -614,7 +632,7 @@ export default {
                     ),
                   ),
                 )
-              : h("p", { class: "empty" }, "The repository holds no restore points yet: nothing would be removed."),
+              : h("p", { class: "empty", id: "preview-none" }, await noPointsText(decisions, scoped)),
           );
         },
         collect() {},

@@ -576,7 +576,15 @@ export default {
           })()),
         );
       } else {
-        out.replaceChildren(h("div", { class: "p2-result failed", role: "alert" }, `The restore ${t.state}${t.error ? `: ${t.error}` : ""}.`));
+        // A failed restore leaves the wizard as it was: go back to change
+        // the choices (power off, target) or try the same again.
+        const back = h("button", { type: "button", id: "restore-back" }, "Back");
+        back.addEventListener("click", () => show("target"));
+        const retry = h("button", { type: "button", class: "primary", id: "restore-retry" }, "Retry");
+        retry.addEventListener("click", () => { show("summary"); start(); });
+        const why = String(t.error || "").replace(/^restore: /, "").replace(/[.\s]+$/, "");
+        out.replaceChildren(h("div", { class: "p2-result failed", role: "alert" }, `The restore ${t.state}${why ? `: ${why}` : ""}.`),
+          h("div", { class: "p2-wizard-nav" }, back, retry));
       }
       const title = out.querySelector("a, button");
       if (title) title.focus();

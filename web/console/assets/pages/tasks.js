@@ -2,7 +2,7 @@
 // scheduler runs (tasks-scheduled.js); one task's details, log (from its SSE
 // stream) and cancel.
 import { h, clear, table, badge } from "../lib/dom.js";
-import { isFinal, taskTitle } from "../lib/ui.js";
+import { isFinal, taskTitle, checkMode, names } from "../lib/ui.js";
 import { mountScheduled } from "./tasks-scheduled.js";
 
 function elapsed(t) {
@@ -12,8 +12,49 @@ function elapsed(t) {
   return (end - new Date(start)) / 1000;
 }
 
+// Backups and restores count bytes; checks and reclaims count points or
+// packs, whose "rate" is no throughput.
+const byteKinds = new Set(["backup", "restore", "restore-disk"]);
+
+// done is the progress as words: "1.2 GiB of 4.0 GiB" or "3 of 6 points".
+function doneText(fmt, t) {
+  const p = t.progress || {};
+  if (!p.total) return "–";
+  if (byteKinds.has(t.kind)) return `${fmt.bytes(p.done)} of ${fmt.bytes(p.total)}`;
+  const what = String(p.phase || "").replace(/^(read and verify|quick check): /, "");
+  return `${p.done} of ${p.total}${what ? ` ${what}` : ""}`;
+}
+
+// namePoints teaches taskTitle the VM of each restore point a task names
+// (a restore's subject is its point's 64-digit id).
+async function namePoints(ctx, tasks) {
+  if (!tasks.some(t => /^[0-9a-f]{32,}$/i.test(t.subject || "") && !names.has(t.subject))) return false;
+  let pts;
+  try { pts = (await ctx.api("GET", "/restore-points")) || []; } catch { return false; }
+  for (const p of pts) if (p && p.id && p.vm && p.vm.name) names.set(p.id, p.vm.name);
+  return true;
+}
+
+// warningsOf lists a task's warnings: a backup's per VM ("web-01: ...").
+function warningsOf(t) {
+  const res = t && t.result;
+  const out = [];
+  if (Array.isArray(res)) {
+    for (const r of res) for (const w of (r && r.warnings) || []) out.push(r.name ? `${r.name}: ${w}` : w);
+  } else if (res && Array.isArray(res.warnings)) out.push(...res.warnings);
+  return out;
+}
+
+// readText: a backup that read nothing succeeded, it did not fail; say why.
+function readText(fmt, r) {
+  const n = r.bytesRead;
+  if (n !== 0 || r.error) return fmt.bytes(n);
+  return r.mode === "incremental" ? "0 B (nothing changed since the last backup)" : "0 B (the disks hold no data yet)";
+}
+
 // throughput: the live rate while running, the average once finished.
 function throughput(t) {
+  if (!byteKinds.has(t.kind)) return null;
   const p = t.progress || {};
   if (!isFinal(t)) return p.rate;
   const d = elapsed(t);
@@ -50,8 +91,13 @@ async function renderList(root, ctx) {
   function draw() {
     const rows = tasks.filter(t => !stateSel.value || t.state === stateSel.value);
     clear(list).append(table("!Tasks", [
-      { label: "Task", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, taskTitle(t)) },
-      { label: "State", cell: t => badge(t.state) },
+      { label: "Task", class: "tasks-title", cell: t => h("a", { href: `#/tasks/${encodeURIComponent(t.id)}` }, taskTitle(t)) },
+      {
+        label: "State", cell: (t) => {
+          const n = warningsOf(t).length;
+          return n ? h("span", { class: "tasks-state" }, badge(t.state), " ", badge(ctx.fmt.plural(n, "warning"), "warning")) : badge(t.state);
+        },
+      },
       {
         label: "Progress", cell: (t) => {
           let b = bars.get(t.id);
@@ -59,11 +105,11 @@ async function renderList(root, ctx) {
           return b;
         },
       },
-      { label: "Started", cell: t => fmt.time(t.started || t.created) },
+      { label: "Started", class: "tasks-when", cell: t => fmt.time(t.started || t.created) },
       { label: "Duration", class: "num", cell: t => fmt.duration(elapsed(t)) },
       { label: "Throughput", class: "num", cell: t => fmt.rate(throughput(t)) },
       {
-        label: "Actions", cell: (t) => {
+        label: "Actions", class: "tasks-actions", cell: (t) => {
           if (isFinal(t) || !ctx.can("operator")) return "";
           const btn = h("button", { type: "button", class: "cancel-task", "aria-label": `Cancel ${taskTitle(t)}` }, "Cancel");
           btn.addEventListener("click", () => cancelTask(ctx, t, btn));
@@ -78,6 +124,7 @@ async function renderList(root, ctx) {
   const unsched = mountScheduled(sched, ctx);
   try {
     tasks = (await ctx.api("GET", "/tasks?limit=100")) || [];
+    await namePoints(ctx, tasks);
   } catch (e) {
     unsched();
     throw e;
@@ -88,7 +135,10 @@ async function renderList(root, ctx) {
   const unsub = ctx.stream((t) => {
     const i = tasks.findIndex(x => x.id === t.id);
     const before = i >= 0 ? tasks[i].state : "";
-    if (i >= 0) tasks[i] = t; else tasks.unshift(t);
+    if (i >= 0) tasks[i] = t; else {
+      tasks.unshift(t);
+      namePoints(ctx, [t]).then(named => { if (named && !pending) pending = requestAnimationFrame(() => { pending = 0; draw(); }); });
+    }
     // Progress bars update themselves; redraw only when a row appears or changes state.
     if (before !== t.state) {
       if (!pending) pending = requestAnimationFrame(() => { pending = 0; draw(); });
@@ -101,6 +151,7 @@ async function renderDetail(root, ctx, id) {
   const { fmt } = ctx;
   ctx.header.append(h("a", { href: "#/tasks", class: "button" }, "All tasks"));
   let task = await ctx.api("GET", `/tasks/${encodeURIComponent(id)}`);
+  await namePoints(ctx, [task]);
   const bar = ctx.progress(task);
   const facts = h("dl", { class: "facts" });
   const actions = h("div", { class: "row" });
@@ -112,15 +163,15 @@ async function renderDetail(root, ctx, id) {
   h("section", { "aria-labelledby": "task-log-title" }, h("h2", { id: "task-log-title" }, "Log"), log));
 
   function drawFacts() {
-    const p = task.progress || {};
     clear(facts).append(
       h("dt", null, "State"), h("dd", null, badge(task.state)),
+      ...(checkMode(task) ? [h("dt", null, "Check"), h("dd", { id: "task-check-mode" }, checkMode(task) === "full" ? "Full: read and verify all data" : "Quick: index and packs only")] : []),
       h("dt", null, "Created"), h("dd", null, fmt.time(task.created)),
       h("dt", null, "Started"), h("dd", null, fmt.time(task.started)),
       h("dt", null, "Ended"), h("dd", null, fmt.time(task.ended)),
       h("dt", null, "Duration"), h("dd", null, fmt.duration(elapsed(task))),
       h("dt", null, "Throughput"), h("dd", null, fmt.rate(throughput(task))),
-      h("dt", null, "Done"), h("dd", null, p.total ? `${fmt.bytes(p.done)} of ${fmt.bytes(p.total)}` : "–"));
+      h("dt", null, "Done"), h("dd", null, doneText(fmt, task)));
     clear(actions);
     if (!isFinal(task) && ctx.can("operator")) {
       const btn = h("button", { type: "button", class: "danger", id: "task-cancel" }, "Cancel task");
@@ -129,6 +180,11 @@ async function renderDetail(root, ctx, id) {
     }
     clear(result);
     if (task.error) result.append(h("div", { class: "form-error", role: "alert" }, task.error));
+    const warns = warningsOf(task);
+    if (warns.length) {
+      result.append(h("div", { class: "notice tasks-warnings", id: "task-warnings", role: "status" },
+        h("strong", null, `${ctx.fmt.plural(warns.length, "warning")}:`), h("ul", null, warns.map(w => h("li", null, w)))));
+    }
     const res = task.result;
     if (Array.isArray(res) && res.length && typeof res[0] === "object") {
       // The VM's UUID adds nothing next to its name.
@@ -138,14 +194,21 @@ async function renderDetail(root, ctx, id) {
         label: label(k),
         class: /bytes/i.test(k) ? "num" : null,
         cell: (r) => {
+          if (k === "bytesRead" && task.kind === "backup") return readText(fmt, r);
           if (/bytes/i.test(k)) return fmt.bytes(r[k]);
           const v = String(r[k] ?? "");
           return /^[0-9a-f]{32,}$/i.test(v) ? h("span", { class: "mono" }, v) : v;
         },
       })), res));
     } else if (res && typeof res === "object") {
-      result.append(h("dl", { class: "facts" }, Object.entries(res).filter(([, v]) => typeof v !== "object")
-        .map(([k, v]) => [h("dt", null, k), h("dd", null, String(v))])));
+      const label = k => k.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/^./, c => c.toUpperCase());
+      const value = (k, v) => {
+        if (/bytes/i.test(k) && typeof v === "number") return fmt.bytes(v);
+        if (typeof v === "boolean") return v ? "yes" : "no";
+        return String(v);
+      };
+      result.append(h("dl", { class: "facts", id: "task-result" }, Object.entries(res).filter(([k, v]) => typeof v !== "object" && k !== "readData")
+        .map(([k, v]) => [h("dt", null, k === "bytesRead" && task.kind === "check" ? "Data read" : label(k)), h("dd", null, value(k, v))])));
     }
   }
   drawFacts();
