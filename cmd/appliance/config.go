@@ -18,6 +18,7 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
 )
 
 // serveConfig is the daemon's YAML configuration (appliance serve --config).
@@ -248,7 +249,11 @@ func loadConfig(path string) (*serveConfig, error) {
 		abs(&cfg.VCenter.CAFile)
 	}
 	for i := range cfg.Repositories {
-		abs(&cfg.Repositories[i].Path)
+		// A remote location (s3:…) is not a path; one that does not parse
+		// is left as written for validate to name.
+		if loc, err := repository.ParseLocation(cfg.Repositories[i].Path); err == nil && loc.Local != "" {
+			abs(&cfg.Repositories[i].Path)
+		}
 		abs(&cfg.Repositories[i].PassphraseFile)
 	}
 	if cfg.SMTP != nil {
@@ -416,6 +421,8 @@ func (c *serveConfig) validate() error {
 		seen[r.Name] = true
 		if r.Path == "" {
 			bad(f+".path", "required")
+		} else if _, err := repository.ParseLocation(r.Path); err != nil {
+			bad(f+".path", "%v", err)
 		}
 		if r.PassphraseFile != "" && r.PassphraseEnv != "" {
 			bad(f, "give at most one of passphrase_file and passphrase_env")

@@ -48,6 +48,8 @@ api: {trust_proxy: true}
 		{"no repositories", "state_dir: /s\n", "repositories: at least one"},
 		{"duplicate repository", "state_dir: /s\nrepositories: [{name: a, path: /a}, {name: a, path: /b}]\n", "repositories[1].name: duplicate"},
 		{"repository without path", "state_dir: /s\nrepositories: [{name: a}]\n", "repositories[0].path: required"},
+		{"unknown repository scheme", "state_dir: /s\nrepositories: [{name: a, path: \"sftp:host:/x\"}]\n", "repositories[0].path: repository location"},
+		{"s3 repository", "state_dir: /s\nrepositories: [{name: a, path: \"s3:http://127.0.0.1:9000/bucket\"}]\n", ""},
 		{"two passphrase sources", "state_dir: /s\nrepositories: [{name: a, path: /a, passphrase_file: f, passphrase_env: E}]\n", "repositories[0]: give at most one"},
 		{"bad zone", minimalConfig + "time_zone: Mars/Olympus\n", "time_zone"},
 		{"bad level", minimalConfig + "log_level: loud\n", "log_level"},
@@ -149,6 +151,14 @@ func TestConfigRelativePaths(t *testing.T) {
 	}
 	if cfg.StateDir != filepath.Join(dir, "state") || cfg.Repositories[0].PassphraseFile != filepath.Join(dir, "pass") {
 		t.Fatalf("paths %+v", cfg)
+	}
+	// A remote location is not a relative path: it is kept as written
+	// (it used to become DIR/s3:http:/…, a local directory).
+	if err := os.WriteFile(p, []byte("state_dir: state\nrepositories: [{name: a, path: \"s3:http://127.0.0.1:9000/bucket/p\"}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = loadConfig(p); err != nil || cfg.Repositories[0].Path != "s3:http://127.0.0.1:9000/bucket/p" {
+		t.Fatalf("s3 location: %v %+v", err, cfg)
 	}
 	if _, err := loadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Fatal("missing file accepted")
