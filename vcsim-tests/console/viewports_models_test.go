@@ -31,7 +31,8 @@ func TestViewports(t *testing.T) {
 			b.WaitVisible(p.ready)
 			p2NoJunk(t, b, p.route)
 			if over := browsertest.Eval[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
-				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx", p.route, size.w, over)
+				widest := browsertest.Eval[string](b, `(() => { const cw = document.documentElement.clientWidth; const clipped = (e) => { for (let a = e.parentElement; a; a = a.parentElement) { const o = getComputedStyle(a).overflowX; if (o !== "visible") return true; } return false; }; const out = []; for (const e of document.querySelectorAll("body *")) { const r = e.getBoundingClientRect().right; if (r > cw + 1 && !clipped(e)) out.push(Math.round(r) + "px <" + e.tagName.toLowerCase() + " class=" + e.className + "> " + (e.outerHTML || "").slice(0, 160)); } return out.slice(0, 4).join(" | "); })()`)
+				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx; unclipped elements past the edge: %s", p.route, size.w, over, widest)
 			}
 			b.CheckConsole()
 		}
