@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -277,6 +279,18 @@ func (c *Client) login(ctx context.Context) error {
 	return nil
 }
 
+// sessionActive reports whether the SOAP session is still logged in, read
+// without going through the re-login round tripper.
+func (c *Client) sessionActive(ctx context.Context) bool {
+	var sm mo.SessionManager
+	pc := property.DefaultCollector(&vim25.Client{Client: c.sc, ServiceContent: c.vim.ServiceContent, RoundTripper: c.sc})
+	c.soapCalls.Add(1)
+	if err := pc.RetrieveOne(ctx, *c.vim.ServiceContent.SessionManager, []string{"currentSession"}, &sm); err != nil {
+		return false
+	}
+	return sm.CurrentSession != nil
+}
+
 // relogin logs in again unless another goroutine already did since gen.
 func (c *Client) relogin(ctx context.Context, gen int64) error {
 	c.loginMu.Lock()
@@ -317,13 +331,20 @@ func (c *Client) keepAlive(idle time.Duration) {
 // for calls that are safe to repeat.
 type roundTripper struct{ c *Client }
 
+// maxRelogins bounds the re-logins of one call: a server that refuses
+// every session must not loop.
+const maxRelogins = 3
+
 func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	c := rt.c
 	name := methodName(req)
-	relogged := false
+	// A call may meet more than one re-login: another goroutine's (a file
+	// read answered 401/403 logs out and in again) can invalidate the
+	// session while this call is in flight, after this call re-logged once.
+	relogins := 0
 	for attempt := 1; ; attempt++ {
 		gen := c.loginGen.Load()
-		if attempt > 1 || relogged {
+		if attempt > 1 || relogins > 0 {
 			// The decoder leaves the previous attempt's fault in res.
 			resetBody(res)
 		}
@@ -336,8 +357,8 @@ func (rt *roundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) e
 		if ctx.Err() != nil {
 			return err
 		}
-		if !relogged && name != "Login" && name != "Logout" && isFault(err, &types.NotAuthenticated{}) && gen > 0 {
-			relogged = true
+		if relogins < maxRelogins && name != "Login" && name != "Logout" && isFault(err, &types.NotAuthenticated{}) && gen > 0 {
+			relogins++
 			if lerr := c.relogin(ctx, gen); lerr != nil {
 				return fmt.Errorf("%s: session expired and re-login failed: %w", name, lerr)
 			}

@@ -236,6 +236,13 @@ func (r *DiskReader) fetch(ctx context.Context, p []byte, off int64) error {
 		var se *httpStatusError
 		if errors.As(err, &se) && (se.code == http.StatusUnauthorized || se.code == http.StatusForbidden) && !relogged {
 			relogged = true
+			// The file service shares the SOAP session: when that session
+			// is still alive the refusal is about the file (vSAN, vVols, a
+			// permission), and logging out and in again would only break
+			// every other call in flight on the session.
+			if r.c.sessionActive(ctx) {
+				return fmt.Errorf("read %s at %d: %w: %w", r.path, off+int64(got), ErrNotServed, err)
+			}
 			if lerr := r.c.relogin(ctx, gen); lerr != nil {
 				return fmt.Errorf("read %s at %d: %w", r.path, off, lerr)
 			}
