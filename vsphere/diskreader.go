@@ -236,11 +236,13 @@ func (r *DiskReader) fetch(ctx context.Context, p []byte, off int64) error {
 		var se *httpStatusError
 		if errors.As(err, &se) && (se.code == http.StatusUnauthorized || se.code == http.StatusForbidden) && !relogged {
 			relogged = true
-			// The file service shares the SOAP session: when that session
-			// is still alive the refusal is about the file (vSAN, vVols, a
+			// The file service shares the SOAP session: a 403 while that
+			// session is alive is about the file (vSAN, vVols, a
 			// permission), and logging out and in again would only break
-			// every other call in flight on the session.
-			if r.c.sessionActive(ctx) {
+			// every other call in flight on the session. A 401 can come
+			// with a live SOAP session whose file-service ticket expired,
+			// so it always re-logs in.
+			if se.code == http.StatusForbidden && r.c.sessionActive(ctx) {
 				return fmt.Errorf("read %s at %d: %w: %w", r.path, off+int64(got), ErrNotServed, err)
 			}
 			if lerr := r.c.relogin(ctx, gen); lerr != nil {
