@@ -601,10 +601,15 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus
 		byKey[v.InstanceUUID] = v
 		order = append(order, v.InstanceUUID)
 	}
+	// One compiled matcher per job, not a scan of its VM list per VM.
+	matches := make([]func(policy.VM) bool, len(jobs))
+	for i, j := range jobs {
+		matches[i] = j.Selection.Matcher()
+	}
 	for _, vm := range inv {
 		st := &VMStatus{InstanceUUID: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, InInventory: true, Jobs: []string{}, Tags: append([]string{}, vm.Tags...)}
-		for _, j := range jobs {
-			if j.Selection.Matches(vm) {
+		for i, j := range jobs {
+			if matches[i](vm) {
 				st.Jobs = append(st.Jobs, j.ID)
 			}
 		}
