@@ -115,8 +115,15 @@ func TestJobWizard(t *testing.T) {
 	b.WaitVisible(`#window-tz[aria-invalid=true]`)
 	b.WaitText(`.p2-step-panel[data-step=schedule] .field-error`, "utc")
 	b.Fill("#window-tz", "UTC")
-	for range 3 {
+	// One step at a time: the preview loads from the server and its table
+	// pushes the Next button down, so a click aimed while it loads can land
+	// where the button was (it did, once, on a loaded machine).
+	for _, step := range []string{"retention", "preview", "summary"} {
 		b.Click("#wizard-next")
+		b.WaitVisible(`.p2-step-panel[data-step=` + step + `]:not([hidden])`)
+		if step == "preview" {
+			b.WaitVisible(`#retention-preview[aria-busy=false] #preview-summary`)
+		}
 	}
 	b.WaitText("#job-summary", "(UTC)")
 	b.Click("#wizard-save")
@@ -172,8 +179,9 @@ func TestJobWizard(t *testing.T) {
 	if got := p2Value(b, "#job-name"); got != name {
 		t.Errorf("edit wizard name = %q, want %q", got, name)
 	}
-	for range 3 {
+	for _, step := range []string{"vms", "repository", "schedule"} {
 		b.Click("#wizard-next")
+		b.WaitVisible(`.p2-step-panel[data-step=` + step + `]:not([hidden])`)
 	}
 	b.WaitText("#window-words", day1+": 20:00–24:00")
 	b.WaitText("#window-words", day2+": 00:00–02:00")
