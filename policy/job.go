@@ -53,6 +53,10 @@ type Job struct {
 	Concurrency     int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
 	OnWindowClose   CloseAction `json:"onWindowClose,omitempty"`
 	MaxAttempts     int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
+	// EveryHours starts a new run every so many hours while the window is
+	// open (see Slot); 0 means once per opening, and once a day in an
+	// opening longer than a day.
+	EveryHours int `json:"everyHours,omitempty"`
 }
 
 // NewJob returns an enabled job with the reference product's defaults: the
@@ -133,6 +137,9 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	}
 	if j.Concurrency < 0 {
 		bad("concurrency", "must not be negative (got %d)", j.Concurrency)
+	}
+	if j.EveryHours < 0 || j.EveryHours > MaxEveryHours {
+		bad("everyHours", "must be from 0 (once per opening) to %d hours, not %d", MaxEveryHours, j.EveryHours)
 	}
 	if j.MaxAttempts < 0 {
 		bad("maxAttempts", "must not be negative (got %d)", j.MaxAttempts)

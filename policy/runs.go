@@ -18,7 +18,7 @@ func (s *Scheduler) reportMissed(j Job, now time.Time) {
 	}
 	const maxReported = 50
 	missed := 0
-	for _, occ := range j.Window.Between(since.Add(time.Nanosecond), now) {
+	for _, occ := range j.SlotsBetween(since.Add(time.Nanosecond), now) {
 		if occ.Close.After(now) {
 			continue
 		}
@@ -147,7 +147,7 @@ func (s *Scheduler) resolved(d resolveDone) {
 			d.reply <- reply{runID: s.openManualRun(j, s.applyResolution(j, it.res), now)}
 			continue
 		}
-		if occ, open := j.Window.At(now); !open || occ.ID() != it.occ.ID() || s.current[j.ID] != nil {
+		if occ, open := j.Slot(now); !open || occ.ID() != it.occ.ID() || s.current[j.ID] != nil {
 			continue // the window moved on while the inventory answered; step decides afresh
 		}
 		delete(s.resolveWait, j.ID)
@@ -221,9 +221,34 @@ func (s *Scheduler) runNow(id string, rep chan reply) {
 		rep <- reply{err: fmt.Errorf("run job %s: %w", id, ErrJobNotFound)}
 	case !j.Enabled:
 		rep <- reply{err: fmt.Errorf("run job %s: %w", id, ErrJobDisabled)}
+	case s.busyRun(id) != nil:
+		// A run of the job still has VMs to back up: a second run would
+		// back each of them up again right after (two points in the same
+		// second). "Run now" answers with the run already doing it.
+		rep <- reply{runID: s.busyRun(id).rec.ID}
 	default:
 		s.startResolve([]resolveItem{{job: j}}, true, rep)
 	}
+}
+
+// busyRun returns a run of the job that is open and still has a VM pending
+// or running, or nil.
+func (s *Scheduler) busyRun(job string) *activeRun {
+	var found *activeRun
+	for _, ar := range s.runs {
+		if ar.rec.Job != job || ar.closing {
+			continue
+		}
+		for _, o := range ar.rec.VMs {
+			if o.Status == OutcomePending || o.Status == OutcomeRunning {
+				if found == nil || ar.rec.ID < found.rec.ID {
+					found = ar // the same answer whatever the map order
+				}
+				break
+			}
+		}
+	}
+	return found
 }
 
 func (s *Scheduler) openManualRun(j Job, vms []VM, now time.Time) string {
@@ -251,12 +276,14 @@ func (s *Scheduler) state(job string, vm VM) *VMState {
 }
 
 // closeRun stops a scheduled run from starting anything new; it ends once
-// its running backups have finished (or been cancelled).
-func (s *Scheduler) closeRun(ar *activeRun, why string) {
+// its running backups have finished, or have been cancelled when the window
+// closed on a job that cancels (windowClosed false: only the run's slot
+// ended, the window is still open, and running backups always finish).
+func (s *Scheduler) closeRun(ar *activeRun, why string, windowClosed bool) {
 	delete(s.current, ar.rec.Job)
 	ar.closing = true
 	for _, t := range s.busyVM {
-		if t.run == ar && ar.job.OnWindowClose == CloseCancel {
+		if t.run == ar && windowClosed && ar.job.OnWindowClose == CloseCancel {
 			t.cancelByClose = true
 			t.cancel()
 		}
@@ -266,7 +293,7 @@ func (s *Scheduler) closeRun(ar *activeRun, why string) {
 		if o.Status == OutcomePending {
 			o.Status, o.Error = OutcomeNotRun, why
 			s.emit(Event{Severity: SeverityWarning, Kind: EventVMNotBackedUp, Subject: o.Name, Job: ar.rec.Job, VM: o.VM,
-				Message: fmt.Sprintf("not backed up in this window: %s", why)})
+				Message: fmt.Sprintf("not backed up in this run: %s", why)})
 		}
 	}
 	s.putRun(ar)

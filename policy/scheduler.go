@@ -485,7 +485,7 @@ const (
 // of attempts) the run simply continues until its window closes.
 func (s *Scheduler) recoverRun(r JobRun, checkpoint, now time.Time) {
 	j, ok := s.jobs[r.Job]
-	occ, inWindow := j.Window.At(now)
+	occ, inWindow := j.Slot(now)
 	resumable := ok && j.Enabled && !r.Manual && inWindow && occ.ID() == r.WindowID
 	for i := range r.VMs {
 		// A success the VM's state has and the record (written lazily,
@@ -625,7 +625,7 @@ func (s *Scheduler) reload(ctx context.Context) error {
 	for id, ar := range s.current {
 		j, ok := next[id]
 		if !ok || !j.Enabled {
-			s.closeRun(ar, "the job was disabled or deleted")
+			s.closeRun(ar, "the job was disabled or deleted", true)
 			continue
 		}
 		ar.job = j
@@ -656,10 +656,14 @@ func (s *Scheduler) step() time.Time {
 			continue
 		}
 		s.reportMissed(j, now)
-		occ, open := j.Window.At(now)
+		occ, open := j.Slot(now)
 		cur := s.current[j.ID]
 		if cur != nil && (!open || occ.ID() != cur.rec.WindowID) {
-			s.closeRun(cur, "the backup window closed")
+			if j.Window.Contains(now) {
+				s.closeRun(cur, fmt.Sprintf("the next run started (a new run every %s inside the window)", fmtHours(j.slot())), false)
+			} else {
+				s.closeRun(cur, "the backup window closed", true)
+			}
 			cur = nil
 		}
 		if open && cur == nil && !s.resolving[j.ID] {
@@ -714,7 +718,7 @@ func (s *Scheduler) nextWake(now time.Time) (time.Time, bool) {
 		if !j.Enabled {
 			continue
 		}
-		if occ, ok := j.Window.Next(now); ok {
+		if occ, ok := j.NextSlot(now); ok {
 			consider(occ.Open)
 			consider(occ.Close)
 		}

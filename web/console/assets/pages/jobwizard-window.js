@@ -204,6 +204,27 @@ export function describeOpenings(grid) {
   });
 }
 
+// dailyAt: a window open all day but the hour before h, so its one opening
+// a day begins at h: a run starts at h every day and retries failed VMs for
+// the next 23 hours ("daily at 22:00").
+export function dailyAt(h) {
+  const g = emptyGrid();
+  for (let d = 0; d < 7; d++) for (let x = 0; x < 24; x++) g[d][x] = x !== (h + 23) % 24;
+  return g;
+}
+
+// runStarts lists when runs start in each opening, as the scheduler cuts
+// them (policy.Job.Slot): at the opening and every everyHours in it, or
+// every 24 h when everyHours is 0. ["Friday 18:00, Saturday 18:00, Sunday 18:00"].
+export function runStarts(grid, everyHours) {
+  const step = everyHours > 0 ? everyHours : 24;
+  return openings(grid).map(([s, e]) => {
+    const out = [];
+    for (let t = s; t < e; t += step) out.push(weekHour(t));
+    return out.join(", ");
+  });
+}
+
 export function describeWindow(win) {
   if (!win || !win.days) return "no window";
   const { grid, approximate } = gridFromWindow(win);

@@ -4,7 +4,7 @@
 // in those forms and the object below, so Back and Next lose nothing. Server
 // field errors are sent back to the step that owns the field.
 import { ensureCSS, pick, scopedErrors, slug, errorText } from "./jobs-common.js";
-import { DAYS, gridFromWindow, windowFromGrid, describeGrid, describeOpenings, hoursOpen, emptyGrid } from "./jobwizard-window.js";
+import { DAYS, gridFromWindow, windowFromGrid, describeGrid, describeOpenings, hoursOpen, emptyGrid, dailyAt, runStarts } from "./jobwizard-window.js";
 import { PRESETS, FIELDS, retentionFor, presetOf, describeRetention, validateRetention, normalize } from "./jobwizard-retention.js";
 import {
   buildTree, vmKey, normalizeSelection, compactSelection, isIncluded, isExcluded, toggleInclude, toggleExclude,
@@ -35,7 +35,7 @@ const OWNERS = [
   ["basics", ["id", "name", "description", "enabled"]],
   ["vms", ["selection"]],
   ["repository", ["repository"]],
-  ["schedule", ["window", "onWindowClose"]],
+  ["schedule", ["window", "onWindowClose", "everyHours"]],
   ["retention", ["retention", "quiesce", "quiesceRequired", "concurrency", "maxAttempts", "priority"]],
 ];
 
@@ -123,6 +123,7 @@ export default {
       retention: orig ? normalize(orig.retention) : normalize(retentionFor("more")),
       quiesce: (orig && orig.quiesce) || "filesystem",
       quiesceRequired: !!(orig && orig.quiesceRequired),
+      everyHours: (orig && orig.everyHours) || 0,
     };
     const retentionObj = () => (st.preset === "custom" ? { preset: "", ...st.retention } : retentionFor(st.preset));
 
@@ -379,12 +380,26 @@ export default {
       const words = h("ul", { class: "p2-words", id: "window-words" });
       const openingsOut = h("ul", { class: "p2-words", id: "window-openings" });
       const summary = h("p", { id: "window-summary", "aria-live": "polite", class: "p2-match" });
+      const startsOut = h("ul", { class: "p2-words", id: "window-starts" });
+      const every = h(
+        "select",
+        { name: "everyHours", id: "window-every", "aria-describedby": "window-every-hint" },
+        h("option", { value: "0", selected: !st.everyHours }, "Once per opening (once a day in longer openings)"),
+        [1, 2, 3, 4, 6, 8, 12].map((n) => h("option", { value: String(n), selected: st.everyHours === n }, `Every ${n} hour${n === 1 ? "" : "s"} while the window is open`)),
+      );
+      const showStarts = () => {
+        const ops = describeOpenings(st.grid);
+        const starts = runStarts(st.grid, Number(every.value));
+        startsOut.replaceChildren(...ops.map((o, i) => h("li", null, `${o}: runs start ${starts[i]}`)));
+      };
+      every.addEventListener("change", showStarts);
       const show = (g) => {
         st.grid = g;
         words.replaceChildren(...describeGrid(g).map((t) => h("li", null, t)));
         const ops = describeOpenings(g);
         openingsOut.replaceChildren(...ops.map((t) => h("li", null, t)));
         summary.textContent = `${hoursOpen(g)} hours a week, ${ops.length} opening${ops.length === 1 ? "" : "s"}: ${describeGrid(g).join("; ")}`;
+        showStarts();
       };
       const grid = windowGrid(h, st.grid, show);
       grid.classList.add("field");
@@ -408,6 +423,16 @@ export default {
         b.addEventListener("click", () => grid.set(fn()));
         return b;
       };
+      const dailyHour = h(
+        "select",
+        { id: "daily-at-hour", "aria-label": "Hour of the daily run" },
+        Array.from({ length: 24 }, (_, i) => h("option", { value: String(i), selected: i === 22 }, `${String(i).padStart(2, "0")}:00`)),
+      );
+      const daily = h("button", { type: "button", class: "p2-small", id: "daily-at" }, "Daily at");
+      daily.addEventListener("click", () => {
+        every.value = "0";
+        grid.set(dailyAt(Number(dailyHour.value)));
+      });
       const form = h(
         "form",
         { novalidate: true },
@@ -418,7 +443,7 @@ export default {
           "Paint hours with the mouse or a finger: drag across cells to open them, start on an open cell to close them. With the keyboard: arrow keys move, Space toggles the hour, Shift+arrow paints while moving.",
         ),
         fromWin.approximate ? h("p", { class: "notice", role: "status" }, "This job's window has ranges that do not start or end on the hour; the grid shows them rounded to whole hours, and saving stores the grid as painted.") : null,
-        h("div", { class: "p2-actions", role: "group", "aria-label": "Quick windows" }, quick("Nights and weekends", defaultWindow), quick("Every night 22:00–06:00", nightly), quick("Always", always), quick("Clear", emptyGrid)),
+        h("div", { class: "p2-actions", role: "group", "aria-label": "Quick windows" }, quick("Nights and weekends", defaultWindow), quick("Every night 22:00–06:00", nightly), quick("Always", always), quick("Clear", emptyGrid), h("span", null, daily, " ", dailyHour)),
         grid,
         h("h3", { class: "p2-sub" }, "The window in words"),
         words,
@@ -426,6 +451,15 @@ export default {
         summary,
         h("div", { class: "field" }, h("label", { for: "window-tz" }, "Time zone of the window"), loc, tzList),
         h("div", { class: "field" }, h("label", { for: "window-close" }, "When the window closes"), close),
+        h(
+          "div",
+          { class: "field", "data-field": "everyHours" },
+          h("label", { for: "window-every" }, "How often a run starts"),
+          every,
+          h("p", { class: "hint", id: "window-every-hint" }, "Each run backs every selected VM up once and retries failures until the next run starts or the window closes. A backup still running when the next run starts finishes; only the window's close cancels it (if chosen above)."),
+        ),
+        h("h3", { class: "p2-sub" }, "When runs start"),
+        startsOut,
       );
       show(st.grid);
       return {
@@ -437,6 +471,7 @@ export default {
           st.grid = grid.get();
           st.location = loc.value.trim() || "UTC";
           st.onWindowClose = close.value;
+          st.everyHours = Number(every.value) || 0;
         },
         validate() {
           const e = [];
@@ -663,7 +698,7 @@ export default {
             ...row("Name", `${st.name} (${st.id})${st.enabled ? "" : " — disabled"}`, "basics"),
             ...row("VMs", describeSelection(st.selection, tree.byId, tagsById), "vms"),
             ...row("Repository", st.repository, "repository"),
-            ...row("Window", `${describeGrid(st.grid).join("; ")} (${st.location}); when it closes: ${st.onWindowClose === "cancel" ? "cancel" : "finish"}`, "schedule"),
+            ...row("Window", `${describeGrid(st.grid).join("; ")} (${st.location}); when it closes: ${st.onWindowClose === "cancel" ? "cancel" : "finish"}; ${st.everyHours ? `a run every ${st.everyHours} h while open` : "a run per opening, one a day in longer openings"}`, "schedule"),
             ...row("Retention", describeRetention(retentionObj()), "retention"),
             ...row("Quiescing", `${(QUIESCE.find((q) => q.id === st.quiesce) || {}).title || st.quiesce}${st.quiesceRequired ? " — required: a VM that cannot be quiesced fails" : st.quiesce === "none" ? "" : " — falls back to crash-consistent"}`, "retention"),
           );
@@ -786,6 +821,7 @@ export default {
         quiesce: st.quiesce,
         quiesceRequired: st.quiesceRequired || undefined,
         onWindowClose: st.onWindowClose,
+        everyHours: st.everyHours || undefined,
       };
       if (!job.description) delete job.description;
       save.disabled = true;
