@@ -155,3 +155,44 @@ func p2DemoJobAndRepo(t *testing.T, b *browsertest.Browser) (job, repo string) {
 	}
 	return jobs[0].ID, repos[0].Name
 }
+
+// p2WaitTask waits (up to two minutes) until the task ends, and fails the
+// test unless it succeeded.
+func p2WaitTask(t *testing.T, b *browsertest.Browser, id string) {
+	t.Helper()
+	var task struct {
+		State string `json:"state"`
+		Error string `json:"error"`
+	}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if st := p2API(t, b, "GET", "/tasks/"+id, nil, &task); st != 200 {
+			t.Fatalf("GET /tasks/%s: %d", id, st)
+		}
+		switch task.State {
+		case "succeeded":
+			return
+		case "failed", "cancelled":
+			t.Fatalf("task %s %s: %s", id, task.State, task.Error)
+		}
+	}
+	t.Fatalf("task %s still %s after two minutes", id, task.State)
+}
+
+// p2VMUUID returns the instance UUID of the demo's VM named name.
+func p2VMUUID(t *testing.T, b *browsertest.Browser, name string) string {
+	t.Helper()
+	var vms []struct {
+		InstanceUUID string `json:"instanceUuid"`
+		Name         string `json:"name"`
+	}
+	if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
+		t.Fatalf("GET /vms: %d", st)
+	}
+	for _, v := range vms {
+		if v.Name == name {
+			return v.InstanceUUID
+		}
+	}
+	t.Fatalf("no VM %s in GET /vms", name)
+	return ""
+}

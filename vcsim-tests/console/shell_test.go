@@ -7,7 +7,7 @@ import (
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
-// TestPagesAtSizes opens every page of this package's shell at 1280x800 and
+// TestPagesAtSizes opens every page of this package's shell at 1440x900 and
 // 400x800: each renders its title without console errors or horizontal
 // scrolling of the page; at 400 px the navigation folds behind a Menu button.
 func TestPagesAtSizes(t *testing.T) {
@@ -19,7 +19,7 @@ func TestPagesAtSizes(t *testing.T) {
 		{"#/events", "Events", "#events-list table, #events-list .empty"},
 		{"#/settings", "Settings", "#tokens-list table, #tokens-list .empty"},
 	}
-	for _, size := range []struct{ w, h int64 }{{1280, 800}, {400, 800}} {
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {400, 800}} {
 		b.Viewport(size.w, size.h)
 		for _, p := range pages {
 			b.Go(p.hash)

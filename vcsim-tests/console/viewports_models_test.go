@@ -8,8 +8,9 @@ import (
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
-// TestViewports opens every page of the jobs, restore, restore points
-// and repositories part at 1280x800 and at 400x800: each renders its data
+// TestViewports opens every page of the jobs, restore, restore points,
+// files, VM and repositories part at 1440x900 and at 400x800 (TestPagesAtSizes
+// covers the shell's pages): each renders its data
 // without a console error and without a horizontal scroll bar on the page
 // (wide tables scroll inside their own box, the window grid fits).
 func TestViewports(t *testing.T) {
@@ -23,8 +24,10 @@ func TestViewports(t *testing.T) {
 		{"#/restore-points", ".p2-vm-group"},
 		{"#/repositories", "#repositories-table"},
 		{"#/repositories/" + repo, ".usage-chart"},
+		{"#/files", "#files-search"},
+		{"#/vms/" + p2VMUUID(t, b, "web-01"), "#vm-summary"},
 	}
-	for _, size := range []struct{ w, h int64 }{{1280, 800}, {400, 800}} {
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {400, 800}} {
 		b.Viewport(size.w, size.h)
 		for _, p := range pages {
 			b.Go(p.route)
@@ -84,6 +87,15 @@ func TestModels(t *testing.T) {
 		{"openings join across midnight and the weekend",
 			`W.describeOpenings(W.gridFromWindow({days: {friday: ["18:00-24:00"], saturday: ["00:00-24:00"], sunday: ["00:00-24:00"], monday: ["00:00-06:00"]}}).grid)`,
 			`["Friday 18:00 until Monday 06:00 (60 h)"]`},
+		{"a weekend opening starts a run each day, as the scheduler cuts it",
+			`W.runStarts(W.gridFromWindow({days: {friday: ["18:00-24:00"], saturday: ["00:00-24:00"], sunday: ["00:00-24:00"], monday: ["00:00-06:00"]}}).grid, 0)`,
+			`["Friday 18:00, Saturday 18:00, Sunday 18:00"]`},
+		{"every 4 hours inside a night",
+			`W.runStarts(W.gridFromWindow({days: {monday: ["22:00-24:00"], tuesday: ["00:00-06:00"]}}).grid, 4)`,
+			`["Monday 22:00, Tuesday 02:00"]`},
+		{"daily at 22:00 leaves 21:00-22:00 closed",
+			`W.windowFromGrid(W.dailyAt(22)).days.monday`,
+			`["00:00-21:00","22:00-24:00"]`},
 		{"never and always",
 			`W.describeGrid(W.emptyGrid()).concat(W.describeGrid(W.emptyGrid().map(r => r.map(() => true))))`,
 			`["Never open: paint at least one hour.","Always open, around the clock."]`},

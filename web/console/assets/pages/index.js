@@ -12,6 +12,7 @@ import restore from "./restore.js";
 import points from "./points.js";
 import repositories from "./repositories.js";
 import files from "./files.js";
+import vm from "./vm.js";
 
 export default [
   dashboard,
@@ -25,4 +26,5 @@ export default [
   tasks,
   events,
   settings,
+  vm,
 ];

@@ -2,6 +2,8 @@
 // search, and "Back up now".
 import { h, clear, field, badge } from "../lib/dom.js";
 
+const powerWords = { poweredOn: "on", poweredOff: "off", suspended: "suspended" };
+
 const kindLabel = {
   datacenter: "Datacenter", folder: "Folder", cluster: "Cluster", host: "Host",
   "resource-pool": "Resource pool", vm: "VM",
@@ -130,11 +132,13 @@ export default {
       return h("li", { "data-vm": n.name },
         h("div", { class: "inventory-node" },
           h("span", { class: "inventory-toggle", "aria-hidden": "true" }),
-          h("span", { class: "kind" }, "VM"),
-          h("span", { class: "name" }, n.name),
+          h("span", { class: "kind" }, n.template ? "Template" : "VM"),
+          h("span", { class: "name" }, uuid ? h("a", { href: `#/vms/${encodeURIComponent(uuid)}`, "aria-label": `${n.name}: details` }, n.name) : n.name),
           st && st.protected ? badge("protected") : badge("unprotected"),
+          n.powerState ? h("span", { class: `power power-${n.powerState}` }, powerWords[n.powerState] || n.powerState) : null,
           h("span", { class: "meta" },
             last ? `last good: ${fmt.time(last.time)}` : "no restore point",
+            last && last.logicalBytes ? ` · ${fmt.bytes(last.logicalBytes)}` : "",
             st && st.jobs && st.jobs.length ? ` · job: ${st.jobs.join(", ")}` : "",
             st && st.points ? ` · ${st.points} point${st.points === 1 ? "" : "s"}` : ""),
           // The last backup's warnings belong next to the VM, not only in the API.
