@@ -1,6 +1,7 @@
 // Dashboard: the last 24 hours at a glance, kept live by the shared stream.
 import { h, clear, table, badge } from "../lib/dom.js";
 import { isFinal } from "../lib/ui.js";
+import { weekSummary } from "./dashboard-week.js";
 
 function card(label, value, kind, href) {
   const body = [h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label)];
@@ -28,11 +29,13 @@ export default {
     const windowBox = h("div", { id: "dashboard-window" });
     const repos = h("div", { id: "dashboard-repos" });
     const events = h("div", { id: "dashboard-events" });
+    const week = h("div", { id: "dashboard-week" }, h("p", { class: "loading" }, "Counting…"));
     root.append(cards,
       h("div", { class: "dashboard-grid" },
         h("section", { class: "panel", "aria-labelledby": "dash-running" }, h("h2", { id: "dash-running" }, "Running tasks"), running),
         h("section", { class: "panel", "aria-labelledby": "dash-scheduled" }, h("h2", { id: "dash-scheduled" }, "Scheduled backups running"), sched),
         h("section", { class: "panel", "aria-labelledby": "dash-window" }, h("h2", { id: "dash-window" }, "Next backup window"), windowBox)),
+      h("section", { "aria-labelledby": "dash-week" }, h("h2", { id: "dash-week" }, "Backups in the last 7 days"), week),
       h("section", { "aria-labelledby": "dash-repos" }, h("h2", { id: "dash-repos" }, "Repositories"), repos),
       h("section", { "aria-labelledby": "dash-events" }, h("h2", { id: "dash-events" }, "Recent events"), events));
 
@@ -138,6 +141,42 @@ export default {
     }
 
     render(await ctx.api("GET", "/dashboard"));
+
+    // The week: every job's recent runs and the ad-hoc backup tasks,
+    // counted per day (at most 200 runs per job: a job running every hour
+    // makes 168 in a week).
+    async function showWeek() {
+      try {
+        const jobs = (await ctx.api("GET", "/jobs")) || [];
+        const [runs, tasks] = await Promise.all([
+          Promise.all(jobs.map((j) => ctx.api("GET", `/jobs/${encodeURIComponent(j.id)}/runs?limit=200`).catch(() => []))),
+          ctx.api("GET", "/tasks?limit=1000").catch(() => []),
+        ]);
+        const days = weekSummary(runs.flat(), tasks, new Date());
+        const most = Math.max(1, ...days.map((d) => d.succeeded + d.failed + d.notRun));
+        const label = (k) => new Date(`${k}T12:00:00`).toLocaleDateString(undefined, { weekday: "short", day: "numeric", month: "short" });
+        clear(week).append(table("!Backups per day", [
+          { label: "Day", cell: (d) => label(d.day) },
+          { label: "Succeeded", class: "num", cell: (d) => String(d.succeeded) },
+          { label: "Failed", class: "num", cell: (d) => (d.failed ? badge(String(d.failed), "failed") : "0") },
+          { label: "Not run", class: "num", cell: (d) => String(d.notRun) },
+          {
+            label: "", cell: (d) => {
+              // CSSOM, not a style attribute: the CSP allows no inline style.
+              const ok = h("span", { class: "week-ok" });
+              const bad = h("span", { class: "week-bad" });
+              ok.style.width = `${(100 * d.succeeded) / most}%`;
+              bad.style.width = `${(100 * (d.failed + d.notRun)) / most}%`;
+              return h("span", { class: "week-bar", "aria-hidden": "true" }, ok, bad);
+            },
+          },
+        ], days));
+        for (const [i, tr] of [...week.querySelectorAll("tbody tr")].entries()) tr.dataset.day = days[i].day;
+      } catch (e) {
+        clear(week).append(h("p", { class: "form-error" }, `The week could not be counted: ${e.message}`));
+      }
+    }
+    showWeek();
 
     // Counts change when tasks end or events arrive: reload, at most every 2 s.
     let reloadTimer = 0;
