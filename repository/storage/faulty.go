@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"sync"
 )
@@ -22,6 +24,19 @@ type Faulty struct {
 // NewFaulty wraps s; fail may be nil (no faults until SetFail).
 func NewFaulty(s Storage, fail func(op, name string) error) *Faulty {
 	return &Faulty{Storage: s, fail: fail}
+}
+
+// Space forwards to the wrapped backend when it reports space ("space"
+// faults apply).
+func (f *Faulty) Space(ctx context.Context) (Space, error) {
+	if err := f.check("space", ""); err != nil {
+		return Space{}, err
+	}
+	rep, ok := f.Storage.(SpaceReporter)
+	if !ok {
+		return Space{}, fmt.Errorf("space: %w", errors.ErrUnsupported)
+	}
+	return rep.Space(ctx)
 }
 
 // SetFail replaces the fault function (nil: none).
