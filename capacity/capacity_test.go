@@ -25,7 +25,7 @@ func TestPredict(t *testing.T) {
 		{"free unknown (object store): rate only", []Sample{day(-1, gib), day(0, 2*gib)}, -1, true, gib, 0},
 		{"samples older than the window are ignored", []Sample{day(-90, 0), day(-1, 50*gib), day(0, 51*gib)}, 5 * gib, true, gib, 5},
 		{"future samples (a clock that jumped) are ignored", []Sample{day(-1, gib), day(0, 2*gib), day(5, 100*gib)}, 4 * gib, true, gib, 4},
-		{"growth too slow for a date within a century", []Sample{day(-10, gib), day(0, gib + 10)}, 100 * gib, true, 1, 0},
+		{"growth too slow for a date within a century", []Sample{day(-10, gib), day(0, gib+10)}, 100 * gib, true, 1, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,7 +60,7 @@ func TestLow(t *testing.T) {
 		{100, 10, 10, 0, false},
 		{100, 50, 0, 60, true},
 		{100, 50, 0, 0, false},
-		{0, 0, 10, 10, false},   // unknown total
+		{0, 0, 10, 10, false},    // unknown total
 		{100, -1, 10, 10, false}, // unknown free
 	}
 	for _, tc := range tests {
