@@ -69,3 +69,28 @@ func TestLow(t *testing.T) {
 		}
 	}
 }
+
+func TestWatch(t *testing.T) {
+	w := &Watch{T: Threshold{Percent: 10}}
+	const total = 1000
+	steps := []struct {
+		free int64
+		want Change
+	}{
+		{500, Unchanged},
+		{99, BecameLow},
+		{50, Unchanged},  // still low: no second alert
+		{105, Unchanged}, // above 10% but inside the margin
+		{111, Recovered},
+		{120, Unchanged},
+		{80, BecameLow},
+	}
+	for i, s := range steps {
+		if got := w.Observe("r1", total, s.free); got != s.want {
+			t.Fatalf("step %d (free %d): %v, want %v", i, s.free, got, s.want)
+		}
+	}
+	if got := w.Observe("r2", total, 500); got != Unchanged {
+		t.Fatalf("another repository shares state: %v", got)
+	}
+}
