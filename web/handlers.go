@@ -14,7 +14,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/internal/auth"
-	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
 )
@@ -124,7 +123,7 @@ func (s *Server) createJob(c *gin.Context) (any, error) {
 	if j.ID != "" {
 		if _, err := s.cfg.Jobs.Job(c.Request.Context(), j.ID); err == nil {
 			return nil, &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf("job %q exists; use PUT to change it", j.ID)}
-		} else if !errors.Is(err, state.ErrNotFound) && !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 	}
@@ -450,8 +449,8 @@ func (s *Server) cancelTask(c *gin.Context) (any, error) {
 
 // eventQuery reads the filter of GET /events and /events/export; limit
 // bounds its "limit" parameter and is its default.
-func eventQuery(c *gin.Context, def, max int) (state.EventQuery, error) {
-	q := state.EventQuery{Job: c.Query("job"), VM: c.Query("vm"), Kind: c.Query("kind"), User: c.Query("user"), Limit: def}
+func eventQuery(c *gin.Context, def, max int) (EventQuery, error) {
+	q := EventQuery{Job: c.Query("job"), VM: c.Query("vm"), Kind: c.Query("kind"), User: c.Query("user"), Limit: def}
 	var err error
 	if q.From, err = parseTimeParam(c, "from"); err != nil {
 		return q, err

@@ -19,10 +19,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // InvalidField returns the 422 validation error naming field, for services
@@ -378,7 +377,7 @@ func (s *Server) lastCheck(ctx context.Context, ri RepositoryInfo) *CheckSummary
 			}
 			cs := &CheckSummary{Time: t.Ended, Source: "task", Task: t.ID, Findings: []string{}}
 			if t.State == task.Succeeded {
-				var rep repository.CheckReport
+				var rep api.CheckReport
 				if b, err := json.Marshal(t.Result); err == nil && json.Unmarshal(b, &rep) == nil {
 					for _, p := range rep.Problems {
 						cs.Findings = append(cs.Findings, p.String())
@@ -403,7 +402,7 @@ func (s *Server) lastCheck(ctx context.Context, ri RepositoryInfo) *CheckSummary
 		return best
 	}
 	// The scheduler stamps the state and records the event in the same step.
-	evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: at.Add(-time.Minute), To: at.Add(time.Minute), Limit: 10000})
+	evs, err := s.cfg.Events.Events(ctx, EventQuery{From: at.Add(-time.Minute), To: at.Add(time.Minute), Limit: 10000})
 	if err != nil {
 		return best
 	}
@@ -618,18 +617,8 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 	}
 	failed := map[string]bool{}
 	if s.cfg.VMStates != nil {
-		sts, err := s.cfg.VMStates.VMStates(ctx)
-		if err != nil {
+		if failed, err = s.cfg.VMStates.FailedVMs(ctx); err != nil {
 			return nil, err
-		}
-		latest := map[string]policy.VMState{}
-		for _, st := range sts {
-			if l, ok := latest[st.VM]; !ok || st.LastAttempt.After(l.LastAttempt) {
-				latest[st.VM] = st
-			}
-		}
-		for vm, st := range latest {
-			failed[vm] = st.LastError != "" && st.LastAttempt.After(st.LastSuccess)
 		}
 	}
 	for _, v := range vms {
@@ -692,7 +681,7 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 	}
 
 	if s.cfg.Events != nil {
-		evs, err := s.cfg.Events.Events(ctx, state.EventQuery{From: now.Add(-24 * time.Hour), Limit: 100000})
+		evs, err := s.cfg.Events.Events(ctx, EventQuery{From: now.Add(-24 * time.Hour), Limit: 100000})
 		if err != nil {
 			return nil, err
 		}

@@ -2,15 +2,14 @@ package web
 
 import (
 	"context"
-	"time"
 
-	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web/api"
 )
 
-// JobStore keeps jobs; internal/state.DB implements it. Job and DeleteJob
-// return an error matching a not-found sentinel for an unknown id.
+// JobStore keeps jobs; records.Store implements it over the state
+// database. Job and DeleteJob return an error matching api.ErrNotFound for
+// an unknown id.
 type JobStore interface {
 	Jobs(ctx context.Context) ([]policy.Job, error)
 	Job(ctx context.Context, id string) (policy.Job, error)
@@ -34,95 +33,34 @@ type SchedulerStatus interface {
 	Status() policy.Status
 }
 
-// EventLog reads the appliance's events; internal/state.DB implements it.
+// EventQuery selects events.
+type EventQuery = api.EventQuery
+
+// EventLog reads the appliance's events; records.Store implements it.
 type EventLog interface {
-	Events(ctx context.Context, q state.EventQuery) ([]policy.Event, error)
+	Events(ctx context.Context, q EventQuery) ([]policy.Event, error)
 }
 
-// VMStates reads the scheduler's per-VM memory (last success per job);
-// internal/state.DB implements it.
+// VMStates reads the scheduler's per-VM memory; records.Store implements it.
 type VMStates interface {
+	// VMStates returns the last attempt and success of each VM per job
+	// (the metrics' last success per job).
 	VMStates(ctx context.Context) ([]policy.VMState, error)
+	// FailedVMs returns the VMs (by instance UUID) whose last backup
+	// attempt failed after their last success (the dashboard's "failed").
+	FailedVMs(ctx context.Context) (map[string]bool, error)
 }
 
-// RestorePoint is a restore point as the API shows it.
-type RestorePoint struct {
-	ID           string            `json:"id"`
-	Repository   string            `json:"repository"`
-	Job          string            `json:"job,omitempty"`
-	VM           VMRef             `json:"vm"`
-	Time         time.Time         `json:"time"`
-	Parent       string            `json:"parent,omitempty"`
-	Consistency  string            `json:"consistency,omitempty"`
-	Partial      bool              `json:"partial"`
-	Locked       bool              `json:"locked"`
-	LogicalBytes int64             `json:"logicalBytes"`
-	Disks        []PointDisk       `json:"disks"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	Tags         map[string]string `json:"tags,omitempty"`
-	// Config is the VM configuration the point saved, in GET
-	// /restore-points/{id} only (lists leave it out: one blob read per
-	// point). Absent for points without one (image backups).
-	Config *PointConfig `json:"config,omitempty"`
-	// ConfigError says why a saved configuration could not be read.
-	ConfigError string `json:"configError,omitempty"`
-}
-
-// PointConfig is what a restore wizard needs of a point's saved VM
-// configuration: its NICs to map to target networks and its disks.
-type PointConfig struct {
-	Name     string            `json:"name"`
-	GuestID  string            `json:"guestId,omitempty"`
-	NumCPU   int32             `json:"numCpu"`
-	MemoryMB int32             `json:"memoryMb"`
-	Firmware string            `json:"firmware,omitempty"`
-	NICs     []PointNIC        `json:"nics"`
-	Disks    []PointConfigDisk `json:"disks"`
-}
-
-// PointNIC is a saved network adapter. Network is as the backup recorded it
-// (a port group's name, or a distributed port group's key); POST /restores'
-// networks map takes it as the key.
-type PointNIC struct {
-	Label   string `json:"label"`
-	Type    string `json:"type"`
-	Network string `json:"network"`
-}
-
-// PointConfigDisk is a saved disk with where it lived.
-type PointConfigDisk struct {
-	Key       int32  `json:"key"`
-	Label     string `json:"label"`
-	Capacity  int64  `json:"capacity"`
-	Datastore string `json:"datastore"`
-	Skipped   string `json:"skipped,omitempty"` // why it was not backed up
-}
-
-// VMRef identifies a VM in API responses.
-type VMRef struct {
-	Name         string `json:"name"`
-	InstanceUUID string `json:"instanceUuid,omitempty"`
-	MoRef        string `json:"moref,omitempty"`
-}
-
-// PointDisk is one disk of a restore point.
-type PointDisk struct {
-	Key       int32  `json:"key"`
-	Label     string `json:"label"`
-	Capacity  int64  `json:"capacity"`
-	Mode      string `json:"mode,omitempty"`
-	BytesRead int64  `json:"bytesRead"`
-	NewBytes  int64  `json:"newBytes"`
-	Stored    int64  `json:"storedBytes"`
-}
-
-// PointFilter selects restore points; zero fields do not filter.
-type PointFilter struct {
-	VM         string    // instance UUID or exact name
-	Repository string    // repository name
-	Job        string    // job id (the "job" tag of the point)
-	From, To   time.Time // [From, To)
-}
+// The restore point types are api's, shared with the services that fill them.
+type (
+	RestorePoint    = api.RestorePoint
+	PointConfig     = api.PointConfig
+	PointNIC        = api.PointNIC
+	PointConfigDisk = api.PointConfigDisk
+	VMRef           = api.VMRef
+	PointDisk       = api.PointDisk
+	PointFilter     = api.PointFilter
+)
 
 // Points lists and changes restore points across the appliance's repositories.
 type Points interface {
@@ -132,23 +70,15 @@ type Points interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// RepositoryInfo describes one configured repository.
-type RepositoryInfo struct {
-	Name        string                   `json:"name"`
-	Path        string                   `json:"path"`
-	Format      string                   `json:"format"`
-	Encrypted   bool                     `json:"encrypted"`
-	Points      int                      `json:"points"`
-	Stats       *repository.Stats        `json:"stats,omitempty"`
-	Maintenance *policy.MaintenanceState `json:"maintenance,omitempty"`
-}
-
-// Reporter is how a long operation run by the API reports; *task.Reporter
-// implements it.
-type Reporter interface {
-	Progress(phase string, done, total int64)
-	Logf(format string, args ...any)
-}
+// The repository types are api's, shared with the services that fill them.
+type (
+	RepositoryInfo = api.RepositoryInfo
+	RepoStats      = api.RepoStats
+	PointStats     = api.PointStats
+	// Reporter is how a long operation run by the API reports; *task.Reporter
+	// implements it.
+	Reporter = api.Reporter
+)
 
 // Repositories lists repositories and runs their maintenance.
 type Repositories interface {
@@ -250,10 +180,7 @@ type RestoredDisk struct {
 }
 
 // Settings are the appliance-wide preferences the console edits.
-type Settings struct {
-	TimeZone           string `json:"timeZone"`           // IANA name, e.g. "Europe/Paris"
-	EventRetentionDays int    `json:"eventRetentionDays"` // events older than this are pruned
-}
+type Settings = api.Settings
 
 // Mailer sends the test mail of POST /settings/smtp/test; notify implements
 // it and the daemon wires it. A nil Mailer means SMTP is not configured.
@@ -261,7 +188,7 @@ type Mailer interface {
 	SendTest(ctx context.Context, to string) error
 }
 
-// SettingsStore keeps Settings; BoltSettings implements it.
+// SettingsStore keeps Settings; settings.Bolt implements it.
 type SettingsStore interface {
 	Settings(ctx context.Context) (Settings, bool, error) // false: never saved
 	PutSettings(ctx context.Context, s Settings) error
@@ -340,7 +267,7 @@ type Topology interface {
 	Targets(ctx context.Context) (RestoreTargets, error)
 }
 
-// RunLog reads job runs; internal/state.DB implements it.
+// RunLog reads job runs; records.Store implements it.
 type RunLog interface {
 	// Runs returns up to limit runs of a job, newest first.
 	Runs(ctx context.Context, job string, limit int) ([]policy.JobRun, error)
