@@ -14,7 +14,7 @@ import (
 // The scheduler's maintenance over a real repository: retention's plan
 // computed from Points removes the older nightly point, reclaim frees its
 // bytes, checks come back clean; a locked point is refused.
-func TestRepoMaintainer(t *testing.T) {
+func TestMaintainer(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	m := Maintainer{Set: f.set}
