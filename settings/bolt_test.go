@@ -40,7 +40,10 @@ func TestBoltSettings(t *testing.T) {
 	db = openDB(t, path)
 	defer db.Close()
 	var raw string
-	if err := db.View(func(tx *bolt.Tx) error { raw = string(tx.Bucket([]byte("settings")).Get([]byte("settings"))); return nil }); err != nil {
+	if err := db.View(func(tx *bolt.Tx) error {
+		raw = string(tx.Bucket([]byte("settings")).Get([]byte("settings")))
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if raw != `{"timeZone":"Europe/Paris","eventRetentionDays":30}` {
@@ -69,7 +72,9 @@ func TestBoltSettingsCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte("{not json")) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte("{not json"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.Settings(context.Background()); err == nil {
