@@ -26,7 +26,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 )
 
-// Source finds restore points and their repositories; web.RepoSet
+// Source finds restore points and their repositories; reposvc.Set
 // implements it, [Single] wraps one repository (the CLI).
 type Source interface {
 	// Names lists the repositories, sorted.

@@ -10,6 +10,7 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/reposvc"
 )
 
 // Every response — API, errors, unknown routes — carries the console's
@@ -420,9 +421,9 @@ func TestDashboard(t *testing.T) {
 // and again as soon as the points change.
 func TestRepoStatsCached(t *testing.T) {
 	f := newFixture(t, nil)
-	rs := f.srv.cfg.Repositories.(*RepoSet)
+	rs := f.srv.cfg.Repositories.(*reposvc.Set)
 	ro := bearer(f.tokens[auth.RoleRestoreOnly])
-	runs := func() int { rs.statsMu.Lock(); defer rs.statsMu.Unlock(); return rs.statsRuns }
+	runs := rs.StatsLoads
 	for _, p := range []string{"/api/v1/repositories/main", "/api/v1/dashboard", "/api/v1/repositories/main"} {
 		if r := f.do("GET", p, nil, ro); r.status != 200 {
 			t.Fatalf("%s: %d", p, r.status)
@@ -437,7 +438,7 @@ func TestRepoStatsCached(t *testing.T) {
 	if n := runs(); n != 2 || det.Stats.Points != len(f.points)+1 {
 		t.Fatalf("after a new point: %d computations, %d points", n, det.Stats.Points)
 	}
-	rs.StatsTTL = time.Nanosecond
+	f.clk.Advance(reposvc.DefaultStatsTTL)
 	f.do("GET", "/api/v1/repositories/main", nil, ro)
 	if n := runs(); n != 3 {
 		t.Fatalf("after the TTL: %d computations", n)

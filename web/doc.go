@@ -13,12 +13,18 @@
 // connection tests); the browser security headers of every response;
 // /healthz and /metrics. The console's files are web/console's.
 //
-// web depends on small service interfaces declared here (JobStore,
-// Scheduler, Points, Repositories, Backups, Restores, EventLog, RunLog,
-// Topology, TagSource, VCenterTester, Mailer, ...), so the
-// engines can be wired by cmd without web knowing how they work. RepoSet is
-// the Points and Repositories implementation over open repositories, and
-// RepoMaintainer the policy.Maintainer over the same set.
-// web must never import backup, restore, vsphere or cmd; engines reach it
-// only through those interfaces.
+// web is HTTP only: routing, decoding, authentication, error mapping and
+// DTOs. It depends on small service interfaces declared in the files of the
+// resources that use them (JobStore, Scheduler, Points, Repositories,
+// Backups, Restores, EventLog, RunLog, VMStates, Topology, TagSource,
+// VCenterTester, Mailer, FileService, ...), and on web/api for the types
+// and error kinds it shares with the services that implement them:
+// reposvc (restore points, repositories, maintenance), records (jobs, runs,
+// events, VM states over the state database) and settings. Handlers live in
+// one file per resource (jobs.go, restore_points.go, repositories.go,
+// tasks.go, events.go, vms.go, inventory.go, settings.go, backups.go,
+// restores.go, files.go, auth.go, users.go, dashboard.go).
+// web must never import repository, internal/state, backup, restore,
+// vsphere, the service packages or cmd, not even through another package
+// (imports_test.go checks it).
 package web

@@ -10,21 +10,29 @@ import (
 	"strings"
 
 	"github.com/vmvault/vmvault/internal/auth"
-	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web/api"
 )
 
+// The error kinds services return (api's, re-exported for the services
+// wired by cmd). The service packages mark their engines' sentinels with
+// them (api.Kind), so this mapping needs no engine import.
 var (
 	// ErrNotFound is returned by services for an unknown id.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = api.ErrNotFound
 	// ErrNotImplemented is returned when a service is not wired into this daemon.
-	ErrNotImplemented = errors.New("not implemented")
+	ErrNotImplemented = api.ErrNotImplemented
 	// ErrConflict is returned when a request contradicts current state (an existing id).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = api.ErrConflict
 	// ErrUnavailable is returned when a dependency (vCenter, the scheduler) cannot answer now.
-	ErrUnavailable = errors.New("service unavailable")
+	ErrUnavailable = api.ErrUnavailable
+	// ErrAmbiguous is returned for an id prefix that matches several objects.
+	ErrAmbiguous = api.ErrAmbiguous
+	// ErrPointLocked is returned when a locked restore point refuses a change.
+	ErrPointLocked = api.ErrPointLocked
+	// ErrBusy is returned when another operation holds the resource.
+	ErrBusy = api.ErrBusy
 )
 
 // ErrorBody is the one error shape of the API.
@@ -117,11 +125,11 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 		{[]error{auth.ErrNoRole}, http.StatusForbidden, "no_role"},
 		{[]error{auth.ErrBadRole}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrBadTTL}, http.StatusBadRequest, "bad_request"},
-		{[]error{ErrNotFound, state.ErrNotFound, repository.ErrNotFound, task.ErrNotFound, policy.ErrJobNotFound, auth.ErrNotFound}, http.StatusNotFound, "not_found"},
-		{[]error{repository.ErrAmbiguous}, http.StatusBadRequest, "ambiguous_id"},
-		{[]error{repository.ErrPointLocked}, http.StatusConflict, "point_locked"},
+		{[]error{ErrNotFound, task.ErrNotFound, policy.ErrJobNotFound, auth.ErrNotFound}, http.StatusNotFound, "not_found"},
+		{[]error{ErrAmbiguous}, http.StatusBadRequest, "ambiguous_id"},
+		{[]error{ErrPointLocked}, http.StatusConflict, "point_locked"},
 		{[]error{task.ErrFinished, ErrConflict, policy.ErrJobDisabled}, http.StatusConflict, "conflict"},
-		{[]error{repository.ErrBusy, repository.ErrLocked}, http.StatusConflict, "busy"},
+		{[]error{ErrBusy}, http.StatusConflict, "busy"},
 		{[]error{task.ErrBusy, task.ErrClosed, policy.ErrSchedulerStopped, ErrUnavailable, auth.ErrVCenterUnavailable}, http.StatusServiceUnavailable, "unavailable"},
 		{[]error{ErrNotImplemented}, http.StatusNotImplemented, "not_implemented"},
 		{[]error{context.DeadlineExceeded}, http.StatusGatewayTimeout, "timeout"},

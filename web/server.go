@@ -357,3 +357,7 @@ func (s *Server) location(ctx context.Context) *time.Location {
 	}
 	return time.UTC
 }
+
+func (s *Server) healthz(c *gin.Context) (any, error) {
+	return gin.H{"status": "ok", "time": s.now().UTC()}, nil
+}

@@ -30,8 +30,11 @@ import (
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/inventory"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/records"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/restore"
+	"github.com/vmvault/vmvault/settings"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 )
@@ -176,7 +179,7 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 		repos[rc.Name] = r
 		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
 	}
-	rs := web.NewRepoSet(repos)
+	rs := reposvc.New(repos)
 	rs.Maintenance = db.Maintenance
 
 	authStore, err := auth.NewBoltStore(wdb)
@@ -248,13 +251,14 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 	} else if n > 0 {
 		log.Warn("tasks interrupted by the previous stop were marked failed", "count", n)
 	}
-	settings, err := web.NewBoltSettings(wdb)
+	settings, err := settings.NewBolt(wdb)
 	if err != nil {
 		return err
 	}
+	rec := records.New(db) // jobs, runs, events and VM states as the API reads them
 	wcfg := web.Config{
-		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: db, Inventory: inv,
-		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: db, VMStates: db, Settings: settings,
+		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
+		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: rec, VMStates: rec, Settings: settings,
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
@@ -286,7 +290,7 @@ func serveWith(ctx context.Context, env *cliEnv, cfg *serveConfig, opts serveOpt
 			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
 		}
 		if w := cfg.Maintenance.Window; w != nil {
-			pcfg.Maintainer = web.RepoMaintainer{Set: rs}
+			pcfg.Maintainer = reposvc.Maintainer{Set: rs}
 			pcfg.MaintenanceWindow = *w
 			pcfg.FullCheckInterval = time.Duration(cfg.Maintenance.FullCheckDays) * 24 * time.Hour
 		}
@@ -562,7 +566,7 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	}
 	tags := map[string]string{}
 	if job != "" {
-		tags[web.JobTag] = job
+		tags[reposvc.JobTag] = job
 	}
 	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags, RequireAllDisks: requireAllDisks})
 	if err == nil && b.observe != nil {
@@ -648,7 +652,7 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 // repository that holds the point and the daemon's vCenter session.
 type restoreService struct {
 	client *vsphere.Client
-	rs     *web.RepoSet
+	rs     *reposvc.Set
 	inv    policy.Inventory
 }
 

@@ -19,8 +19,8 @@ import (
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/web"
 )
 
 // daemonProcess is `appliance serve` run as a separate process from the
@@ -387,7 +387,7 @@ repositories:
 	}
 	pointOf := map[string]string{}
 	for _, p := range pts {
-		if p.Tags[web.JobTag] == "" {
+		if p.Tags[reposvc.JobTag] == "" {
 			continue
 		}
 		if pointOf[p.VM.Name] != "" {

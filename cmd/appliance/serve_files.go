@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/vmvault/vmvault/filerestore"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/web"
 )
 
@@ -15,7 +16,7 @@ import (
 // catalogues new restore points (within a minute of their backup) and drops
 // the catalogs of points retention or an administrator deleted. Catalogs
 // live in <state_dir>/catalog (flr/catalog/FORMAT.md); they are a cache.
-func startFileRestore(ctx context.Context, stateDir string, rs *web.RepoSet, log *slog.Logger, d *daemon) (web.FileService, error) {
+func startFileRestore(ctx context.Context, stateDir string, rs *reposvc.Set, log *slog.Logger, d *daemon) (web.FileService, error) {
 	svc, err := filerestore.New(filerestore.Config{
 		Source:     rs,
 		CatalogDir: filepath.Join(stateDir, "catalog"),

@@ -18,6 +18,7 @@ import (
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/web"
 	bolt "go.etcd.io/bbolt"
 )
@@ -33,7 +34,7 @@ var alertDebounce = time.Minute
 // it after those are set and before web.New. d stops it on close: pending
 // alerts are sent within notify.FlushTimeout.
 func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, clk clock.Clock, loc *time.Location,
-	db *state.DB, rs *web.RepoSet, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
+	db *state.DB, rs *reposvc.Set, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
 	sc := cfg.SMTP
 	if sc == nil {
 		return nil, nil
@@ -256,7 +257,7 @@ func outcomeLabel(o web.BackupOutcome) string {
 type alertingRestores struct {
 	web.Restores
 	nt *notify.Notifier
-	rs *web.RepoSet
+	rs *reposvc.Set
 }
 
 func (a alertingRestores) fail(ctx context.Context, point, what string, err error) {
@@ -343,7 +344,7 @@ func (a alertingRepositories) Check(ctx context.Context, name string, full bool,
 // notifySource is the daily report's view of the appliance.
 type notifySource struct {
 	db  *state.DB
-	rs  *web.RepoSet
+	rs  *reposvc.Set
 	inv policy.Inventory
 	log *slog.Logger
 }

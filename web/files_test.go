@@ -24,6 +24,7 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/web/openapitest"
 )
 
@@ -46,7 +47,7 @@ func newFilesFixture(t *testing.T) *filesFixture {
 	var svc *filerestore.Service
 	f := newFixture(t, func(c *Config) {
 		var err error
-		svc, err = filerestore.New(filerestore.Config{Source: c.Points.(*RepoSet), CatalogDir: t.TempDir()})
+		svc, err = filerestore.New(filerestore.Config{Source: c.Points.(*reposvc.Set), CatalogDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package web
+package reposvc
 
 import (
 	"context"
@@ -8,15 +8,16 @@ import (
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // The scheduler's maintenance over a real repository: retention's plan
 // computed from Points removes the older nightly point, reclaim frees its
 // bytes, checks come back clean; a locked point is refused.
-func TestRepoMaintainer(t *testing.T) {
-	f := newFixture(t, nil)
+func TestMaintainer(t *testing.T) {
+	f := newFixture(t)
 	ctx := context.Background()
-	m := RepoMaintainer{Set: NewRepoSet(map[string]*repository.Repository{"main": f.repo})}
+	m := Maintainer{Set: f.set}
 	j := policy.Job{ID: "nightly", Repository: "main", Retention: policy.Retention{Last: 1}}
 	plan, err := policy.PlanRetention(ctx, m, j, time.UTC)
 	if err != nil {
@@ -65,7 +66,7 @@ func TestRepoMaintainer(t *testing.T) {
 	if _, err := m.Check(ctx, policy.CheckRequest{Repository: "main", Full: true, Resume: "garbage"}, func(p policy.CheckProgress) { again = append(again, p) }); err != nil || len(again) != len(seen) {
 		t.Fatalf("a meaningless cursor restarts the check: %d packs of %d, %v", len(again), len(seen), err)
 	}
-	if _, err := m.Points(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Points(ctx, "nope"); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("unknown repository: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package web
+package reposvc
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"github.com/vmvault/vmvault/repository"
 )
 
-// RepoMaintainer implements policy.Maintainer over a RepoSet, so the
+// Maintainer implements policy.Maintainer over a Set, so the
 // scheduler can apply retention, reclaim and check inside the maintenance
 // window. A full check reads the packs through repository.CheckPacks, in
 // pack id order, reporting the last pack read as its cursor, so a check cut
 // by the window's close resumes after it in the next window.
-type RepoMaintainer struct{ Set *RepoSet }
+type Maintainer struct{ Set *Set }
 
-var _ policy.Maintainer = RepoMaintainer{}
+var _ policy.Maintainer = Maintainer{}
 
 // Check implements policy.Maintainer: a quick check verifies structure, a
 // full one reads every blob.
-func (m RepoMaintainer) Check(ctx context.Context, req policy.CheckRequest, progress func(policy.CheckProgress)) (policy.CheckResult, error) {
+func (m Maintainer) Check(ctx context.Context, req policy.CheckRequest, progress func(policy.CheckProgress)) (policy.CheckResult, error) {
 	r, err := m.Set.repo(req.Repository)
 	if err != nil {
 		return policy.CheckResult{}, err
@@ -75,7 +75,7 @@ func (m RepoMaintainer) Check(ctx context.Context, req policy.CheckRequest, prog
 }
 
 // Points implements policy.Maintainer; Bytes is what only that point references.
-func (m RepoMaintainer) Points(ctx context.Context, repo string) ([]policy.Point, error) {
+func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, error) {
 	r, err := m.Set.repo(repo)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (m RepoMaintainer) Points(ctx context.Context, repo string) ([]policy.Point
 
 // RemovePoints implements policy.Maintainer. Points already gone are
 // skipped; the space is freed by the next Reclaim.
-func (m RepoMaintainer) RemovePoints(ctx context.Context, repo string, ids []string) error {
+func (m Maintainer) RemovePoints(ctx context.Context, repo string, ids []string) error {
 	r, err := m.Set.repo(repo)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func (m RepoMaintainer) RemovePoints(ctx context.Context, repo string, ids []str
 }
 
 // Reclaim implements policy.Maintainer.
-func (m RepoMaintainer) Reclaim(ctx context.Context, repo string) (int64, error) {
+func (m Maintainer) Reclaim(ctx context.Context, repo string) (int64, error) {
 	r, err := m.Set.repo(repo)
 	if err != nil {
 		return 0, err

@@ -1,0 +1,391 @@
+package reposvc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vmvault/vmvault/internal/cache"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vmconfig"
+	"github.com/vmvault/vmvault/web/api"
+)
+
+// JobTag is the restore point tag that names the job a point was made by.
+const JobTag = "job"
+
+// DefaultStatsTTL is how long a repository's statistics serve while its
+// points do not change.
+const DefaultStatsTTL = 30 * time.Second
+
+// Set implements web's Points and Repositories over the appliance's open
+// repositories, by name. It does not own them: the caller closes them.
+type Set struct {
+	names []string
+	repos map[string]*repository.Repository
+	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
+	Maintenance func(ctx context.Context) ([]policy.MaintenanceState, error)
+
+	// stats is keyed by repository name and the signature of its points:
+	// a point added or removed makes a new key, so statistics are never
+	// served for a set of points they were not computed over.
+	stats *cache.TTL[statsKey, *api.RepoStats]
+}
+
+type statsKey struct{ repo, sig string }
+
+// Option changes a Set made by New.
+type Option func(*options)
+
+type options struct {
+	ttl time.Duration
+	clk clock.Clock
+}
+
+// WithStatsTTL sets how long statistics serve while the points do not
+// change (default DefaultStatsTTL).
+func WithStatsTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithClock sets the clock statistics age by (tests use clock.Fake).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
+
+// New returns a set over repos (name -> open repository).
+func New(repos map[string]*repository.Repository, opts ...Option) *Set {
+	o := options{ttl: DefaultStatsTTL, clk: clock.Real()}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.ttl <= 0 {
+		o.ttl = DefaultStatsTTL
+	}
+	s := &Set{repos: repos}
+	for n := range repos {
+		s.names = append(s.names, n)
+	}
+	sort.Strings(s.names)
+	// A walk of a large repository's points takes minutes, not hours; the
+	// bound only keeps a wedged walk from living forever.
+	s.stats = cache.New(o.ttl, s.loadStats, cache.WithClock(o.clk), cache.WithTimeout(30*time.Minute))
+	return s
+}
+
+// Names returns the repository names, sorted.
+func (s *Set) Names() []string { return append([]string(nil), s.names...) }
+
+// Has reports whether a repository of that name exists.
+func (s *Set) Has(name string) bool { _, ok := s.repos[name]; return ok }
+
+// Repo returns an open repository by name.
+func (s *Set) Repo(name string) (*repository.Repository, error) { return s.repo(name) }
+
+// StatsLoads reports how many statistics walks have finished.
+func (s *Set) StatsLoads() int { return s.stats.Loads() }
+
+// Wait blocks until no statistics walk is in flight or ctx ends; call it
+// before closing the repositories.
+func (s *Set) Wait(ctx context.Context) error { return s.stats.Wait(ctx) }
+
+func (s *Set) repo(name string) (*repository.Repository, error) {
+	r, ok := s.repos[name]
+	if !ok {
+		return nil, fmt.Errorf("repository %q: %w", name, api.ErrNotFound)
+	}
+	return r, nil
+}
+
+// kind marks the repository's sentinel errors with api's kinds, in the
+// order web's mapping has always tried them.
+func kind(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, repository.ErrNotFound):
+		return api.Kind(err, api.ErrNotFound)
+	case errors.Is(err, repository.ErrAmbiguous):
+		return api.Kind(err, api.ErrAmbiguous)
+	case errors.Is(err, repository.ErrPointLocked):
+		return api.Kind(err, api.ErrPointLocked)
+	case errors.Is(err, repository.ErrBusy), errors.Is(err, repository.ErrLocked):
+		return api.Kind(err, api.ErrBusy)
+	}
+	return err
+}
+
+// pointsSig identifies a set of points: statistics stay valid while it does.
+func pointsSig(pts []repository.Point) string {
+	h := sha256.New()
+	for _, p := range pts {
+		h.Write([]byte(p.ID))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error) {
+	st, err := s.repos[k.repo].Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StatsView(st), nil
+}
+
+// cachedStats returns r's statistics, computed at most once per TTL for
+// the same points, and once for concurrent callers. A point added or
+// removed invalidates them at once.
+func (s *Set) cachedStats(ctx context.Context, name string, r *repository.Repository) (*api.RepoStats, error) {
+	pts, err := r.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list points of %s: %w", name, err)
+	}
+	return s.stats.Get(ctx, statsKey{repo: name, sig: pointsSig(pts)})
+}
+
+// StatsView is the API's copy of a repository's statistics.
+func StatsView(st *repository.Stats) *api.RepoStats {
+	if st == nil {
+		return nil
+	}
+	v := &api.RepoStats{Points: st.Points, LogicalBytes: st.LogicalBytes, UniqueBytes: st.UniqueBytes, StoredBytes: st.StoredBytes,
+		DiskBytes: st.DiskBytes, DeadBytes: st.DeadBytes, Packs: st.Packs, Blobs: st.Blobs,
+		DedupRatio: st.DedupRatio, CompressionRatio: st.CompressionRatio}
+	if st.PerPoint != nil {
+		v.PerPoint = make([]api.PointStats, len(st.PerPoint))
+		for i, p := range st.PerPoint {
+			v.PerPoint[i] = api.PointStats{ID: p.ID, LogicalBytes: p.LogicalBytes, UniqueBytes: p.UniqueBytes}
+		}
+	}
+	return v
+}
+
+// PointView is the API's view of a restore point of repository repo.
+func PointView(repo string, p repository.Point) api.RestorePoint {
+	rp := api.RestorePoint{
+		ID: p.ID, Repository: repo, Job: p.Tags[JobTag],
+		VM:   api.VMRef{Name: p.VM.Name, InstanceUUID: p.VM.InstanceUUID, MoRef: p.VM.MoRef},
+		Time: p.Time, Parent: p.Parent, Consistency: p.Consistency, Partial: p.Partial, Locked: p.Locked,
+		LogicalBytes: p.LogicalBytes, Warnings: p.Warnings, Tags: p.Tags,
+		Disks: make([]api.PointDisk, len(p.Disks)),
+	}
+	for i, d := range p.Disks {
+		rp.Disks[i] = api.PointDisk{Key: d.Key, Label: d.Label, Capacity: d.Capacity, Mode: d.Stats.Mode, BytesRead: d.Stats.BytesRead, NewBytes: d.Stats.NewBytes, Stored: d.Stats.StoredBytes}
+	}
+	return rp
+}
+
+// Points implements web.Points: newest first.
+func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint, error) {
+	var out []api.RestorePoint
+	for _, name := range s.names {
+		if f.Repository != "" && f.Repository != name {
+			continue
+		}
+		pts, err := s.repos[name].List(ctx)
+		if err != nil {
+			return nil, kind(fmt.Errorf("list points of %s: %w", name, err))
+		}
+		for _, p := range pts {
+			switch {
+			case f.VM != "" && p.VM.InstanceUUID != f.VM && p.VM.Name != f.VM,
+				f.Job != "" && p.Tags[JobTag] != f.Job,
+				!f.From.IsZero() && p.Time.Before(f.From),
+				!f.To.IsZero() && !p.Time.Before(f.To):
+				continue
+			}
+			out = append(out, PointView(name, p))
+		}
+	}
+	if f.Repository != "" && !s.Has(f.Repository) {
+		return nil, fmt.Errorf("repository %q: %w", f.Repository, api.ErrNotFound)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	return out, nil
+}
+
+// find returns the repository holding a point id.
+func (s *Set) find(ctx context.Context, id string) (string, repository.Point, error) {
+	for _, name := range s.names {
+		p, err := s.repos[name].Point(ctx, id)
+		if errors.Is(err, repository.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", repository.Point{}, kind(err)
+		}
+		return name, p, nil
+	}
+	return "", repository.Point{}, fmt.Errorf("restore point %s: %w", id, api.ErrNotFound)
+}
+
+// Locate returns the repository holding a restore point (id or unique
+// prefix) and the point.
+func (s *Set) Locate(ctx context.Context, id string) (repo string, p repository.Point, err error) {
+	return s.find(ctx, id)
+}
+
+// Point implements web.Points.
+func (s *Set) Point(ctx context.Context, id string) (api.RestorePoint, error) {
+	name, p, err := s.find(ctx, id)
+	if err != nil {
+		return api.RestorePoint{}, err
+	}
+	rp := PointView(name, p)
+	rp.Config, err = s.pointConfig(ctx, name, p)
+	if err != nil {
+		rp.ConfigError = err.Error()
+	}
+	return rp, nil
+}
+
+// pointConfig reads and decodes a point's saved VM configuration; nil, nil
+// when it has none.
+func (s *Set) pointConfig(ctx context.Context, repo string, p repository.Point) (*api.PointConfig, error) {
+	b, err := s.repos[repo].LoadConfigBlob(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("read the VM configuration: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	c, err := vmconfig.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return configView(c), nil
+}
+
+func configView(c vmconfig.VMConfig) *api.PointConfig {
+	pc := &api.PointConfig{Name: c.Name, GuestID: c.GuestID, NumCPU: c.NumCPU, MemoryMB: c.MemoryMB, Firmware: c.Firmware,
+		NICs: make([]api.PointNIC, len(c.NICs)), Disks: make([]api.PointConfigDisk, len(c.Disks))}
+	for i, n := range c.NICs {
+		pc.NICs[i] = api.PointNIC{Label: n.Label, Type: n.Type, Network: n.Network}
+	}
+	for i, d := range c.Disks {
+		pc.Disks[i] = api.PointConfigDisk{Key: d.Key, Label: d.Label, Capacity: d.CapacityBytes, Datastore: d.Datastore, Skipped: d.Skipped}
+	}
+	return pc
+}
+
+// SetLocked implements web.Points.
+func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
+	name, p, err := s.find(ctx, id)
+	if err != nil {
+		return err
+	}
+	if locked {
+		return kind(s.repos[name].Lock(ctx, p.ID))
+	}
+	return kind(s.repos[name].Unlock(ctx, p.ID))
+}
+
+// Delete implements web.Points; a locked point is refused (api.ErrPointLocked).
+func (s *Set) Delete(ctx context.Context, id string) error {
+	name, p, err := s.find(ctx, id)
+	if err != nil {
+		return err
+	}
+	return kind(s.repos[name].Delete(ctx, p.ID))
+}
+
+func (s *Set) info(ctx context.Context, name string, r *repository.Repository, withStats bool, ms map[string]policy.MaintenanceState) (api.RepositoryInfo, error) {
+	cfg := r.Config()
+	ri := api.RepositoryInfo{Name: name, Path: r.Dir(), Format: cfg.Version.String(), Encrypted: cfg.Encrypted}
+	if m, ok := ms[name]; ok {
+		ri.Maintenance = &m
+	}
+	if withStats {
+		st, err := s.cachedStats(ctx, name, r)
+		if err != nil {
+			return ri, kind(fmt.Errorf("stats of %s: %w", name, err))
+		}
+		ri.Stats = st
+		ri.Points = st.Points
+		return ri, nil
+	}
+	pts, err := r.List(ctx)
+	if err != nil {
+		return ri, kind(fmt.Errorf("list points of %s: %w", name, err))
+	}
+	ri.Points = len(pts)
+	return ri, nil
+}
+
+func (s *Set) maintenance(ctx context.Context) map[string]policy.MaintenanceState {
+	out := map[string]policy.MaintenanceState{}
+	if s.Maintenance == nil {
+		return out
+	}
+	ms, err := s.Maintenance(ctx)
+	if err != nil {
+		return out // maintenance progress is decoration; the listing still answers
+	}
+	for _, m := range ms {
+		out[m.Repository] = m
+	}
+	return out
+}
+
+// Repositories implements web.Repositories (without statistics: they walk every point).
+func (s *Set) Repositories(ctx context.Context) ([]api.RepositoryInfo, error) {
+	ms := s.maintenance(ctx)
+	out := make([]api.RepositoryInfo, 0, len(s.names))
+	for _, n := range s.names {
+		ri, err := s.info(ctx, n, s.repos[n], false, ms)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ri)
+	}
+	return out, nil
+}
+
+// Repository implements web.Repositories.
+func (s *Set) Repository(ctx context.Context, name string) (api.RepositoryInfo, error) {
+	r, err := s.repo(name)
+	if err != nil {
+		return api.RepositoryInfo{}, err
+	}
+	return s.info(ctx, name, r, true, s.maintenance(ctx))
+}
+
+// Check implements web.Repositories; the report is a *repository.CheckReport.
+func (s *Set) Check(ctx context.Context, name string, full bool, rep api.Reporter) (any, error) {
+	r, err := s.repo(name)
+	if err != nil {
+		return nil, err
+	}
+	rep.Logf("check of %s started (read data: %v)", name, full)
+	// The phase says which check runs: a full one (every blob read and
+	// verified) must not look like a quick one in the task list.
+	mode := "quick check: "
+	if full {
+		mode = "read and verify: "
+	}
+	report, err := r.Check(ctx, repository.CheckOptions{ReadData: full}, func(p repository.Progress) { rep.Progress(mode+p.Phase, p.Done, p.Total) })
+	if err != nil {
+		return nil, kind(fmt.Errorf("check %s: %w", name, err))
+	}
+	for _, p := range report.Problems {
+		rep.Logf("problem: %s", p.String())
+	}
+	return report, nil
+}
+
+// Reclaim implements web.Repositories; the report is a *repository.ReclaimReport.
+func (s *Set) Reclaim(ctx context.Context, name string, rep api.Reporter) (any, error) {
+	r, err := s.repo(name)
+	if err != nil {
+		return nil, err
+	}
+	report, err := r.Reclaim(ctx, func(p repository.Progress) { rep.Progress(p.Phase, p.Done, p.Total) })
+	if err != nil {
+		return nil, kind(fmt.Errorf("reclaim %s: %w", name, err))
+	}
+	rep.Logf("reclaim of %s freed %d bytes", name, report.BytesFreed)
+	return report, nil
+}

@@ -1,0 +1,19 @@
+package api
+
+import (
+	"time"
+
+	"github.com/vmvault/vmvault/policy"
+)
+
+// EventQuery selects events (GET /events and the console's summaries).
+type EventQuery struct {
+	From, To    time.Time       // [From, To)
+	MinSeverity policy.Severity // at least this severe
+	Job         string
+	VM          string
+	Kind        string // the kind, or a prefix of it ending before a dot ("restore" matches "restore.vm")
+	User        string // the acting user (audit events)
+	Outcome     string // "ok" or "failed" (audit events)
+	Limit       int    // at most this many, oldest first (0: no limit)
+}

@@ -1,0 +1,71 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/vmvault/vmvault/policy"
+)
+
+// RepositoryInfo describes one configured repository.
+type RepositoryInfo struct {
+	Name        string                   `json:"name"`
+	Path        string                   `json:"path"`
+	Format      string                   `json:"format"`
+	Encrypted   bool                     `json:"encrypted"`
+	Points      int                      `json:"points"`
+	Stats       *RepoStats               `json:"stats,omitempty"`
+	Maintenance *policy.MaintenanceState `json:"maintenance,omitempty"`
+}
+
+// RepoStats are a repository's space figures (a walk of every point).
+type RepoStats struct {
+	Points           int          `json:"points"`
+	LogicalBytes     int64        `json:"logicalBytes"` // sum of disk capacities over points
+	UniqueBytes      int64        `json:"uniqueBytes"`  // plaintext bytes of live blobs
+	StoredBytes      int64        `json:"storedBytes"`  // on-disk bytes of live blobs
+	DiskBytes        int64        `json:"diskBytes"`    // all files of the repository
+	DeadBytes        int64        `json:"deadBytes"`    // on-disk bytes of indexed blobs no point references: what reclaim can free
+	Packs            int          `json:"packs"`
+	Blobs            int          `json:"blobs"`
+	DedupRatio       float64      `json:"dedupRatio"`       // LogicalBytes / UniqueBytes
+	CompressionRatio float64      `json:"compressionRatio"` // UniqueBytes / StoredBytes
+	PerPoint         []PointStats `json:"perPoint"`
+}
+
+// PointStats are one point's space figures.
+type PointStats struct {
+	ID           string `json:"id"`
+	LogicalBytes int64  `json:"logicalBytes"`
+	UniqueBytes  int64  `json:"uniqueBytes"` // plaintext bytes referenced by no other point
+}
+
+// CheckReport is the part of a check task's result (the report a
+// repository check returns, as the task registry keeps it) that the
+// console's "last check" reads.
+type CheckReport struct {
+	Problems []CheckProblem `json:"problems"`
+}
+
+// CheckProblem is one finding of a check.
+type CheckProblem struct {
+	Kind    string   `json:"kind"`
+	Message string   `json:"message"`
+	Points  []string `json:"points,omitempty"` // restore points affected
+}
+
+// String is the finding as the console lists it; it reads like the
+// repository's own text of the problem (reposvc's test holds the two equal).
+func (p CheckProblem) String() string {
+	s := p.Kind + ": " + p.Message
+	if len(p.Points) > 0 {
+		s += fmt.Sprintf(" (restore points: %v)", p.Points)
+	}
+	return s
+}
+
+// Reporter is how a long operation run by the API reports; *task.Reporter
+// implements it.
+type Reporter interface {
+	Progress(phase string, done, total int64)
+	Logf(format string, args ...any)
+}

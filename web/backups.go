@@ -1,0 +1,82 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/internal/task"
+)
+
+// Backups: POST /backups.
+
+// BackupRequest is the body of POST /backups.
+type BackupRequest struct {
+	VMs        []string `json:"vms"`                  // instance UUIDs
+	Repository string   `json:"repository,omitempty"` // default: the first configured one
+	Job        string   `json:"job,omitempty"`        // recorded on the points; "" for ad-hoc backups
+}
+
+// Backups backs up VMs now; the backup engine implements it (cmd wires it).
+// Backup runs inside a task: it honours ctx and reports through rep.
+type Backups interface {
+	// Backup returns one outcome per requested VM, also when it fails
+	// part way (the outcomes so far).
+	Backup(ctx context.Context, req BackupRequest, rep Reporter) ([]BackupOutcome, error)
+}
+
+// BackupOutcome is one VM of a backup task's result.
+type BackupOutcome struct {
+	VM           string `json:"vm"` // instance UUID as requested
+	Name         string `json:"name,omitempty"`
+	RestorePoint string `json:"restorePoint,omitempty"`
+	Mode         string `json:"mode,omitempty"` // full or incremental
+	BytesRead    int64  `json:"bytesRead"`
+	NewBytes     int64  `json:"newBytes"`
+	Error        string `json:"error,omitempty"`
+	// Warnings: what the backup did or could not do that the
+	// administrator should know ("changed block tracking was off: enabled it").
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+func (s *Server) startBackup(c *gin.Context) (any, error) {
+	var req BackupRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	if len(req.VMs) == 0 {
+		return nil, invalid("vms", "at least one VM instance UUID")
+	}
+	for i, v := range req.VMs {
+		if v == "" || len(v) > 128 {
+			return nil, invalid(fmt.Sprintf("vms[%d]", i), "bad instance UUID")
+		}
+	}
+	if req.Repository != "" {
+		if err := s.repoExists(c.Request.Context(), req.Repository); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, invalid("repository", "unknown repository %q", req.Repository)
+			}
+			return nil, err
+		}
+	}
+	if s.cfg.Backups == nil {
+		return nil, fmt.Errorf("backups through the API: the backup engine is not wired into this daemon yet: %w", ErrNotImplemented)
+	}
+	noteAudit(c, strings.Join(req.VMs, ", "), req.VMs[0], req.Repository, "")
+	info, err := s.startTask(c, "backup", strings.Join(req.VMs, ","), func(ctx context.Context, rep *task.Reporter) (any, error) {
+		outs, err := s.cfg.Backups.Backup(ctx, req, rep)
+		if outs == nil {
+			return nil, err
+		}
+		return outs, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, info), nil
+}
