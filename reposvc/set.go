@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/vmvault/vmvault/capacity"
 	"sort"
 	"time"
 
@@ -36,6 +37,9 @@ type Set struct {
 	// a point added or removed makes a new key, so statistics are never
 	// served for a set of points they were not computed over.
 	stats *cache.TTL[statsKey, *api.RepoStats]
+
+	clk       clock.Clock
+	threshold capacity.Threshold
 }
 
 type statsKey struct{ repo, sig string }
@@ -44,9 +48,14 @@ type statsKey struct{ repo, sig string }
 type Option func(*options)
 
 type options struct {
-	ttl time.Duration
-	clk clock.Clock
+	ttl       time.Duration
+	clk       clock.Clock
+	threshold capacity.Threshold
 }
+
+// WithLowSpace sets when a repository's free space counts as low (default
+// capacity.DefaultThreshold).
+func WithLowSpace(t capacity.Threshold) Option { return func(o *options) { o.threshold = t } }
 
 // WithStatsTTL sets how long statistics serve while the points do not
 // change (default DefaultStatsTTL).
@@ -57,14 +66,14 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
 
 // New returns a set over repos (name -> open repository).
 func New(repos map[string]*repository.Repository, opts ...Option) *Set {
-	o := options{ttl: DefaultStatsTTL, clk: clock.Real()}
+	o := options{ttl: DefaultStatsTTL, clk: clock.Real(), threshold: capacity.DefaultThreshold}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.ttl <= 0 {
 		o.ttl = DefaultStatsTTL
 	}
-	s := &Set{repos: repos}
+	s := &Set{repos: repos, clk: o.clk, threshold: o.threshold}
 	for n := range repos {
 		s.names = append(s.names, n)
 	}
@@ -305,6 +314,11 @@ func (s *Set) info(ctx context.Context, name string, r *repository.Repository, w
 		}
 		ri.Stats = st
 		ri.Points = st.Points
+		sp, err := s.space(ctx, r)
+		if err != nil {
+			return ri, kind(fmt.Errorf("space of %s: %w", name, err))
+		}
+		ri.Space = sp
 		return ri, nil
 	}
 	pts, err := r.List(ctx)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vmvault/vmvault/policy"
 )
@@ -15,6 +16,26 @@ type RepositoryInfo struct {
 	Points      int                      `json:"points"`
 	Stats       *RepoStats               `json:"stats,omitempty"`
 	Maintenance *policy.MaintenanceState `json:"maintenance,omitempty"`
+	Space       *Space                   `json:"space,omitempty"`
+}
+
+// Space is where a repository's files live: the volume's size and free
+// space (absent on an object store, which has no such figure), the growth
+// and when the free space runs out at that rate.
+type Space struct {
+	TotalBytes int64 `json:"totalBytes"`
+	FreeBytes  int64 `json:"freeBytes"`
+	// Low is true below the alert threshold (LowBelowPercent of the total
+	// or LowBelowBytes, whichever comes first).
+	Low             bool    `json:"low"`
+	LowBelowPercent float64 `json:"lowBelowPercent"`
+	LowBelowBytes   int64   `json:"lowBelowBytes"`
+	// GrowthBytesPerDay is the stored bytes the points add per day over the
+	// last 30 days; absent until the points span an hour.
+	GrowthBytesPerDay *float64 `json:"growthBytesPerDay,omitempty"`
+	// FullAt is when the free space runs out at that rate; absent when the
+	// repository is not growing (or not within a century).
+	FullAt *time.Time `json:"fullAt,omitempty"`
 }
 
 // RepoStats are a repository's space figures (a walk of every point).

@@ -66,6 +66,33 @@ async function listPage(root, ctx) {
   );
 }
 
+// spaceView: used and free space of the repository's volume as a bar and
+// words, the growth and the forecast, and a warning below the threshold. An
+// object store has no free space to show: only what the repository holds.
+export function spaceView(h, fmt, sp, stats) {
+  if (!sp) {
+    return [h("p", { class: "hint", id: "space-none" }, `This repository's storage reports no free space (an object store grows until a quota stops it); it holds ${fmt.bytes((stats && stats.diskBytes) || 0)}.`)];
+  }
+  const used = Math.max(0, sp.totalBytes - sp.freeBytes);
+  const pct = sp.totalBytes > 0 ? Math.round((100 * used) / sp.totalBytes) : 0;
+  const meter = h("meter", { id: "space-meter", min: "0", max: String(sp.totalBytes), value: String(used), low: String(sp.totalBytes * 0.8), high: String(sp.totalBytes * 0.9), optimum: "0", "aria-label": "Space used" });
+  const out = [
+    h("p", { id: "space-words" }, meter, ` ${fmt.bytes(used)} used of ${fmt.bytes(sp.totalBytes)} (${pct}%), ${fmt.bytes(sp.freeBytes)} free.`),
+  ];
+  const g = sp.growthBytesPerDay;
+  let forecast;
+  if (g === undefined || g === null) forecast = "Not enough history yet for a forecast (the points span less than an hour).";
+  else if (g <= 0) forecast = "The repository is not growing over the last 30 days: retention removes as much as backups add.";
+  else if (sp.fullAt) forecast = `It grows by about ${fmt.bytes(g)} a day (last 30 days): at that rate it is full around ${new Date(sp.fullAt).toLocaleDateString(undefined, { year: "numeric", month: "short", day: "numeric" })}.`;
+  else forecast = `It grows by about ${fmt.bytes(g)} a day (last 30 days): not full within a century at that rate.`;
+  out.push(h("p", { id: "space-forecast" }, forecast));
+  if (sp.low) {
+    out.push(h("p", { class: "notice warn", role: "alert", id: "space-low" },
+      `Low on space: less than ${sp.lowBelowPercent}% or ${fmt.bytes(sp.lowBelowBytes)} free. Backups fail when it fills: shorten retention, reclaim the space of deleted points, or give the volume more space.`));
+  }
+  return out;
+}
+
 async function detailPage(root, ctx, name) {
   const h = ctx.h;
   const title = document.getElementById("page-title");
@@ -75,6 +102,7 @@ async function detailPage(root, ctx, name) {
   const cards = h("div", { class: "p2-cards", id: "repo-cards" });
   const chartBox = h("div", { id: "usage-chart" }, h("p", { class: "loading" }, "Loading usage…"));
   const checkBox = h("div", { id: "last-check" });
+  const spaceBox = h("div", { id: "repo-space" });
   const opBox = h("div", { id: "repo-operation", "aria-live": "polite" });
   const readData = h("input", { type: "checkbox", id: "check-read-data" });
   const checkBtn = h("button", { type: "button", class: "primary", id: "run-check" }, "Run check");
@@ -84,6 +112,7 @@ async function detailPage(root, ctx, name) {
   const canRun = ctx.can("operator");
   root.append(
     cards,
+    h("section", { "aria-labelledby": "space-title" }, h("h2", { id: "space-title" }, "Space"), spaceBox),
     h("section", { "aria-labelledby": "usage-title" }, h("h2", { id: "usage-title" }, "Usage over time"), chartBox),
     h("section", { "aria-labelledby": "check-title" }, h("h2", { id: "check-title" }, "Last check"), checkBox),
     canRun
@@ -111,6 +140,7 @@ async function detailPage(root, ctx, name) {
       card(h, "compression", ctx.fmt.ratio(compression(r)), "repo-compression"),
       card(h, "reclaim would free", reclaimable === undefined || reclaimable === null ? "unknown" : ctx.fmt.bytes(reclaimable), "repo-reclaimable"),
     );
+    spaceBox.replaceChildren(...spaceView(h, ctx.fmt, r.space, s));
     reclaimInfo.textContent =
       reclaimable === undefined || reclaimable === null
         ? "Reclaim removes the data of deleted restore points; the appliance has no estimate of what it would free now."
