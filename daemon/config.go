@@ -54,6 +54,7 @@ type MaintenanceConfig struct {
 	FullCheckDays int `json:"full_check_days"`
 }
 
+// TLSConfig is the API listener's certificate (tls section).
 type TLSConfig struct {
 	CertFile string `json:"cert_file"`
 	KeyFile  string `json:"key_file"`
@@ -62,6 +63,7 @@ type TLSConfig struct {
 	Disable bool `json:"disable"`
 }
 
+// AdminConfig is the local administrator (admin section).
 type AdminConfig struct {
 	User string `json:"user"` // default "admin"
 	// PasswordFile sets the administrator's password at first start; without
@@ -69,6 +71,8 @@ type AdminConfig struct {
 	PasswordFile string `json:"password_file"`
 }
 
+// VCenterConfig is the daemon's vCenter connection and the roles of the
+// vCenter users who log in to the API (vcenter section).
 type VCenterConfig struct {
 	URL          string `json:"url"`
 	Username     string `json:"username"`
@@ -111,6 +115,7 @@ func (v *VCenterConfig) authRules() []auth.VCenterRule {
 // authRole returns auth.Config.VCenterRole: "" for none.
 func (v *VCenterConfig) authRole() auth.Role { return auth.Role(v.Role) }
 
+// RepoConfig is one repository the daemon opens (repositories section).
 type RepoConfig struct {
 	Name           string `json:"name"`
 	Path           string `json:"path"`
@@ -118,15 +123,18 @@ type RepoConfig struct {
 	PassphraseEnv  string `json:"passphrase_env"` // neither: the repository must be unencrypted
 }
 
+// LimitsConfig bounds the daemon's concurrent work (limits section).
 type LimitsConfig struct {
 	MaxConcurrentBackups int `json:"max_concurrent_backups"` // default 4
 	MaxRunningTasks      int `json:"max_running_tasks"`      // API tasks at once; default 2
 }
 
+// SessionsConfig is the lifetime of API login sessions (sessions section).
 type SessionsConfig struct {
 	TTL string `json:"ttl"` // Go duration; default 12h
 }
 
+// APIConfig concerns the HTTP API's clients (api section).
 type APIConfig struct {
 	TrustProxy bool `json:"trust_proxy"` // rate-limit logins by X-Forwarded-For
 }
