@@ -222,11 +222,11 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 		Repositories: []repoConfig{{Name: demoRepoName, Path: repoDir, PassphraseFile: passFile}},
 		Maintenance:  maintenanceCfg{Window: &policy.Window{Days: everyDay(policy.Range{Start: 3 * 60, End: 5 * 60}), Location: time.UTC}},
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	ready := make(chan string, 1)
-	cfg.onReady = func(addr string) { ready <- addr }
+	cfg.OnReady = func(addr string) { ready <- addr }
 	senv := &cliEnv{stdout: env.stdout, stderr: env.stderr, getenv: func(k string) string {
 		if k == demoVCPassEnv {
 			return l.Password()

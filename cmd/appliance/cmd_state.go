@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"github.com/vmvault/vmvault/daemon"
 	"github.com/vmvault/vmvault/internal/state"
 )
 
@@ -34,7 +34,7 @@ func runStateBackups(ctx context.Context, env *cliEnv, args []string) error {
 	case (*cfgPath == "") == (dir == ""):
 		return fmt.Errorf("%w: give --config FILE or --state-dir DIR", errUsage)
 	case *cfgPath != "":
-		cfg, err := loadConfig(*cfgPath)
+		cfg, err := daemon.LoadConfig(*cfgPath)
 		if err != nil {
 			return err
 		}
@@ -82,35 +82,4 @@ func printCopies(w io.Writer, copies []state.Copy) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", c.Time.Format(time.RFC3339), c.Size, status, c.Path)
 	}
 	tw.Flush()
-}
-
-// restoreStateCopy installs a copy of state.db before the daemon opens it
-// (serve --restore-state): from is a copy's path or "newest". The file it
-// replaces is kept beside it and named in the log.
-func restoreStateCopy(dbPath, from string, now time.Time, log *slog.Logger) error {
-	copyPath := from
-	var taken time.Time
-	if from == "newest" {
-		c, ok, err := state.NewestGoodCopy(state.CopiesDir(dbPath))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("--restore-state newest: no copy in %s verifies", state.CopiesDir(dbPath))
-		}
-		copyPath, taken = c.Path, c.Time
-	}
-	aside, err := state.InstallCopy(dbPath, copyPath, now)
-	if err != nil {
-		return fmt.Errorf("--restore-state: %w", err)
-	}
-	attrs := []any{"copy", copyPath, "state", dbPath}
-	if !taken.IsZero() {
-		attrs = append(attrs, "copy_time", taken.Format(time.RFC3339))
-	}
-	if aside != "" {
-		attrs = append(attrs, "replaced_file_kept_as", aside)
-	}
-	log.Warn("state database restored from a copy: changes made after the copy was taken are gone", attrs...)
-	return nil
 }

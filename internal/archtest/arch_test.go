@@ -36,6 +36,8 @@ var rules = []rule{
 	// inventory is the one adapter that knows both vsphere and policy.
 	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
 	{pkg: "vmconfig/...", allowed: []string{"vmconfig/..."}},
+	// The daemon wires the engines and web; it never reaches the command or the lab.
+	{pkg: "daemon/...", denied: []string{"cmd/...", "vcsim-tests/..."}},
 }
 
 func match(pattern, rel string) bool {
@@ -141,5 +143,15 @@ func TestRulesCatchViolation(t *testing.T) {
 		if !want[g] {
 			t.Errorf("unexpected violation %q", g)
 		}
+	}
+}
+
+// A daemon -> cmd/appliance or daemon -> lab edge is reported.
+func TestDaemonRuleCatchesViolation(t *testing.T) {
+	got := violations([]listed{
+		{ImportPath: module + "/daemon", Deps: []string{module + "/web", module + "/cmd/appliance", module + "/vcsim-tests/lab"}},
+	})
+	if len(got) != 2 || got[0] != "daemon -> cmd/appliance" || got[1] != "daemon -> vcsim-tests/lab" {
+		t.Fatalf("violations = %v, want the daemon's edges to cmd/appliance and vcsim-tests/lab", got)
 	}
 }

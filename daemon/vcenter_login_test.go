@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func startSSOLab(t *testing.T) ssoLab {
 // the YAML vcenter section.
 func managerFromConfig(t *testing.T, lab ssoLab, vcenterYAML string) *auth.Manager {
 	t.Helper()
-	cfg, err := parseConfig([]byte(minimalConfig + fmt.Sprintf("vcenter: {url: %q, username: svc-vmvault, password_env: VC_PASS, thumbprint: %q, %s}\n", lab.url.String(), lab.thumbprint, vcenterYAML)))
+	cfg, err := ParseConfig([]byte(minimalConfig + fmt.Sprintf("vcenter: {url: %q, username: svc-vmvault, password_env: VC_PASS, thumbprint: %q, %s}\n", lab.url.String(), lab.thumbprint, vcenterYAML)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 
+	"github.com/vmvault/vmvault/internal/cache"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
@@ -163,11 +165,9 @@ func TestTopologyCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &countingInventory{inv: inv, delay: 50 * time.Millisecond}
-	topo := newTopology(src)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	topo.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	topo := newTopology(src, cache.WithClock(clk))
+	advance := clk.Advance
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -277,7 +277,7 @@ func TestVCenterTesterAgainstLab(t *testing.T) {
 func TestServeConsoleTargets(t *testing.T) {
 	l := startTestLab(t)
 	dir := t.TempDir()
-	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "")
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "", Options{})
 	api, csrf := cookieLogin(t, sd.addr, "admin-secret-2")
 
 	var inv web.InventoryResponse
@@ -320,9 +320,10 @@ func TestServeConsoleTargets(t *testing.T) {
 		t.Fatal("the stream did not end at shutdown")
 	}
 	select {
-	case code := <-sd.done:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, sd.stderr.String())
+	case err := <-sd.done:
+		sd.done <- nil
+		if err != nil {
+			t.Fatalf("daemon: %v\n%s", err, sd.stderr.String())
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the daemon did not stop with a stream open")

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bufio"
@@ -153,8 +153,6 @@ func (s *mailboxSession) Logout() error { return nil }
 // the job and the VM; the settings page's test mail goes through the same
 // server; the SMTP password never reaches the log.
 func TestServeMailsAlertOnFailedBackup(t *testing.T) {
-	alertDebounce = 200 * time.Millisecond
-	t.Cleanup(func() { alertDebounce = time.Minute })
 	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +174,7 @@ smtp:
   from: "vmvault <vmvault@example.com>"
   to: [ops@example.com]
   daily_report_at: "07:00"
-`, mb.port))
+`, mb.port), Options{AlertDebounce: 200 * time.Millisecond})
 	api, csrf := cookieLogin(t, sd.addr, "admin-secret-3")
 
 	// The settings page's test mail reaches the server through the daemon.
@@ -222,15 +220,7 @@ smtp:
 		t.Errorf("alert body:\n%s", raw)
 	}
 
-	sd.cancel()
-	select {
-	case code := <-sd.done:
-		if code != 0 {
-			t.Fatalf("serve exit %d: %s", code, sd.stderr.String())
-		}
-	case <-time.After(shutdownGrace + notify.FlushTimeout + 10*time.Second):
-		t.Fatal("serve did not stop")
-	}
+	sd.stop(t, ShutdownGrace+notify.FlushTimeout+10*time.Second)
 	logs := sd.stderr.String()
 	if strings.Contains(logs, smtpPass) {
 		t.Error("the SMTP password reached the log")
@@ -248,7 +238,7 @@ func TestSMTPConfigDefaults(t *testing.T) {
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(p)
+	cfg, err := LoadConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +246,7 @@ func TestSMTPConfigDefaults(t *testing.T) {
 	if s.TLS != "starttls" || *s.DailyReportAt != "07:00" || !*s.Alerts || s.PasswordFile != filepath.Join(dir, "smtp.pass") || s.CAFile != filepath.Join(dir, "ca.pem") {
 		t.Fatalf("defaults %+v", s)
 	}
-	cfg2, err := parseConfig([]byte(minimalConfig + "smtp: {host: localhost, tls: none, from: v@example.com, to: [o@example.com], daily_report_at: 06:45, alerts: false}\n"))
+	cfg2, err := ParseConfig([]byte(minimalConfig + "smtp: {host: localhost, tls: none, from: v@example.com, to: [o@example.com], daily_report_at: 06:45, alerts: false}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +257,11 @@ func TestSMTPConfigDefaults(t *testing.T) {
 
 // The example configuration in dist/ is valid.
 func TestExampleConfigIsValid(t *testing.T) {
-	b, err := os.ReadFile("../../dist/appliance.example.yaml")
+	b, err := os.ReadFile("../dist/appliance.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig(b)
+	cfg, err := ParseConfig(b)
 	if err != nil {
 		t.Fatalf("dist/appliance.example.yaml: %v", err)
 	}
@@ -285,7 +275,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 // the settings the daemon relies on: stop timeout above the daemon's own
 // shutdown deadlines, SIGTERM, the hardening.
 func TestSystemdUnit(t *testing.T) {
-	const path = "../../dist/vmvault.service"
+	const path = "../dist/vmvault.service"
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -343,8 +333,8 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// SIGKILL must not come while the daemon still ends its backups (grace)
 	// and sends its last alerts (flush), with room for closing.
-	if need := shutdownGrace + notify.FlushTimeout + 15*time.Second; stop < need {
-		t.Errorf("TimeoutStopSec=%v, want at least %v (shutdown grace %v + mail flush %v + closing)", stop, need, shutdownGrace, notify.FlushTimeout)
+	if need := ShutdownGrace + notify.FlushTimeout + 15*time.Second; stop < need {
+		t.Errorf("TimeoutStopSec=%v, want at least %v (shutdown grace %v + mail flush %v + closing)", stop, need, ShutdownGrace, notify.FlushTimeout)
 	}
 
 	analyze, err := exec.LookPath("systemd-analyze")
@@ -460,7 +450,7 @@ func TestNotifyConfigRepeatAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig([]byte(minimalConfig + tc.yaml))
+			cfg, err := ParseConfig([]byte(minimalConfig + tc.yaml))
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatalf("rejected: %v", err)
@@ -572,8 +562,18 @@ func TestNotifyReportLogAcrossRestart(t *testing.T) {
 
 	db = open()
 	clk.Set(at(5, 12, 30))
+	// run returns once the notifier has armed its daily timer, which it
+	// does after its catch-up: a second catch-up report would be in the
+	// mailbox by then. Its next wake-up (an hour on, long before tomorrow's
+	// report) sends nothing either.
 	stop = run(db)
-	time.Sleep(300 * time.Millisecond)
+	clk.Advance(time.Hour)
+	rearmed := make(chan struct{})
+	rearmTimer := time.AfterFunc(20*time.Second, func() { close(rearmed) })
+	if !clk.BlockUntil(1, rearmed) {
+		t.Fatal("the notifier did not re-arm its daily timer")
+	}
+	rearmTimer.Stop()
 	stop()
 	if n := count(); n != 1 {
 		t.Fatalf("%d mails after a restart, want still 1", n)

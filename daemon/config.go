@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -21,40 +21,41 @@ import (
 	"github.com/vmvault/vmvault/repository"
 )
 
-// serveConfig is the daemon's YAML configuration (appliance serve --config).
+// Config is the daemon's YAML configuration (appliance serve --config).
 // Secrets are never values in it: passwords and passphrases come from files
 // or environment variables it names.
-type serveConfig struct {
-	Listen       string          `json:"listen"`    // host:port; default 127.0.0.1:8443
-	TLS          tlsConfig       `json:"tls"`       // default: self-signed, generated on first start
-	StateDir     string          `json:"state_dir"` // required: state.db, tls/
-	TimeZone     string          `json:"time_zone"` // IANA name; default UTC
-	LogLevel     string          `json:"log_level"` // debug, info, warn, error; default info
-	Admin        adminConfig     `json:"admin"`
-	VCenter      *vcenterConfig  `json:"vcenter"` // absent: no inventory, no vCenter logins, no scheduler
-	Repositories []repoConfig    `json:"repositories"`
-	Limits       limitsConfig    `json:"limits"`
-	Sessions     sessionsConfig  `json:"sessions"`
-	API          apiServerConfig `json:"api"`
-	Maintenance  maintenanceCfg  `json:"maintenance"`
-	SMTP         *smtpConfig     `json:"smtp"` // absent: no email
+type Config struct {
+	Listen       string            `json:"listen"`    // host:port; default 127.0.0.1:8443
+	TLS          TLSConfig         `json:"tls"`       // default: self-signed, generated on first start
+	StateDir     string            `json:"state_dir"` // required: state.db, tls/
+	TimeZone     string            `json:"time_zone"` // IANA name; default UTC
+	LogLevel     string            `json:"log_level"` // debug, info, warn, error; default info
+	Admin        AdminConfig       `json:"admin"`
+	VCenter      *VCenterConfig    `json:"vcenter"` // absent: no inventory, no vCenter logins, no scheduler
+	Repositories []RepoConfig      `json:"repositories"`
+	Limits       LimitsConfig      `json:"limits"`
+	Sessions     SessionsConfig    `json:"sessions"`
+	API          APIConfig         `json:"api"`
+	Maintenance  MaintenanceConfig `json:"maintenance"`
+	SMTP         *SMTPConfig       `json:"smtp"` // absent: no email
 
-	// onReady, set in code (appliance demo), is called with the listening
+	// OnReady, set in code (appliance demo), is called with the listening
 	// address once the daemon accepts connections; it must not block.
-	onReady func(addr string)
+	OnReady func(addr string) `json:"-"`
 }
 
-// maintenanceCfg enables the scheduler's repository maintenance (retention,
+// MaintenanceConfig enables the scheduler's repository maintenance (retention,
 // reclaim, quick and full checks) inside a weekly window, e.g.
 // {window: {days: {saturday: ["01:00-07:00"]}}}; the window's location
 // defaults to time_zone. Without a window no maintenance runs by itself.
-type maintenanceCfg struct {
+type MaintenanceConfig struct {
 	Window *policy.Window `json:"window"`
 	// FullCheckDays is how often a full (read every blob) check runs; default 7.
 	FullCheckDays int `json:"full_check_days"`
 }
 
-type tlsConfig struct {
+// TLSConfig is the API listener's certificate (tls section).
+type TLSConfig struct {
 	CertFile string `json:"cert_file"`
 	KeyFile  string `json:"key_file"`
 	// Disable serves plain HTTP; allowed only on a loopback address (behind
@@ -62,14 +63,17 @@ type tlsConfig struct {
 	Disable bool `json:"disable"`
 }
 
-type adminConfig struct {
+// AdminConfig is the local administrator (admin section).
+type AdminConfig struct {
 	User string `json:"user"` // default "admin"
 	// PasswordFile sets the administrator's password at first start; without
 	// it (and without $VMVAULT_ADMIN_PASSWORD) one is generated and printed once.
 	PasswordFile string `json:"password_file"`
 }
 
-type vcenterConfig struct {
+// VCenterConfig is the daemon's vCenter connection and the roles of the
+// vCenter users who log in to the API (vcenter section).
+type VCenterConfig struct {
 	URL          string `json:"url"`
 	Username     string `json:"username"`
 	PasswordFile string `json:"password_file"`
@@ -83,14 +87,14 @@ type vcenterConfig struct {
 	Role string `json:"role"`
 	// Roles map vCenter users and groups to roles, e.g.
 	// [{user: "VSPHERE.LOCAL\\alice", role: operator}, {group: BackupAdmins, role: administrator}].
-	Roles []vcenterRoleRule `json:"roles"`
+	Roles []VCenterRoleRule `json:"roles"`
 }
 
-// vcenterRoleRule gives a role to one vCenter user or the members of one
+// VCenterRoleRule gives a role to one vCenter user or the members of one
 // vCenter SSO group: DOMAIN\name or name@domain; a name without a
 // domain matches it in every identity source. A rule naming the user wins
 // over its groups; among groups the highest role wins.
-type vcenterRoleRule struct {
+type VCenterRoleRule struct {
 	User  string `json:"user"`
 	Group string `json:"group"`
 	Role  string `json:"role"`
@@ -100,7 +104,7 @@ type vcenterRoleRule struct {
 const roleNone = "none"
 
 // authRules returns the rules for auth.Config.VCenterRules (validated).
-func (v *vcenterConfig) authRules() []auth.VCenterRule {
+func (v *VCenterConfig) authRules() []auth.VCenterRule {
 	out := make([]auth.VCenterRule, len(v.Roles))
 	for i, r := range v.Roles {
 		out[i] = auth.VCenterRule{User: r.User, Group: r.Group, Role: auth.Role(r.Role)}
@@ -109,31 +113,35 @@ func (v *vcenterConfig) authRules() []auth.VCenterRule {
 }
 
 // authRole returns auth.Config.VCenterRole: "" for none.
-func (v *vcenterConfig) authRole() auth.Role { return auth.Role(v.Role) }
+func (v *VCenterConfig) authRole() auth.Role { return auth.Role(v.Role) }
 
-type repoConfig struct {
+// RepoConfig is one repository the daemon opens (repositories section).
+type RepoConfig struct {
 	Name           string `json:"name"`
 	Path           string `json:"path"`
 	PassphraseFile string `json:"passphrase_file"`
 	PassphraseEnv  string `json:"passphrase_env"` // neither: the repository must be unencrypted
 }
 
-type limitsConfig struct {
+// LimitsConfig bounds the daemon's concurrent work (limits section).
+type LimitsConfig struct {
 	MaxConcurrentBackups int `json:"max_concurrent_backups"` // default 4
 	MaxRunningTasks      int `json:"max_running_tasks"`      // API tasks at once; default 2
 }
 
-type sessionsConfig struct {
+// SessionsConfig is the lifetime of API login sessions (sessions section).
+type SessionsConfig struct {
 	TTL string `json:"ttl"` // Go duration; default 12h
 }
 
-type apiServerConfig struct {
+// APIConfig concerns the HTTP API's clients (api section).
+type APIConfig struct {
 	TrustProxy bool `json:"trust_proxy"` // rate-limit logins by X-Forwarded-For
 }
 
-// smtpConfig sends failure alerts and a daily report by email (package
+// SMTPConfig sends failure alerts and a daily report by email (package
 // notify). The password comes from a file or the environment.
-type smtpConfig struct {
+type SMTPConfig struct {
 	Host         string   `json:"host"`
 	Port         int      `json:"port"`    // default 587 (starttls), 465 (implicit), 25 (none)
 	TLS          string   `json:"tls"`     // starttls (default, required), implicit, none (loopback hosts only)
@@ -147,12 +155,12 @@ type smtpConfig struct {
 	DailyReportAt *string `json:"daily_report_at"`
 	Alerts        *bool   `json:"alerts"` // failure alerts; default true
 	// RepeatAfter is the quiet period of a failure streak (Go duration,
-	// default 6h; "off" mails every failure): see serve_notify.go.
+	// default 6h; "off" mails every failure): see notify.go.
 	RepeatAfter *string `json:"repeat_after"`
 }
 
 // validate checks the smtp section; bad reports a field's problem.
-func (s *smtpConfig) validate(bad func(field, format string, args ...any)) {
+func (s *SMTPConfig) validate(bad func(field, format string, args ...any)) {
 	if s.Host == "" {
 		bad("smtp.host", "required")
 	} else if strings.ContainsAny(s.Host, " \t\r\n/:") && net.ParseIP(s.Host) == nil {
@@ -215,8 +223,9 @@ func (s *smtpConfig) validate(bad func(field, format string, args ...any)) {
 
 const maxConfigBytes = 1 << 20
 
-// loadConfig reads and validates a configuration file.
-func loadConfig(path string) (*serveConfig, error) {
+// LoadConfig reads and validates a configuration file; relative paths in
+// it are made relative to the file's directory.
+func LoadConfig(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -229,7 +238,7 @@ func loadConfig(path string) (*serveConfig, error) {
 	if len(b) > maxConfigBytes {
 		return nil, fmt.Errorf("config %s: larger than %d bytes", path, maxConfigBytes)
 	}
-	cfg, err := parseConfig(b)
+	cfg, err := ParseConfig(b)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -263,10 +272,10 @@ func loadConfig(path string) (*serveConfig, error) {
 	return cfg, nil
 }
 
-// parseConfig decodes YAML strictly and validates it. YAML is turned into
+// ParseConfig decodes YAML strictly and validates it. YAML is turned into
 // JSON first so that unknown fields and wrong types are reported with the
 // field's path (yaml.v3's type errors do not name the field).
-func parseConfig(b []byte) (*serveConfig, error) {
+func ParseConfig(b []byte) (*Config, error) {
 	var raw any
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("parse YAML: %w", err)
@@ -296,7 +305,7 @@ func parseConfig(b []byte) (*serveConfig, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
-	var cfg serveConfig
+	var cfg Config
 	if err := dec.Decode(&cfg); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
@@ -310,13 +319,15 @@ func parseConfig(b []byte) (*serveConfig, error) {
 		}
 		return nil, err
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
 }
 
-func (c *serveConfig) validate() error {
+// Validate checks a configuration built in code (LoadConfig and
+// ParseConfig validate theirs) and sets its defaults.
+func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
@@ -457,9 +468,9 @@ func (c *serveConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// secret reads a secret from a file (trailing newline dropped) or an
-// environment variable; "" when neither is named.
-func readSecret(env *cliEnv, file, envName, what string) (string, error) {
+// readSecret reads a secret from a file (trailing newline dropped) or an
+// environment variable read with getenv; "" when neither is named.
+func readSecret(getenv func(string) string, file, envName, what string) (string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -472,7 +483,7 @@ func readSecret(env *cliEnv, file, envName, what string) (string, error) {
 		return s, nil
 	}
 	if envName != "" {
-		s := env.getenv(envName)
+		s := getenv(envName)
 		if s == "" {
 			return "", fmt.Errorf("%s: environment variable %s is empty or unset", what, envName)
 		}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // vcenter section: the default role (none unless vcenter.role says), the
 // user and group rules of vcenter.roles, and the login check, which asks
 // vCenter for the user's name and, when a rule names a group, its groups.
-func vcenterAuth(acfg *auth.Config, vc *vcenterConfig, vcfg vsphere.Config) {
+func vcenterAuth(acfg *auth.Config, vc *VCenterConfig, vcfg vsphere.Config) {
 	acfg.VCenterRole = vc.authRole()
 	acfg.VCenterRules = vc.authRules()
 	acfg.VCenterLogin = func(ctx context.Context, user, password string, wantGroups bool) (auth.VCenterUser, error) {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestServeQuiesceRequiredAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	sd, _ := startLabDaemon(t, l, dir, "admin-secret-q", "")
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-q", "", Options{})
 	api, csrf := cookieLogin(t, sd.addr, "admin-secret-q")
 
 	// Tags: named, with their category, and on the tagged VM only.

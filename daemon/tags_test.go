@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/cache"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/inventory"
 	"github.com/vmvault/vmvault/web"
 )
@@ -30,9 +32,8 @@ func (c *countingTags) TagListing(context.Context) ([]inventory.Tag, map[string]
 func TestTagCache(t *testing.T) {
 	ctx := context.Background()
 	src := &countingTags{}
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	c := newTagCache(src)
-	c.now = func() time.Time { return now }
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	c := newTagCache(src, cache.WithClock(clk))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -55,7 +56,7 @@ func TestTagCache(t *testing.T) {
 	if byVM, err := c.VMTags(ctx); err != nil || src.calls != before || len(byVM["vm-1"]) != 1 {
 		t.Fatalf("VMTags within the TTL = %v, %v (%d -> %d listings)", byVM, err, before, src.calls)
 	}
-	now = now.Add(tagsTTL)
+	clk.Advance(tagsTTL)
 	src.err = errors.New("vAPI login refused")
 	if _, err := c.Tags(ctx); err == nil || src.calls != before+1 {
 		t.Fatalf("an expired cache must list again and report its error: %v (%d calls)", err, src.calls)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"os"
@@ -100,7 +100,7 @@ api: {trust_proxy: true}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig([]byte(tc.yaml))
+			cfg, err := ParseConfig([]byte(tc.yaml))
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("rejected: %v", err)
@@ -122,14 +122,14 @@ api: {trust_proxy: true}
 // vcenter.role defaults to no role at all (it was administrator): only the
 // users and groups of vcenter.roles log in with vCenter credentials.
 func TestConfigVCenterRoleDefault(t *testing.T) {
-	cfg, err := parseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P}\n"))
+	cfg, err := ParseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := cfg.VCenter.authRole(); r != "" {
 		t.Fatalf("default vCenter role %q, want none", r)
 	}
-	cfg, err = parseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: none, roles: [{user: \"VSPHERE.LOCAL\\\\alice\", role: operator}, {group: BackupAdmins, role: administrator}]}\n"))
+	cfg, err = ParseConfig([]byte(minimalConfig + "vcenter: {url: https://vc, username: u, password_env: P, role: none, roles: [{user: \"VSPHERE.LOCAL\\\\alice\", role: operator}, {group: BackupAdmins, role: administrator}]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestConfigRelativePaths(t *testing.T) {
 	if err := os.WriteFile(p, []byte("state_dir: state\nrepositories: [{name: a, path: repo, passphrase_file: pass}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(p)
+	cfg, err := LoadConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +157,10 @@ func TestConfigRelativePaths(t *testing.T) {
 	if err := os.WriteFile(p, []byte("state_dir: state\nrepositories: [{name: a, path: \"s3:http://127.0.0.1:9000/bucket/p\"}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err = loadConfig(p); err != nil || cfg.Repositories[0].Path != "s3:http://127.0.0.1:9000/bucket/p" {
+	if cfg, err = LoadConfig(p); err != nil || cfg.Repositories[0].Path != "s3:http://127.0.0.1:9000/bucket/p" {
 		t.Fatalf("s3 location: %v %+v", err, cfg)
 	}
-	if _, err := loadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
+	if _, err := LoadConfig(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Fatal("missing file accepted")
 	}
 }
@@ -170,6 +170,6 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("state_dir: /s\nrepositories: [{name: a, path: /a}]\nlimits: {max_running_tasks: 1}\n"))
 	f.Add([]byte("{a: &x [*x]}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = parseConfig(b) // must not panic
+		_, _ = ParseConfig(b) // must not panic
 	})
 }

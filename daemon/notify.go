@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // Email: the notifier built from the smtp section, fed by the scheduler's
 // events and by the API's backups, restores and checks, and the source its
@@ -8,38 +8,33 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"github.com/vmvault/vmvault/reposvc"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/web"
 	bolt "go.etcd.io/bbolt"
 )
 
-// alertDebounce is how long failures gather before one alert mail (a
-// variable so that tests need not wait a minute).
-var alertDebounce = time.Minute
-
-// startNotifier builds the notifier from cfg.SMTP and starts it; without
-// an smtp section it returns nil (every use of a nil notifier is a no-op).
-// It sets wcfg.Mailer and wraps wcfg's Backups, Restores and Repositories
-// so that failures of operations started through the API alert too; call
-// it after those are set and before web.New. d stops it on close: pending
-// alerts are sent within notify.FlushTimeout.
-func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, clk clock.Clock, loc *time.Location,
-	db *state.DB, rs *reposvc.Set, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
+// startNotifier builds the notifier from the smtp section and starts it;
+// without an smtp section it returns nil (every use of a nil notifier is a
+// no-op). It sets wcfg.Mailer and wraps wcfg's Backups, Restores and
+// Repositories so that failures of operations started through the API
+// alert too; call it after those are set and before web.New. Close stops
+// it: pending alerts are sent within notify.FlushTimeout.
+func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
+	cfg, log, clk, db := d.cfg, d.log, d.clk, d.db
 	sc := cfg.SMTP
 	if sc == nil {
 		return nil, nil
 	}
-	pw, err := readSecret(env, sc.PasswordFile, sc.PasswordEnv, "SMTP password")
+	pw, err := readSecret(d.opts.Getenv, sc.PasswordFile, sc.PasswordEnv, "SMTP password")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +58,7 @@ func startNotifier(env *cliEnv, cfg *serveConfig, d *daemon, log *slog.Logger, c
 		return nil, fmt.Errorf("smtp: %w", err)
 	}
 	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog}
-	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: alertDebounce,
+	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: d.opts.AlertDebounce,
 		RepeatAfter: repeatAfter(sc), ReportLog: boltReportLog{db.Bolt()}, Logger: mlog}
 	if at := *sc.DailyReportAt; at != "off" {
 		tod, err := notify.ParseTimeOfDay(at)
@@ -110,7 +105,7 @@ const (
 )
 
 // validateRepeatAfter checks smtp.repeat_after and sets its default.
-func (s *smtpConfig) validateRepeatAfter(bad func(field, format string, args ...any)) {
+func (s *SMTPConfig) validateRepeatAfter(bad func(field, format string, args ...any)) {
 	if s.RepeatAfter == nil {
 		d := notify.DefaultRepeatAfter.String()
 		s.RepeatAfter = &d
@@ -124,7 +119,7 @@ func (s *smtpConfig) validateRepeatAfter(bad func(field, format string, args ...
 }
 
 // repeatAfter is the validated smtp.repeat_after as notify.Config wants it.
-func repeatAfter(sc *smtpConfig) time.Duration {
+func repeatAfter(sc *SMTPConfig) time.Duration {
 	if sc.RepeatAfter == nil {
 		return 0 // notify's default
 	}

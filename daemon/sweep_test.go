@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
 )
@@ -55,10 +56,13 @@ func TestServeSweepsStaleSnapshotsAtStart(t *testing.T) {
 			t.Fatalf("%s before start: %v", vm, s)
 		}
 	}
-	time.Sleep(1100 * time.Millisecond) // snapshot times have one-second resolution in the marker
+	// Snapshot times have one-second resolution in the marker: the daemon's
+	// clock starts two seconds on, so its start is after the snapshot's
+	// time without the test waiting for the wall clock.
+	clk := clock.NewFake(time.Now().Add(2 * time.Second))
 
 	dir := t.TempDir()
-	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "")
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-2", "", Options{Clock: clk})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s, err := l.Snapshots("DC0_H0_VM0")
@@ -85,8 +89,5 @@ func TestServeSweepsStaleSnapshotsAtStart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	sd.cancel()
-	if c := <-sd.done; c != 0 {
-		t.Fatalf("serve exit %d: %s", c, sd.stderr.String())
-	}
+	sd.stop(t, ShutdownGrace+10*time.Second)
 }

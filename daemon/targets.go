@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // The vSphere-backed services of the console's API: the inventory tree and
 // restore targets (web.Topology) and the vCenter connection test
@@ -9,11 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
+	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 )
@@ -29,55 +27,20 @@ type inventoryReader interface {
 
 // vcenterTopology implements web.Topology over the daemon's vCenter
 // session. Reads within inventoryTTL share one inventory; concurrent
-// misses share one read.
+// misses share one read; a failed read is not cached.
 type vcenterTopology struct {
-	src inventoryReader
-	ttl time.Duration
-	now func() time.Time
-
-	group singleflight.Group
-	mu    sync.Mutex
-	inv   *vsphere.Inventory
-	at    time.Time
-	reads int // inventory reads done (tests)
+	cache *cache.TTL[struct{}, *vsphere.Inventory]
 }
 
-func newTopology(src inventoryReader) *vcenterTopology {
-	return &vcenterTopology{src: src, ttl: inventoryTTL, now: time.Now}
+// newTopology returns the topology over src; opts go to its cache
+// (cache.WithClock in tests).
+func newTopology(src inventoryReader, opts ...cache.Option) *vcenterTopology {
+	load := func(ctx context.Context, _ struct{}) (*vsphere.Inventory, error) { return src.Inventory(ctx) }
+	return &vcenterTopology{cache: cache.New(inventoryTTL, load, opts...)}
 }
 
 func (t *vcenterTopology) inventory(ctx context.Context) (*vsphere.Inventory, error) {
-	t.mu.Lock()
-	if t.inv != nil && t.now().Sub(t.at) < t.ttl {
-		inv := t.inv
-		t.mu.Unlock()
-		return inv, nil
-	}
-	t.mu.Unlock()
-	ch := t.group.DoChan("inventory", func() (any, error) {
-		// Not the first caller's context: its cancellation must not fail
-		// the others waiting on the same read.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		inv, err := t.src.Inventory(rctx)
-		if err != nil {
-			return nil, err
-		}
-		t.mu.Lock()
-		t.inv, t.at = inv, t.now()
-		t.reads++
-		t.mu.Unlock()
-		return inv, nil
-	})
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*vsphere.Inventory), nil
-	}
+	return t.cache.Get(ctx, struct{}{})
 }
 
 // Nodes implements web.Topology.
@@ -273,10 +236,10 @@ type serveTargets struct {
 }
 
 // newServeTargets returns the services over the daemon's vCenter session
-// and configuration.
-func newServeTargets(client *vsphere.Client, cfg vsphere.Config) *serveTargets {
+// and configuration; opts go to the inventory's cache.
+func newServeTargets(client *vsphere.Client, cfg vsphere.Config, opts ...cache.Option) *serveTargets {
 	c := cfg
-	return &serveTargets{topology: newTopology(client), tester: &vcenterTester{configured: &c}}
+	return &serveTargets{topology: newTopology(client, opts...), tester: &vcenterTester{configured: &c}}
 }
 
 // wire sets them in the web configuration. A nil *serveTargets (no vCenter

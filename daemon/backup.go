@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"github.com/vmvault/vmvault/reposvc"
+	"time"
+
+	"github.com/vmvault/vmvault/backup"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmvault/vmvault/web"
+)
+
+// backupRunner runs backups for the scheduler (policy.Runner) and the API
+// (web.Backups) with one backup engine per repository, all reading from the
+// daemon's vCenter session.
+type backupRunner struct {
+	// observe, when set, receives each successful backup's figures (metrics).
+	observe func(read, newBytes, stored int64, d time.Duration)
+	engines map[string]*backup.Engine
+	first   string
+	inv     policy.Inventory
+}
+
+func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
+	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv}
+	src := backup.FromClient(client, vsphere.ReaderOptions{})
+	for _, n := range names {
+		br.engines[n] = backup.NewEngine(src, backup.RepoStore(repos[n]), backup.EngineOptions{VCenter: client.Host()})
+	}
+	if len(names) > 0 {
+		br.first = names[0]
+	}
+	return br
+}
+
+func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
+	if m == policy.QuiesceNone {
+		return backup.QuiesceOff
+	}
+	if required {
+		// The job would rather miss the backup than keep a crash-consistent one.
+		return backup.QuiesceRequire
+	}
+	// File-system and application quiescing fall back to a crash-consistent
+	// point with a warning rather than missing the backup.
+	return backup.QuiescePrefer
+}
+
+func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, requireAllDisks bool, progress func(backup.VMProgress)) (backup.Result, error) {
+	e, ok := b.engines[repo]
+	if !ok {
+		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
+	}
+	target := vm.MoRef
+	if target == "" {
+		target = vm.Name
+	}
+	tags := map[string]string{}
+	if job != "" {
+		tags[reposvc.JobTag] = job
+	}
+	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags, RequireAllDisks: requireAllDisks})
+	if err == nil && b.observe != nil {
+		b.observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
+	}
+	return res, err
+}
+
+// RunBackup implements policy.Runner.
+func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
+	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce, job.QuiesceRequired), job.RequireAllDisks, func(p backup.VMProgress) {
+		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})
+	})
+	if err != nil {
+		return policy.BackupResult{}, err
+	}
+	return policy.BackupResult{PointID: res.RestorePoint, Bytes: res.BytesRead, Stored: res.StoredBytes}, nil
+}
+
+// web.BackupOutcome is one VM's result of POST /backups.
+// Backup implements web.Backups: the VMs one after another, each failure
+// recorded and the task failed if any VM failed.
+func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
+	repo := req.Repository
+	if repo == "" {
+		repo = b.first
+	}
+	all, err := b.inv.VMs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list inventory: %w", err)
+	}
+	byUUID := map[string]policy.VM{}
+	for _, v := range all {
+		byUUID[v.InstanceUUID] = v
+	}
+	var outs []web.BackupOutcome
+	failed := 0
+	for i, id := range req.VMs {
+		o := web.BackupOutcome{VM: id}
+		vm, ok := byUUID[id]
+		if !ok {
+			o.Error = "not in the inventory"
+			failed++
+			outs = append(outs, o)
+			rep.Logf("%s: not in the inventory", id)
+			continue
+		}
+		o.Name = vm.Name
+		rep.Logf("backing up %s (%d of %d) to %s", vm.Name, i+1, len(req.VMs), repo)
+		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.QuiescePrefer, false, func(p backup.VMProgress) {
+			rep.Progress(vm.Name+": "+p.Phase, p.Done, p.Size)
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outs, err
+			}
+			o.Error = err.Error()
+			failed++
+			rep.Logf("%s failed: %v", vm.Name, err)
+		} else {
+			o.RestorePoint, o.Mode, o.BytesRead, o.NewBytes = res.RestorePoint, res.Mode, res.BytesRead, res.NewBytes
+			o.Warnings = res.Warnings
+			for _, w := range res.Warnings {
+				// At warning level where the reporter has levels (the task
+				// log colours and counts them).
+				if lr, ok := rep.(interface{ Log(level, msg string) }); ok {
+					lr.Log("warning", fmt.Sprintf("%s: %s", vm.Name, w))
+				} else {
+					rep.Logf("%s: warning: %s", vm.Name, w)
+				}
+			}
+			rep.Logf("%s: restore point %s (%s)", vm.Name, res.RestorePoint, res.Mode)
+		}
+		outs = append(outs, o)
+	}
+	if failed > 0 {
+		return outs, fmt.Errorf("%d of %d VMs failed", failed, len(req.VMs))
+	}
+	return outs, nil
+}

@@ -1,0 +1,28 @@
+package daemon
+
+import (
+	"fmt"
+	"github.com/vmvault/vmvault/reposvc"
+	"path/filepath"
+
+	"github.com/vmvault/vmvault/filerestore"
+)
+
+// newFileRestore builds file-level restore for the daemon: the service the
+// API browses and downloads through, whose background indexer (run by Run)
+// catalogues new restore points (within a minute of their backup) and
+// drops the catalogs of points retention or an administrator deleted.
+// Catalogs live in <state_dir>/catalog (flr/catalog/FORMAT.md); they are a
+// cache. Close closes the service.
+func (d *Daemon) newFileRestore(rs *reposvc.Set) (*filerestore.Service, error) {
+	svc, err := filerestore.New(filerestore.Config{
+		Source:     rs,
+		CatalogDir: filepath.Join(d.cfg.StateDir, "catalog"),
+		Logf:       func(f string, a ...any) { d.log.Warn(fmt.Sprintf(f, a...)) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.onClose("file restore", svc.Close)
+	return svc, nil
+}

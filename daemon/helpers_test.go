@@ -1,0 +1,266 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/openapitest"
+)
+
+// testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
+// committed restore point, closes it and returns the point.
+func testRepoWithPoint(t *testing.T, dir, pass string) repository.Point {
+	t.Helper()
+	ctx := context.Background()
+	if err := repository.Init(ctx, dir, []byte(pass), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repository.Open(ctx, dir, []byte(pass), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	data := bytes.Repeat([]byte("vmvault disk block "), 8192)
+	id, _, _, err := s.PutChunk(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.PutDisk(ctx, int64(len(data)), []repository.Extent{{Length: int64(len(data)), ID: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Commit(ctx, repository.NewPoint{
+		VM:   repository.VMIdentity{Name: "web01", InstanceUUID: "4210a1b2-0000-0000-0000-000000000001"},
+		Time: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), Consistency: "crash",
+		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// randBytes returns n seeded random bytes.
+func randBytes(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+func startTestLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	l, err := lab.Start(context.Background(), lab.Options{})
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+type apiClient struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+// call sends one request and checks the response against the published
+// API document.
+func (a *apiClient) call(method, path string, body any, hdr map[string]string) (int, []byte) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, e := range publishedAPI(a.t).Response(method, path, res.StatusCode, res.Header, b) {
+		a.t.Error(e)
+	}
+	return res.StatusCode, b
+}
+
+var (
+	apiDocOnce sync.Once
+	apiDoc     *openapitest.Validator
+	apiDocErr  error
+)
+
+// publishedAPI is the validator of web/openapi.json: every response the
+// daemon's tests receive must match the published document.
+func publishedAPI(t *testing.T) *openapitest.Validator {
+	t.Helper()
+	apiDocOnce.Do(func() { apiDoc, apiDocErr = openapitest.New(web.OpenAPI()) })
+	if apiDocErr != nil {
+		t.Fatal(apiDocErr)
+	}
+	return apiDoc
+}
+
+// syncBuffer is the daemon's log, read by the test while the daemon writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testDaemon is a daemon run in process by a test, built by New from a
+// configuration file and served by Run.
+type testDaemon struct {
+	addr           string
+	stdout, stderr *syncBuffer
+	done           chan error // Run's result, after Close
+	cancel         context.CancelFunc
+}
+
+// startDaemon writes cfgYAML to dir/vmvault.yaml, loads it, builds the
+// daemon with the given environment and opts, runs it and waits until it
+// listens. The daemon is stopped at the end of the test if the test did
+// not stop it.
+func startDaemon(t *testing.T, dir, cfgYAML string, vars map[string]string, opts Options) *testDaemon {
+	t.Helper()
+	p := filepath.Join(dir, "vmvault.yaml")
+	if err := os.WriteFile(p, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := &testDaemon{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	opts.Stdout, opts.Stderr = td.stdout, td.stderr
+	opts.Getenv = func(k string) string { return vars[k] }
+	opts.Ready = func(addr string) { ready <- addr }
+	d, err := New(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatalf("New: %v\n%s", err, td.stderr.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	td.cancel = cancel
+	go func() {
+		err := d.Run(ctx)
+		td.done <- errors.Join(err, d.Close())
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-td.done:
+		case <-time.After(ShutdownGrace + 15*time.Second):
+			t.Error("the daemon did not stop")
+		}
+	})
+	select {
+	case td.addr = <-ready:
+	case err := <-td.done:
+		td.done <- err
+		t.Fatalf("Run ended: %v\n%s", err, td.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not start")
+	}
+	return td
+}
+
+// stop cancels the daemon's context and waits for Run and Close.
+func (td *testDaemon) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	td.cancel()
+	select {
+	case err := <-td.done:
+		td.done <- nil // for the cleanup
+		if err != nil {
+			t.Fatalf("daemon: %v\n%s", err, td.stderr.String())
+		}
+	case <-time.After(within):
+		t.Fatal("the daemon did not stop")
+	}
+}
+
+// startLabDaemon starts the daemon in process against lab l, on plain HTTP,
+// with one repository "main" holding a committed point (passphrase
+// "repo-pass") in dir/repo and its state in dir/state; extraYAML is appended
+// to the configuration (its relative paths are relative to dir). It returns
+// the daemon and the repository's directory.
+func startLabDaemon(t *testing.T, l *lab.Lab, dir, adminPassword, extraYAML string, opts Options) (*testDaemon, string) {
+	t.Helper()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "repo-pass")
+	cfgYAML := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: %s
+vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, filepath.Join(dir, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir) + extraYAML
+	sd := startDaemon(t, dir, cfgYAML, map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": adminPassword}, opts)
+	return sd, repoDir
+}
+
+func newJar(t *testing.T) http.CookieJar {
+	t.Helper()
+	j, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// cookieLogin logs the administrator in with a cookie session, as the
+// console does, and returns the client and the CSRF header every change needs.
+func cookieLogin(t *testing.T, addr, password string) (*apiClient, map[string]string) {
+	t.Helper()
+	api := &apiClient{t: t, base: "http://" + addr, hc: &http.Client{Jar: newJar(t), Timeout: 60 * time.Second}}
+	code, body := api.call("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": password}, nil)
+	if code != 200 {
+		t.Fatalf("login: %d %s", code, body)
+	}
+	var login struct{ CSRFToken string }
+	_ = json.Unmarshal(body, &login)
+	return api, map[string]string{"X-CSRF-Token": login.CSRFToken}
+}

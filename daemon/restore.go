@@ -1,0 +1,117 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"github.com/vmvault/vmvault/reposvc"
+	"time"
+
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/restore"
+	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmvault/vmvault/web"
+)
+
+// restoreService implements web.Restores with the restore engine over the
+// repository that holds the point and the daemon's vCenter session.
+type restoreService struct {
+	client *vsphere.Client
+	rs     *reposvc.Set
+	inv    policy.Inventory
+}
+
+func (s *restoreService) engine(ctx context.Context, point string) (*restore.Engine, string, repository.Point, error) {
+	name, p, err := s.rs.Locate(ctx, point)
+	if err != nil {
+		return nil, "", p, err
+	}
+	r, err := s.rs.Repo(name)
+	if err != nil {
+		return nil, "", p, err
+	}
+	return restore.New(r, s.client, restore.Options{}), name, p, nil
+}
+
+func restoreProgress(rep web.Reporter) func(restore.Progress) {
+	return func(p restore.Progress) {
+		phase := p.Phase
+		if phase == "disk" {
+			phase = fmt.Sprintf("disk %d", p.Disk)
+		}
+		rep.Progress(phase, p.Done, p.Size)
+	}
+}
+
+// Restore implements web.Restores.
+func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
+	e, repo, p, err := s.engine(ctx, req.Point)
+	if err != nil {
+		return nil, err
+	}
+	rep.Logf("restoring %s from %s (point %s, %s) as %s", p.VM.Name, repo, p.ID, p.Time.Format(time.RFC3339), req.Mode)
+	res, err := e.RestoreVM(ctx, restore.VMRequest{
+		RestorePoint: p.ID, Name: req.Name, Datacenter: req.Datacenter, Folder: req.Folder,
+		Host: req.Host, Cluster: req.Cluster, ResourcePool: req.ResourcePool, Datastore: req.Datastore,
+		NetworkMap: req.Networks, Thin: req.Thin, PowerOn: req.PowerOn,
+		Overwrite: req.Mode == "original", PowerOff: req.PowerOff, Rehearsal: req.Mode == "rehearsal",
+		Progress: restoreProgress(rep),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		rep.Logf("warning: %s", w)
+	}
+	rep.Logf("restored as %s (%s)", res.VM.Name, res.VM.MoRef)
+	return restoreResultDTO(res), nil
+}
+
+// restoreResultDTO is the engine's result as the API documents it.
+func restoreResultDTO(r restore.Result) *web.RestoreResult {
+	out := &web.RestoreResult{Mode: r.Mode, RestorePoint: r.RestorePoint,
+		VM:        web.VMRef{Name: r.VM.Name, InstanceUUID: r.VM.InstanceUUID, MoRef: r.VM.MoRef},
+		PoweredOn: r.PoweredOn, Disks: []web.RestoredDisk{}, BytesWritten: r.BytesWritten, Seconds: r.Seconds,
+		BytesPerSecond: r.BytesPerSec, Warnings: r.Warnings, RemoveCommand: r.RemoveCommand}
+	for _, d := range r.Disks {
+		out.Disks = append(out.Disks, web.RestoredDisk{Index: d.Index, SourceKey: d.SourceKey, TargetKey: d.TargetKey, Label: d.Label,
+			Capacity: d.Capacity, BytesWritten: d.BytesWritten, SHA256: d.SHA256, Seconds: d.Seconds, Target: d.Target})
+	}
+	return out
+}
+
+// RestoreDisk implements web.Restores: the disk is attached to the target VM.
+func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
+	e, _, p, err := s.engine(ctx, req.Point)
+	if err != nil {
+		return nil, err
+	}
+	idx := -1
+	for i, d := range p.Disks {
+		if d.Key == req.Disk {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return nil, fmt.Errorf("restore point %s has no disk with key %d: %w", p.ID, req.Disk, web.ErrNotFound)
+	}
+	vms, err := s.inv.VMs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list inventory: %w", err)
+	}
+	target := ""
+	for _, v := range vms {
+		if v.InstanceUUID == req.TargetVM {
+			target = v.MoRef
+		}
+	}
+	if target == "" {
+		return nil, fmt.Errorf("VM %s is not in the inventory: %w", req.TargetVM, web.ErrNotFound)
+	}
+	rep.Logf("attaching disk %d of point %s to %s", req.Disk, p.ID, target)
+	res, err := e.AttachDisk(ctx, restore.AttachRequest{RestorePoint: p.ID, Disk: idx, VM: target, Datastore: req.Datastore, Thin: req.Thin, Progress: restoreProgress(rep)})
+	if err != nil {
+		return nil, err
+	}
+	return restoreResultDTO(res), nil
+}
