@@ -132,7 +132,7 @@ func repeatAfter(sc *SMTPConfig) time.Duration {
 
 // The daily report's memory in state.db: a bucket of the notifier's own
 // (the other buckets: internal/state, internal/auth, internal/task,
-// web/settings.go).
+// settings/).
 var (
 	bNotify          = []byte("notify")
 	kLastDailyReport = []byte("last-daily-report")
