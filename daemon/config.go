@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vmvault/vmvault/capacity"
 	"io"
 	"net"
 	"net/mail"
@@ -127,6 +128,29 @@ type RepoConfig struct {
 type LimitsConfig struct {
 	MaxConcurrentBackups int `json:"max_concurrent_backups"` // default 4
 	MaxRunningTasks      int `json:"max_running_tasks"`      // API tasks at once; default 2
+	// LowSpacePercent and LowSpaceGiB: a repository's volume with less free
+	// space than either raises a low-space alert; defaults 10 and 10, a
+	// negative value disables that test.
+	LowSpacePercent float64 `json:"low_space_percent"`
+	LowSpaceGiB     float64 `json:"low_space_gib"`
+}
+
+// lowSpace is the alert threshold of the limits section.
+func (l LimitsConfig) lowSpace() capacity.Threshold {
+	t := capacity.DefaultThreshold
+	switch {
+	case l.LowSpacePercent < 0:
+		t.Percent = 0
+	case l.LowSpacePercent > 0:
+		t.Percent = l.LowSpacePercent
+	}
+	switch {
+	case l.LowSpaceGiB < 0:
+		t.MinBytes = 0
+	case l.LowSpaceGiB > 0:
+		t.MinBytes = int64(l.LowSpaceGiB * (1 << 30))
+	}
+	return t
 }
 
 // SessionsConfig is the lifetime of API login sessions (sessions section).
@@ -444,6 +468,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxRunningTasks < 0 || c.Limits.MaxRunningTasks > 64 {
 		bad("limits.max_running_tasks", "from 0 (default 2) to 64")
+	}
+	if c.Limits.LowSpacePercent > 99 {
+		bad("limits.low_space_percent", "from 0 (default 10) to 99, or negative to disable")
+	}
+	if c.Limits.LowSpaceGiB > 1<<20 {
+		bad("limits.low_space_gib", "at most %d (a PiB), or negative to disable", 1<<20)
 	}
 	if c.Sessions.TTL != "" {
 		d, err := time.ParseDuration(c.Sessions.TTL)

@@ -124,8 +124,22 @@ type Daemon struct {
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
 
+	repos map[string]*repository.Repository
+
 	closers []func() error
 	ran     bool
+}
+
+// record stores an event of the daemon's own (the sweep, the space watch)
+// and hands it to the observers (notifier, live stream).
+func (d *Daemon) record(e policy.Event) {
+	e.Time = d.clk.Now()
+	if err := d.db.AddEvent(context.Background(), e); err != nil {
+		d.log.Error("record event", "err", err)
+	}
+	if d.observe != nil {
+		d.observe(e)
+	}
 }
 
 // onClose registers f to run at Close, in reverse order of registration.
@@ -229,7 +243,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		repos[rc.Name] = r
 		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
 	}
-	rs := reposvc.New(repos)
+	d.repos = repos
+	rs := reposvc.New(repos, reposvc.WithLowSpace(cfg.Limits.lowSpace()))
 	rs.Maintenance = db.Maintenance
 
 	authStore, err := auth.NewBoltStore(wdb)
@@ -408,16 +423,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if d.vclient == nil {
 			return
 		}
-		emit := func(e policy.Event) {
-			e.Time = clk.Now()
-			if err := db.AddEvent(context.Background(), e); err != nil {
-				log.Error("record event", "err", err)
-			}
-			if d.observe != nil {
-				d.observe(e)
-			}
-		}
-		if n, err := sweepStaleSnapshots(schedCtx, d.vclient, d.started, log, emit); err != nil && schedCtx.Err() == nil {
+		if n, err := sweepStaleSnapshots(schedCtx, d.vclient, d.started, log, d.record); err != nil && schedCtx.Err() == nil {
 			log.Warn("start-up snapshot sweep", "err", err)
 		} else if n > 0 {
 			log.Info("start-up snapshot sweep", "removed", n)
@@ -436,6 +442,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer close(pruneDone)
 		pruneEvents(schedCtx, db, d.settings, clk, log)
 	}()
+	spaceDone := make(chan struct{})
+	go func() {
+		defer close(spaceDone)
+		watchSpace(schedCtx, spaceReaders(d.repos), cfg.Limits.lowSpace(), clk, log, d.record)
+	}()
 	copiesDone := make(chan struct{})
 	go func() {
 		defer close(copiesDone)
@@ -446,6 +457,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopBackground := func() {
 		stopSched()
 		<-pruneDone
+		<-spaceDone
 		<-copiesDone
 		<-sweepDone
 	}

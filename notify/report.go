@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"github.com/vmvault/vmvault/capacity"
 	"html"
 	"sort"
 	"strings"
@@ -489,15 +490,5 @@ func (r DailyReport) Message(appliance string, loc *time.Location) Message {
 	return Message{Subject: subject, Text: t.String(), HTML: h.String(), Kind: "daily"}
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// humanBytes says a size in IEC units.
+func humanBytes(n int64) string { return capacity.Bytes(n) }
