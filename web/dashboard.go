@@ -59,6 +59,7 @@ type DashboardRepository struct {
 	CompressionRatio float64       `json:"compressionRatio"`
 	Damage           int           `json:"damage"` // findings of the last check
 	LastCheck        *CheckSummary `json:"lastCheck"`
+	Space            *Space        `json:"space,omitempty"` // the volume's space and forecast (absent on object stores)
 }
 
 // RunningBackup is a backup the scheduler runs now (job runs are not
@@ -206,7 +207,7 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 			if st := det.Stats; st != nil {
 				dr.Points, dr.StoredBytes, dr.LogicalBytes = st.Points, st.StoredBytes, st.LogicalBytes
 			}
-			dr.DedupRatio, dr.CompressionRatio, dr.LastCheck = det.DedupRatio, det.CompressionRatio, det.LastCheck
+			dr.DedupRatio, dr.CompressionRatio, dr.LastCheck, dr.Space = det.DedupRatio, det.CompressionRatio, det.LastCheck, det.Space
 			if lc := det.LastCheck; lc != nil && !lc.OK {
 				dr.Damage = max(len(lc.Findings), 1)
 			}

@@ -22,6 +22,7 @@ import (
 type (
 	RepositoryInfo = api.RepositoryInfo
 	RepoStats      = api.RepoStats
+	Space          = api.Space
 	PointStats     = api.PointStats
 	// Reporter is how a long operation run by the API reports; *task.Reporter
 	// implements it.

@@ -127,6 +127,14 @@ export default {
         { label: "Logical", class: "num", cell: r => fmt.bytes(r.logicalBytes) },
         { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedupRatio) },
         { label: "Compression", class: "num", cell: r => fmt.ratio(r.compressionRatio) },
+        {
+          label: "Free", class: "num", cell: (r) => {
+            const sp = r.space;
+            if (!sp) return "–";
+            const txt = `${fmt.bytes(sp.freeBytes)}${sp.fullAt ? `, full ~${new Date(sp.fullAt).toLocaleDateString(undefined, { month: "short", day: "numeric" })}` : ""}`;
+            return sp.low ? badge(`low: ${txt}`, "failed") : txt;
+          },
+        },
         { label: "Damage", cell: r => (r.damage > 0 ? badge(`${r.damage} damaged`, "damaged") : badge("none", "ok")) },
         {
           label: "Last check", cell: (r) => {
