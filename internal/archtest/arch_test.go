@@ -1,6 +1,9 @@
 package archtest
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -8,7 +11,7 @@ import (
 // TestImportRules checks every layering rule against the module as it is,
 // non-test and test builds.
 func TestImportRules(t *testing.T) {
-	g := loadGraph(t)
+	g := loadGraph(t, moduleRoot(t))
 	var prodN, testN int
 	for _, p := range g {
 		if p.Test {
@@ -22,6 +25,48 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, v := range allViolations(g) {
 		t.Errorf("%s (stated in %s)", v, ruleSource(v.rule))
+	}
+}
+
+// TestLoaderSeesTestImports runs the loader and the rules on a planted
+// module in a temporary directory: an external test package of backup that
+// imports the lab, a web file importing internal/state, and dedup's
+// internal test importing repository are all reported.
+func TestLoaderSeesTestImports(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":                  "module " + module + "\n\ngo 1.22\n",
+		"vcsim-tests/lab/lab.go":  "package lab\n",
+		"repository/repo.go":      "package repository\n",
+		"internal/state/state.go": "package state\n",
+		"backup/backup.go":        "package backup\n",
+		"backup/backup_test.go":   "package backup_test\n\nimport _ \"" + module + "/vcsim-tests/lab\"\n",
+		"dedup/dedup.go":          "package dedup\n",
+		"dedup/dedup_test.go":     "package dedup\n\nimport _ \"" + module + "/repository\"\n",
+		"web/server.go":           "package web\n",
+		"web/jobs.go":             "package web\n\nimport _ \"" + module + "/internal/state\"\n",
+	}
+	for name, src := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, v := range allViolations(loadGraph(t, root)) {
+		got = append(got, v.String())
+	}
+	for _, want := range []string{
+		"backup-unit-tests-fake: backup (tests) -> vcsim-tests/lab",
+		"dedup-pure: dedup (tests) -> repository",
+		"web-http-only: web (web/jobs.go) -> internal/state",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %q in:\n\t%s", want, strings.Join(got, "\n\t"))
+		}
 	}
 }
 

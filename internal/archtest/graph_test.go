@@ -108,9 +108,8 @@ func strip(p string) string {
 
 // loadGraph lists every package of the module and its test build with `go
 // list -test`, and reads the imports of every non-test file.
-func loadGraph(t *testing.T) graph {
+func loadGraph(t *testing.T, root string) graph {
 	t.Helper()
-	root := moduleRoot(t)
 	// Run from the module root with ./...: a module-path pattern makes go list
 	// insist on a tidy go.mod even for packages excluded by build tags.
 	cmd := exec.Command("go", "list", "-test", "-json=ImportPath,ForTest,Dir,GoFiles,CgoFiles,Imports,Deps", "./...")
