@@ -242,16 +242,18 @@ func (f *failingStore) PutChunk(ctx context.Context, data []byte) (repository.ID
 	return f.inner.PutChunk(ctx, data)
 }
 
-// slowReader blocks each read until the context is cancelled.
+// slowReader blocks each read until ctx is cancelled, then serves it: the
+// pipeline itself must notice the cancellation (the reads succeed).
 type slowReader struct {
 	disk
-	started chan struct{}
+	ctx     context.Context
+	started chan struct{} // closed by the first read
 	once    sync.Once
 }
 
 func (s *slowReader) ReadAt(p []byte, off int64) (int, error) {
 	s.once.Do(func() { close(s.started) })
-	time.Sleep(2 * time.Millisecond)
+	<-s.ctx.Done()
 	return s.disk.ReadAt(p, off)
 }
 
@@ -276,8 +278,8 @@ func TestWriteDiskFailures(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	slow := &slowReader{disk: *d, started: make(chan struct{})}
-	go func() { <-slow.started; time.Sleep(20 * time.Millisecond); cancel() }()
+	slow := &slowReader{disk: *d, ctx: ctx, started: make(chan struct{})}
+	go func() { <-slow.started; cancel() }() // cancelled while a read is in flight
 	_, err = WriteDisk(ctx, s, c, DiskInput{Source: slow, Size: int64(len(d.data))}, Options{Workers: 2})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled backup: got %v, want context.Canceled", err)

@@ -82,13 +82,15 @@ const maxSleep = time.Hour
 // Notifier sends failure alerts and the daily report. ObserveEvent and Fail
 // never block; Run does the sending.
 type Notifier struct {
-	cfg   Config
-	log   *slog.Logger
-	clk   clock.Clock
-	wake  chan struct{}
-	mu    sync.Mutex
-	queue []Failure
-	lost  int // failures beyond MaxListed in the gathering batch
+	cfg  Config
+	log  *slog.Logger
+	clk  clock.Clock
+	wake chan struct{}
+	// settleReq: settle's requests (tests; see settle).
+	settleReq chan chan struct{}
+	mu        sync.Mutex
+	queue     []Failure
+	lost      int // failures beyond MaxListed in the gathering batch
 	// streaks of failures (see Config.RepeatAfter), by operation.
 	streaks map[streakKey]*streak
 }
@@ -133,7 +135,8 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Notifier{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, wake: make(chan struct{}, 1), streaks: map[streakKey]*streak{}}, nil
+	return &Notifier{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, wake: make(chan struct{}, 1), settleReq: make(chan chan struct{}),
+		streaks: map[streakKey]*streak{}}, nil
 }
 
 // ObserveEvent takes the scheduler's events (wire it to policy.Config.OnEvent);
@@ -215,8 +218,19 @@ func (n *Notifier) Run(ctx context.Context) error {
 		armDaily()
 	}
 	armAlert()
+	var settled []chan struct{} // settle calls waiting for Run to be idle
 	for {
+		// Idle: no wake-up and no fired timer left to handle. A fake clock's
+		// timers fire into buffered channels, so len sees them.
+		if len(settled) > 0 && len(n.wake) == 0 && len(alertC) == 0 && len(dailyC) == 0 {
+			for _, ack := range settled {
+				close(ack)
+			}
+			settled = nil
+		}
 		select {
+		case ack := <-n.settleReq:
+			settled = append(settled, ack)
 		case <-ctx.Done():
 			if alertT != nil {
 				alertT.Stop()
@@ -244,6 +258,26 @@ func (n *Notifier) Run(ctx context.Context) error {
 			}
 			armDaily()
 		}
+	}
+}
+
+// settle returns once Run has handled every failure given and every timer
+// fired before the call, with what they mailed sent. It lets tests on a
+// fake clock (whose timers fire synchronously, into buffered channels) say
+// "nothing was mailed" without waiting on the wall clock; on the real clock
+// it only waits for one turn of Run.
+func (n *Notifier) settle(ctx context.Context) error {
+	ack := make(chan struct{})
+	select {
+	case n.settleReq <- ack:
+	case <-ctx.Done():
+		return fmt.Errorf("settle: Run is not running: %w", ctx.Err())
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("settle: Run is busy: %w", ctx.Err())
 	}
 }
 

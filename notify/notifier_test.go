@@ -88,6 +88,18 @@ func startNotifier(t *testing.T, ts *testServer, clk *clock.Fake, mut func(*Conf
 	return rn
 }
 
+// none asserts that the notifier mailed nothing: it waits for Run to
+// handle everything the test did (events, clk moves), not for time to pass.
+func (rn *runningNotifier) none(t *testing.T, ts *testServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rn.n.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts.none(t)
+}
+
 // waitTimers waits until the notifier has armed n timers.
 func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
@@ -117,7 +129,7 @@ func TestAlertDebounce(t *testing.T) {
 	clk.Advance(20 * time.Second)
 	rn.n.ObserveEvent(failed("db-02", "j1", "backup failed (attempt 1): create snapshot: FileFault"))
 	clk.Advance(39 * time.Second)
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 	clk.Advance(time.Second) // one minute after the first failure
 	p := parseMail(t, ts.next(t).Data)
 	if s := p.subject(t); s != "[vmvault] FAILED backup: job Nightly, 2 VMs (web-01, db-02)" {
@@ -134,7 +146,7 @@ func TestAlertDebounce(t *testing.T) {
 	if d, _ := p.Header.Date(); !d.Equal(clk.Now().Truncate(time.Second)) {
 		t.Errorf("Date %v, want the clock's %v", d, clk.Now())
 	}
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 
 	// A later failure: its own mail, a minute later.
 	rn.n.Fail(Failure{Operation: "restore", VM: "web-01", Message: "restore failed: datastore full"})
@@ -155,9 +167,9 @@ func TestAlertsOffAndFlushOnStop(t *testing.T) {
 	off.n.ObserveEvent(failed("web-01", "j1", "boom"))
 	off.n.Fail(Failure{Operation: "restore", VM: "x"})
 	clk.Advance(time.Hour)
-	ts.none(t, 100*time.Millisecond)
+	off.none(t, ts)
 	off.stop()
-	ts.none(t, 100*time.Millisecond)
+	ts.none(t) // Run returned
 
 	on := startNotifier(t, ts, clk, nil)
 	on.n.ObserveEvent(failed("web-01", "j1", "boom"))
@@ -250,7 +262,7 @@ func TestDailyReportAtLocalTimeAcrossDST(t *testing.T) {
 	}
 	clk := clock.NewFake(at(2026, 3, 27, 12, 0))
 	tod := TimeOfDay{7, 0}
-	startNotifier(t, ts, clk, func(c *Config) { c.Location, c.DailyAt, c.Source, c.Alerts = paris, &tod, src, false })
+	rn := startNotifier(t, ts, clk, func(c *Config) { c.Location, c.DailyAt, c.Source, c.Alerts = paris, &tod, src, false })
 
 	// expect moves the clock to just before want and checks that the
 	// notifier's timer is due exactly at want, then to want, and returns the mail.
@@ -263,7 +275,7 @@ func TestDailyReportAtLocalTimeAcrossDST(t *testing.T) {
 				break
 			}
 			clk.Set(next) // the timer is capped at an hour: walk the re-arms
-			ts.none(t, 20*time.Millisecond)
+			rn.none(t, ts)
 			waitTimers(t, clk, 1)
 		}
 		if next, _ := clk.NextDeadline(); !next.Equal(want) {

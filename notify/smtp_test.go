@@ -114,7 +114,7 @@ func TestSendAuthFailure(t *testing.T) {
 	if sessions, auths, _ := ts.counts(); sessions != 1 || len(auths) != 1 {
 		t.Fatalf("a refused login was retried: %d sessions, auths %v", sessions, auths)
 	}
-	ts.none(t, 50*time.Millisecond)
+	ts.none(t)
 }
 
 // 451 once, then accepted: the sender retries and the mail arrives once.
@@ -125,7 +125,7 @@ func TestSendRetriesTransientFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.next(t)
-	ts.none(t, 50*time.Millisecond)
+	ts.none(t)
 	if sessions, _, _ := ts.counts(); sessions != 2 {
 		t.Fatalf("%d sessions, want 2", sessions)
 	}
@@ -166,7 +166,7 @@ func TestSendRefusesWithoutSTARTTLS(t *testing.T) {
 	if sessions, auths, _ := ts.counts(); sessions != 1 || len(auths) != 0 {
 		t.Fatalf("%d sessions, auths %v: credentials sent or retried", sessions, auths)
 	}
-	ts.none(t, 50*time.Millisecond)
+	ts.none(t)
 }
 
 // A certificate the sender does not trust is refused, not retried.

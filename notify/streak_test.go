@@ -49,7 +49,7 @@ func TestAlertStreakSuppression(t *testing.T) {
 		fail()
 	}
 	clk.Advance(10 * time.Minute)
-	ts.none(t, 200*time.Millisecond)
+	rn.none(t, ts)
 
 	// Another VM of the same job is its own streak: mailed.
 	rn.n.ObserveEvent(failed("db-02", "j1", "disk full"))
@@ -61,7 +61,7 @@ func TestAlertStreakSuppression(t *testing.T) {
 	// 03:45 still within 6 h of the 22:00 mail; 05:45 is not.
 	clk.Set(time.Date(2026, 5, 5, 3, 45, 0, 0, time.UTC))
 	fail()
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 	clk.Set(time.Date(2026, 5, 5, 5, 45, 0, 0, time.UTC))
 	fail()
 	p = alertAfterDebounce(t, ts, clk)
@@ -89,7 +89,7 @@ func TestAlertStreakSuppression(t *testing.T) {
 	rn.n.ObserveEvent(policy.Event{Severity: policy.SeverityInfo, Kind: policy.EventVMBackedUp, Subject: "web-01", Job: "j2"})
 	clk.Advance(time.Hour)
 	fail()
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 }
 
 // Operations the scheduler does not see: Succeeded ends their streaks;
@@ -104,7 +104,7 @@ func TestAlertStreakSucceededAndKinds(t *testing.T) {
 	alertAfterDebounce(t, ts, clk)
 	rn.n.Fail(restore)
 	clk.Advance(time.Minute)
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 	rn.n.Succeeded(Failure{Operation: "restore", VM: "web-01"})
 	rn.n.Fail(restore)
 	if s := alertAfterDebounce(t, ts, clk).subject(t); s != "[vmvault] FAILED restore: VM web-01" {
@@ -127,7 +127,7 @@ func TestAlertStreakSucceededAndKinds(t *testing.T) {
 		alertAfterDebounce(t, ts, clk)
 		rn.n.ObserveEvent(tc.fail)
 		clk.Advance(time.Minute)
-		ts.none(t, 50*time.Millisecond)
+		rn.none(t, ts)
 		rn.n.ObserveEvent(tc.success)
 		rn.n.ObserveEvent(tc.fail)
 		if s := alertAfterDebounce(t, ts, clk).subject(t); !strings.HasPrefix(s, "[vmvault] FAILED ") {
@@ -157,7 +157,7 @@ func TestAlertStreakSendFailure(t *testing.T) {
 	rn.n.ObserveEvent(failed("web-01", "j1", "boom"))
 	waitTimers(t, clk, 1)
 	clk.Advance(time.Minute) // refused with 550: not mailed
-	ts.none(t, 200*time.Millisecond)
+	rn.none(t, ts)
 	clk.Advance(15 * time.Minute)
 	rn.n.ObserveEvent(failed("web-01", "j1", "boom"))
 	p := alertAfterDebounce(t, ts, clk)
@@ -237,7 +237,7 @@ func TestDailyReportCatchUp(t *testing.T) {
 	// First start: nothing recorded, nothing sent.
 	rn := start()
 	waitTimers(t, clk, 1)
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 	rn.stop()
 
 	// Down from May 2 07:00 (last report) to May 5 12:00: one late report
@@ -255,7 +255,7 @@ func TestDailyReportCatchUp(t *testing.T) {
 		}
 	}
 	waitTimers(t, clk, 1)
-	ts.none(t, 200*time.Millisecond) // exactly one
+	rn.none(t, ts) // exactly one
 	if last, _ := rlog.get(); !last.Equal(at(5, 7, 0)) {
 		t.Fatalf("recorded %v, want the due time", last)
 	}
@@ -265,7 +265,7 @@ func TestDailyReportCatchUp(t *testing.T) {
 	clk.Set(at(5, 12, 5))
 	rn = start()
 	waitTimers(t, clk, 1)
-	ts.none(t, 200*time.Millisecond)
+	rn.none(t, ts)
 
 	// The regular report of May 6 07:00 is recorded; a restart right after
 	// it sends none.
@@ -289,7 +289,7 @@ func TestDailyReportCatchUp(t *testing.T) {
 	clk.Set(at(6, 7, 1))
 	rn = start()
 	waitTimers(t, clk, 1)
-	ts.none(t, 200*time.Millisecond)
+	rn.none(t, ts)
 	rn.stop()
 
 	// Down for a month: the late report covers at most a week.
@@ -300,14 +300,14 @@ func TestDailyReportCatchUp(t *testing.T) {
 		t.Errorf("long downtime report:\n%s", body)
 	}
 	waitTimers(t, clk, 1)
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 	rn.stop()
 
 	// The log cannot be read: no catch-up, the schedule goes on.
 	rlog.mu.Lock()
 	rlog.err, rlog.last = errors.New("disk gone"), at(1, 7, 0)
 	rlog.mu.Unlock()
-	start()
+	rn = start()
 	waitTimers(t, clk, 1)
-	ts.none(t, 100*time.Millisecond)
+	rn.none(t, ts)
 }

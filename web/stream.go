@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
 )
@@ -23,6 +24,59 @@ const (
 	// running backups and maintenance (polled: they are not registry tasks).
 	streamActivityEvery = time.Second
 )
+
+// throttle holds back a task's progress so a /stream client sees at most
+// one progress update per interval per task: a report that comes too soon
+// is kept (the latest wins) until it is due. State changes always pass.
+// It reads time from the server's clock, so tests drive it with clock.Fake.
+type throttle struct {
+	clk      clock.Clock
+	every    time.Duration
+	lastSent map[string]time.Time
+	pending  map[string]task.Info // progress held back
+}
+
+func newThrottle(clk clock.Clock, every time.Duration) *throttle {
+	return &throttle{clk: clk, every: every, lastSent: map[string]time.Time{}, pending: map[string]task.Info{}}
+}
+
+// offer takes a task update and says whether to send it now; a progress
+// update that comes too soon is held instead, and wait says when it is due.
+func (t *throttle) offer(u task.Update) (send bool, wait time.Duration) {
+	id := u.Task.ID
+	now := t.clk.Now()
+	if u.Type == "progress" {
+		if last, ok := t.lastSent[id]; ok && now.Sub(last) < t.every {
+			t.pending[id] = u.Task
+			return false, t.every - now.Sub(last)
+		}
+	}
+	delete(t.pending, id)
+	if u.Task.State.Final() {
+		delete(t.lastSent, id)
+	} else {
+		t.lastSent[id] = now
+	}
+	return true, 0
+}
+
+// due returns the held updates whose interval has passed (and forgets
+// them) and how long until the next held one is due (0: none held).
+func (t *throttle) due() (ready []task.Info, wait time.Duration) {
+	now := t.clk.Now()
+	for id, info := range t.pending {
+		if left := t.every - now.Sub(t.lastSent[id]); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		delete(t.pending, id)
+		t.lastSent[id] = now
+		ready = append(ready, info)
+	}
+	return ready, wait
+}
 
 // eventHub fans the scheduler's events out to /stream subscribers. publish
 // never blocks: a subscriber whose buffer is full is dropped (its channel
@@ -122,13 +176,34 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 	}
 	keep := time.NewTicker(s.keepAlive)
 	defer keep.Stop()
-	flush := time.NewTicker(streamTaskEvery)
-	defer flush.Stop()
 	activity := time.NewTicker(streamActivityEvery)
 	defer activity.Stop()
 	var lastActivity []byte // what the client last got (nil: nothing yet)
-	lastSent := map[string]time.Time{}
-	pending := map[string]task.Info{} // progress held back by the throttle
+	thr := newThrottle(s.cfg.Clock, streamTaskEvery)
+	// flush is armed on the server's clock while the throttle holds
+	// progress back, and nil otherwise (a nil channel never fires).
+	var flush clock.Timer
+	var flushC <-chan time.Time
+	var flushAt time.Time
+	defer func() {
+		if flush != nil {
+			flush.Stop()
+		}
+	}()
+	arm := func(wait time.Duration) { // fire by now+wait (no-op for 0)
+		if wait <= 0 {
+			return
+		}
+		at := s.cfg.Clock.Now().Add(wait)
+		if flush != nil {
+			if !at.Before(flushAt) {
+				return
+			}
+			flush.Stop()
+		}
+		flush, flushAt = s.cfg.Clock.NewTimer(wait), at
+		flushC = flush.C()
+	}
 	dropped := func() {
 		send("error", ErrorDetail{Code: "too_slow", Message: "the stream fell behind or the appliance is stopping; reconnect"})
 	}
@@ -152,34 +227,23 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 			if !sse.raw("scheduler", b) {
 				return nil, nil
 			}
-		case now := <-flush.C:
-			for id, info := range pending {
-				if now.Sub(lastSent[id]) < streamTaskEvery {
-					continue
-				}
-				delete(pending, id)
-				lastSent[id] = now
+		case <-flushC:
+			flush, flushC = nil, nil
+			ready, wait := thr.due()
+			for _, info := range ready {
 				if !send("task", info) {
 					return nil, nil
 				}
 			}
+			arm(wait)
 		case u, ok := <-tasks:
 			if !ok {
 				dropped()
 				return nil, nil
 			}
-			id := u.Task.ID
-			if u.Type == "progress" {
-				if time.Since(lastSent[id]) < streamTaskEvery {
-					pending[id] = u.Task
-					continue
-				}
-			}
-			delete(pending, id)
-			if u.Task.State.Final() {
-				delete(lastSent, id)
-			} else {
-				lastSent[id] = time.Now()
+			if now, wait := thr.offer(u); !now {
+				arm(wait)
+				continue
 			}
 			if !send("task", u.Task) {
 				return nil, nil

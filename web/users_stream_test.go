@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,6 +330,19 @@ func (c *sseClient) ended(t *testing.T) []sseEvent {
 	}
 }
 
+// nextTask returns the next "task" event of the stream, which must be about id.
+func nextTask(t *testing.T, c *sseClient, id string) task.Info {
+	t.Helper()
+	var ti task.Info
+	if err := json.Unmarshal([]byte(c.next(t, "task").data), &ti); err != nil {
+		t.Fatal(err)
+	}
+	if ti.ID != id {
+		t.Fatalf("task %s, want %s", ti.ID, id)
+	}
+	return ti
+}
+
 func waitGoroutines(t *testing.T, max int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -358,51 +373,59 @@ func TestStream(t *testing.T) {
 	a.next(t, "comment")       // connected
 	waitStreams(t, f, 2)
 
-	// Task updates: queued, running, progress (throttled), final state.
-	gate := make(chan struct{})
-	var took time.Duration // how long the task reported progress
+	// Task updates: queued, running, progress (throttled on the server's
+	// clock, f.clk), final state. Running starts the task's interval: a
+	// progress report is held until the fake clock passes it, then sent;
+	// reports held when the task ends are dropped (the final state carries
+	// the progress).
+	steps := make(chan int64)
+	var endTask sync.Once // the task ends even when the test fails midway
+	defer endTask.Do(func() { close(steps) })
 	info, err := fast.Start("check", "main", func(ctx context.Context, rep *task.Reporter) (any, error) {
-		<-gate
-		start := time.Now()
-		for i := range 200 {
-			rep.Progress("read", int64(i+1), 400)
-			time.Sleep(3 * time.Millisecond)
+		for n := range steps {
+			rep.Progress("read", n, 400)
 		}
-		took = time.Since(start)
 		return "ok", nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(gate)
-	for _, c := range []*sseClient{a, b} {
-		var states []task.State
-		progress := 0
-		for {
-			ev := c.next(t, "task")
-			var ti task.Info
-			if err := json.Unmarshal([]byte(ev.data), &ti); err != nil {
-				t.Fatal(err)
-			}
-			if ti.ID != info.ID {
-				t.Fatalf("task %s", ti.ID)
-			}
+	timers := f.clk.Pending()
+	steps <- 1
+	// Both streams hold it and arm a flush timer on the fake clock.
+	wait, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if !f.clk.BlockUntil(timers+2, wait.Done()) {
+		t.Fatal("the streams armed no flush timer on the server's clock")
+	}
+	f.clk.Advance(streamTaskEvery)
+	var progress [2][]int64
+	for i, c := range []*sseClient{a, b} {
+		for len(progress[i]) == 0 {
+			ti := nextTask(t, c, info.ID)
 			if ti.State == task.Running && ti.Progress.Done > 0 {
-				progress++
-			} else {
-				states = append(states, ti.State)
+				progress[i] = append(progress[i], ti.Progress.Done)
 			}
+		}
+	}
+	steps <- 2 // held: the clock has not moved since the last send
+	steps <- 3
+	endTask.Do(func() { close(steps) })
+	for i, c := range []*sseClient{a, b} {
+		for {
+			ti := nextTask(t, c, info.ID)
 			if ti.State.Final() {
+				if ti.State != task.Succeeded {
+					t.Fatalf("final state %s", ti.State)
+				}
 				break
 			}
+			if ti.Progress.Done > 0 {
+				progress[i] = append(progress[i], ti.Progress.Done)
+			}
 		}
-		if states[0] != task.Queued || states[len(states)-1] != task.Succeeded {
-			t.Fatalf("states %v", states)
-		}
-		// 200 progress reports in >= 600 ms: 4 a second reach the stream
-		// (one more for the first report and one for rounding).
-		if limit := int(took/streamTaskEvery) + 2; progress < 1 || progress > limit {
-			t.Fatalf("%d progress events in %s, want 1 to %d", progress, took, limit)
+		if !slices.Equal(progress[i], []int64{1}) {
+			t.Fatalf("stream %d: progress events %v, want [1] (2 and 3 held by the throttle until the task ended)", i, progress[i])
 		}
 	}
 

@@ -1,157 +1,253 @@
 package archtest
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
-	"os/exec"
-	"path"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-const module = "github.com/vmvault/vmvault"
-
-type rule struct {
-	pkg     string   // package pattern relative to the module: "dedup/..." or "dedup"
-	allowed []string // our packages it may import (patterns); everything else of ours is forbidden
-	denied  []string // our packages it must never import (checked even when allowed is nil)
-}
-
-// rules mirror DESIGN.md and LESSONS.md §7.2. The lab (vcsim-tests/...)
-// reaches the binary only through `appliance demo`: no engine may import it. allowed == nil means "anything
-// but denied".
-var rules = []rule{
-	{pkg: "dedup/...", allowed: []string{"dedup/..."}},
-	{pkg: "repository/...", allowed: []string{"repository/...", "internal/failpoint"}},
-	{pkg: "internal/failpoint/...", allowed: []string{"internal/failpoint/..."}},
-	{pkg: "vmdk/...", allowed: []string{"vmdk/..."}},
-	{pkg: "diskimage/...", allowed: []string{"diskimage/...", "vmdk/..."}},
-	{pkg: "internal/clock/...", allowed: []string{"internal/clock/..."}},
-	{pkg: "vsphere/...", denied: []string{"repository/...", "dedup/...", "backup/...", "restore/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
-	{pkg: "policy/...", denied: []string{"backup/...", "restore/...", "vsphere/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
-	{pkg: "backup/...", denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
-	{pkg: "restore/...", denied: []string{"backup/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
-	{pkg: "web/...", denied: []string{"cmd/...", "vcsim-tests/..."}},
-	// inventory is the one adapter that knows both vsphere and policy.
-	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
-	{pkg: "vmconfig/...", allowed: []string{"vmconfig/..."}},
-	// The daemon wires the engines and web; it never reaches the command or the lab.
-	{pkg: "daemon/...", denied: []string{"cmd/...", "vcsim-tests/..."}},
-}
-
-func match(pattern, rel string) bool {
-	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
-		return rel == base || strings.HasPrefix(rel, base+"/")
-	}
-	return rel == pattern
-}
-
-func matchAny(patterns []string, rel string) bool {
-	for _, p := range patterns {
-		if match(p, rel) {
-			return true
-		}
-	}
-	return false
-}
-
-type listed struct {
-	ImportPath string
-	Deps       []string
-}
-
-// goList returns every package of the module with its transitive deps.
-func goList(t *testing.T) []listed {
-	t.Helper()
-	// Run from the module root with ./...: a module-path pattern makes go list
-	// insist on a tidy go.mod even for packages excluded by build tags.
-	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	var pkgs []listed
-	for {
-		var p listed
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decode go list output: %v", err)
-		}
-		pkgs = append(pkgs, p)
-	}
-	return pkgs
-}
-
-// violations returns the forbidden edges "pkg -> dep" among pkgs.
-func violations(pkgs []listed) []string {
-	var bad []string
-	for _, p := range pkgs {
-		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
-		if !ok {
-			continue
-		}
-		for _, r := range rules {
-			if !match(r.pkg, rel) {
-				continue
-			}
-			for _, d := range p.Deps {
-				drel, ours := strings.CutPrefix(d, module+"/")
-				if !ours || path.Base(drel) == "archtest" {
-					continue
-				}
-				if matchAny(r.denied, drel) || (r.allowed != nil && !matchAny(r.allowed, drel)) {
-					bad = append(bad, rel+" -> "+drel)
-				}
-			}
-		}
-	}
-	return bad
-}
-
+// TestImportRules checks every layering rule against the module as it is,
+// non-test and test builds.
 func TestImportRules(t *testing.T) {
-	pkgs := goList(t)
-	if len(pkgs) < 2 {
-		t.Fatalf("go list found %d packages; the rule check would prove nothing", len(pkgs))
+	g := loadGraph(t, moduleRoot(t))
+	var prodN, testN int
+	for _, p := range g {
+		if p.Test {
+			testN++
+		} else {
+			prodN++
+		}
 	}
-	for _, v := range violations(pkgs) {
-		t.Errorf("forbidden import edge (DESIGN.md, imports flow one way): %s", v)
+	if prodN < 20 || testN < 10 {
+		t.Fatalf("go list found %d packages and %d test builds; the rule check would prove nothing", prodN, testN)
+	}
+	for _, v := range allViolations(g) {
+		t.Errorf("%s (stated in %s)", v, ruleSource(v.rule))
 	}
 }
 
-// TestRulesCatchViolation proves the checker is not vacuous: a synthetic
-// repository -> vsphere edge and a dedup -> repository edge are reported.
-func TestRulesCatchViolation(t *testing.T) {
-	pkgs := []listed{
-		{ImportPath: module + "/repository/pack", Deps: []string{"fmt", module + "/vsphere"}},
-		{ImportPath: module + "/dedup", Deps: []string{module + "/repository"}},
-		{ImportPath: module + "/backup", Deps: []string{module + "/dedup", module + "/repository", module + "/vsphere"}},
+// TestLoaderSeesTestImports runs the loader and the rules on a planted
+// module in a temporary directory: an external test package of backup that
+// imports the lab, a web file importing internal/state, and dedup's
+// internal test importing repository are all reported.
+func TestLoaderSeesTestImports(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":                  "module " + module + "\n\ngo 1.22\n",
+		"vcsim-tests/lab/lab.go":  "package lab\n",
+		"repository/repo.go":      "package repository\n",
+		"internal/state/state.go": "package state\n",
+		"backup/backup.go":        "package backup\n",
+		"backup/backup_test.go":   "package backup_test\n\nimport _ \"" + module + "/vcsim-tests/lab\"\n",
+		"dedup/dedup.go":          "package dedup\n",
+		"dedup/dedup_test.go":     "package dedup\n\nimport _ \"" + module + "/repository\"\n",
+		"web/server.go":           "package web\n",
+		"web/jobs.go":             "package web\n\nimport _ \"" + module + "/internal/state\"\n",
 	}
-	got := violations(pkgs)
-	want := map[string]bool{"repository/pack -> vsphere": true, "dedup -> repository": true}
-	if len(got) != len(want) {
-		t.Fatalf("violations = %v, want %v", got, want)
+	for name, src := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, g := range got {
-		if !want[g] {
-			t.Errorf("unexpected violation %q", g)
+	var got []string
+	for _, v := range allViolations(loadGraph(t, root)) {
+		got = append(got, v.String())
+	}
+	for _, want := range []string{
+		"backup-unit-tests-fake: backup (tests) -> vcsim-tests/lab",
+		"dedup-pure: dedup (tests) -> repository",
+		"web-http-only: web (web/jobs.go) -> internal/state",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %q in:\n\t%s", want, strings.Join(got, "\n\t"))
 		}
 	}
 }
 
-// A daemon -> cmd/appliance or daemon -> lab edge is reported.
-func TestDaemonRuleCatchesViolation(t *testing.T) {
-	got := violations([]listed{
-		{ImportPath: module + "/daemon", Deps: []string{module + "/web", module + "/cmd/appliance", module + "/vcsim-tests/lab"}},
-	})
-	if len(got) != 2 || got[0] != "daemon -> cmd/appliance" || got[1] != "daemon -> vcsim-tests/lab" {
-		t.Fatalf("violations = %v, want the daemon's edges to cmd/appliance and vcsim-tests/lab", got)
+// synthetic graph builders: paths are module-relative unless their first
+// element has a dot (third party) or they start with "std:".
+func full(p string) string {
+	if s, ok := strings.CutPrefix(p, "std:"); ok {
+		return s
+	}
+	first, _, _ := strings.Cut(p, "/")
+	if strings.Contains(first, ".") {
+		return p
+	}
+	return module + "/" + p
+}
+
+func fulls(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = full(p)
+	}
+	return out
+}
+
+// lib is a non-test package with one file (dir/x.go) importing imports;
+// its deps are its imports (enough for a synthetic graph).
+func lib(path string, imports ...string) pkg {
+	return pkg{Path: full(path), Imports: fulls(imports), Deps: fulls(imports), Files: map[string][]string{path + "/x.go": fulls(imports)}}
+}
+
+// libFiles is a non-test package whose files import what files says.
+func libFiles(path string, files map[string][]string) pkg {
+	p := pkg{Path: full(path), Files: map[string][]string{}}
+	for f, imps := range files {
+		p.Files[f] = fulls(imps)
+		p.Imports = append(p.Imports, fulls(imps)...)
+		p.Deps = append(p.Deps, fulls(imps)...)
+	}
+	return p
+}
+
+// testOf is the test build of path.
+func testOf(path string, deps ...string) pkg {
+	return pkg{Path: full(path), Test: true, Imports: fulls(deps), Deps: fulls(deps)}
+}
+
+// webToday is web as it is while the exempted files still exist.
+func webToday() pkg {
+	files := map[string][]string{"web/server.go": {"internal/auth", "policy"}}
+	for f := range webServiceFiles {
+		files[f] = []string{"repository"}
+	}
+	return libFiles("web", files)
+}
+
+// plantedCases holds, for every rule, a graph that breaks it once and the
+// violation it must produce.
+var plantedCases = []struct {
+	rule  string
+	graph graph
+	want  string
+}{
+	{"dedup-pure", graph{lib("dedup", "repository")}, "dedup -> repository"},
+	{"dedup-pure", graph{testOf("dedup", "github.com/klauspost/compress/zstd")}, "dedup (tests) imports github.com/klauspost/compress/zstd"},
+	{"vmdk-pure", graph{lib("vmdk", "std:net/http")}, "vmdk -> net"},
+	{"vmdk-tests-no-vcsim", graph{testOf("vmdk", "github.com/vmware/govmomi/simulator")}, "vmdk (tests) -> github.com/vmware/govmomi/simulator"},
+	{"diskimage-only-vmdk", graph{lib("diskimage", "vmdk", "repository")}, "diskimage -> repository"},
+	{"vmconfig-nothing", graph{lib("vmconfig", "vsphere")}, "vmconfig -> vsphere"},
+	{"clock-stdlib-only", graph{lib("internal/clock", "github.com/benbjohnson/clock")}, "internal/clock imports github.com/benbjohnson/clock"},
+	{"failpoint-nothing", graph{lib("internal/failpoint", "internal/clock")}, "internal/failpoint -> internal/clock"},
+	{"repository-own", graph{lib("repository/pack", "vsphere")}, "repository/pack -> vsphere"},
+	{"storage-only-failpoint", graph{lib("repository/storage", "repository")}, "repository/storage -> repository"},
+	{"vsphere-below-engines", graph{lib("vsphere", "repository")}, "vsphere -> repository"},
+	{"policy-no-engines", graph{testOf("policy", "vsphere")}, "policy (tests) -> vsphere"},
+	{"backup-layer", graph{lib("backup", "restore")}, "backup -> restore"},
+	{"backup-unit-tests-fake", graph{testOf("backup", "vcsim-tests/lab")}, "backup (tests) -> vcsim-tests/lab"},
+	{"backup-unit-tests-fake", graph{testOf("backup", "github.com/vmware/govmomi/simulator")}, "backup (tests) -> github.com/vmware/govmomi/simulator"},
+	{"restore-layer", graph{lib("restore", "backup")}, "restore -> backup"},
+	{"inventory-adapter-only", graph{lib("inventory", "repository")}, "inventory -> repository"},
+	{"auth-knows-no-http", graph{lib("internal/auth", "web")}, "internal/auth -> web"},
+	{"auth-knows-no-http", graph{lib("internal/auth", "github.com/gin-gonic/gin")}, "internal/auth imports github.com/gin-gonic/gin"},
+	{"task-knows-no-engine", graph{lib("internal/task", "policy")}, "internal/task -> policy"},
+	{"state-below-engines", graph{lib("internal/state", "repository")}, "internal/state -> repository"},
+	{"internal-below-service", graph{lib("internal/cache", "web")}, "internal/cache -> web"},
+	{"notify-reads-interfaces", graph{lib("notify", "backup")}, "notify -> backup"},
+	{"flr-reads-readerat", graph{lib("flr/ext4", "repository")}, "flr/ext4 -> repository"},
+	{"filerestore-no-http", graph{lib("filerestore", "web")}, "filerestore -> web"},
+	{"web-no-engines", graph{lib("web", "restore")}, "web -> restore"},
+	// A file not on the list that imports internal/state fails...
+	{"web-http-only", graph{webToday(), libFiles("web", map[string][]string{"web/jobs.go": {"internal/state"}})}, "web (web/jobs.go) -> internal/state"},
+	// ...and so does one that reaches repository through another package.
+	{"web-http-only", graph{webToday(), lib("filerestore", "repository"), libFiles("web", map[string][]string{"web/files.go": {"filerestore"}})}, "web (web/files.go) -> repository"},
+	// An exempted file that no longer imports them must leave the list.
+	{"web-http-only", graph{libFiles("web", map[string][]string{"web/reposet.go": {"policy"}})}, "web/reposet.go is exempted but no longer breaks the rule"},
+	{"web-tests-no-lab", graph{testOf("web", "vcsim-tests/lab")}, "web (tests) -> vcsim-tests/lab"},
+	{"console-nothing", graph{lib("web/console", "web")}, "web/console -> web"},
+	{"openapitest-nothing", graph{lib("web/openapitest", "web")}, "web/openapitest -> web"},
+	{"browsertest-nothing", graph{lib("internal/browsertest", "internal/testutil")}, "internal/browsertest -> internal/testutil"},
+	{"daemon-below-cmd", graph{testOf("daemon", "cmd/appliance")}, "daemon (tests) -> cmd/appliance"},
+	{"daemon-uses-web-root-only", graph{lib("daemon", "web", "web/console")}, "daemon -> web/console"},
+	{"testutil-tests-only", graph{lib("backup", "internal/testutil")}, "backup (backup/x.go) imports " + module + "/internal/testutil"},
+	{"browsertest-tests-only", graph{lib("web", "internal/browsertest")}, "web (web/x.go) imports"},
+	{"openapitest-tests-only", graph{lib("daemon", "web/openapitest")}, "daemon (daemon/x.go) imports"},
+	{"flrtest-tests-only", graph{lib("filerestore", "flr/flrtest")}, "filerestore (filerestore/x.go) imports"},
+	{"frtest-tests-only", graph{lib("web", "filerestore/frtest")}, "web (web/x.go) imports"},
+	{"lab-tests-and-demo-only", graph{lib("daemon", "vcsim-tests/lab")}, "daemon (daemon/x.go) imports"},
+	{"daemon-from-cmd-only", graph{lib("web", "daemon")}, "web (web/x.go) imports " + module + "/daemon"},
+	{"backup-imported-from-above", graph{lib("policy", "backup")}, "policy (policy/x.go) imports"},
+	{"restore-imported-from-above", graph{lib("filerestore", "restore")}, "filerestore (filerestore/x.go) imports"},
+	{"bbolt-owners", graph{lib("notify", "go.etcd.io/bbolt")}, "notify (notify/x.go) imports go.etcd.io/bbolt"},
+	{"bbolt-owners", graph{lib("web", "policy")}, "web/settings.go is exempted but no longer imports go.etcd.io/bbolt"},
+	{"inventory-only-bridge", graph{lib("backup", "vsphere", "policy")}, "backup imports both vsphere and policy"},
+}
+
+// TestRulesCatchPlantedViolations proves no rule is vacuous: each planted
+// graph breaks its rule, and the checker says so.
+func TestRulesCatchPlantedViolations(t *testing.T) {
+	for _, c := range plantedCases {
+		t.Run(c.rule, func(t *testing.T) {
+			var got []violation
+			for _, v := range allViolations(c.graph) {
+				if v.rule == c.rule {
+					got = append(got, v)
+				}
+			}
+			for _, v := range got {
+				if strings.Contains(v.msg, c.want) {
+					return
+				}
+			}
+			t.Errorf("planted violation not reported: want %q among %s", c.want, describe(got))
+		})
+	}
+}
+
+// TestEveryRuleIsPlanted: a rule added without a planted violation could be
+// vacuous (a pattern that matches nothing), so the table must cover it.
+func TestEveryRuleIsPlanted(t *testing.T) {
+	planted := map[string]bool{}
+	for _, c := range plantedCases {
+		planted[c.rule] = true
+	}
+	seen := map[string]bool{}
+	for _, n := range ruleNames() {
+		if seen[n] {
+			t.Errorf("rule name %q used twice", n)
+		}
+		seen[n] = true
+		if !planted[n] {
+			t.Errorf("rule %q has no planted violation in plantedCases", n)
+		}
+	}
+}
+
+// TestCleanGraphPasses: a graph laid out as the docs say breaks nothing,
+// so the rules are not so broad that they fail everywhere.
+func TestCleanGraphPasses(t *testing.T) {
+	g := graph{
+		lib("dedup", "github.com/restic/chunker", "golang.org/x/sync/errgroup"),
+		lib("vmdk"), lib("diskimage", "vmdk"), lib("vmconfig"),
+		lib("internal/clock"), lib("internal/failpoint"),
+		lib("repository/storage", "internal/failpoint"),
+		lib("repository", "repository/storage", "internal/failpoint", "go.etcd.io/bbolt"),
+		lib("vsphere", "vmdk"), lib("policy", "internal/clock"),
+		lib("inventory", "vsphere", "policy"),
+		lib("backup", "vsphere", "dedup", "repository", "vmconfig"),
+		lib("restore", "vsphere", "repository", "vmconfig", "vmdk"),
+		lib("internal/auth", "internal/clock", "golang.org/x/crypto/argon2", "go.etcd.io/bbolt"),
+		lib("internal/task", "internal/clock", "go.etcd.io/bbolt"),
+		lib("internal/state", "policy", "internal/clock", "go.etcd.io/bbolt"),
+		lib("notify", "policy", "internal/clock"),
+		lib("flr", "flr/ext4"), lib("filerestore", "flr", "repository"),
+		webToday(), lib("web/console"),
+		libFiles("web", map[string][]string{"web/settings.go": {"go.etcd.io/bbolt"}}),
+		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/serve_notify.go": {"go.etcd.io/bbolt"}, "cmd/appliance/cmd_serve.go": {"go.etcd.io/bbolt/errors"}, "cmd/appliance/main.go": {"daemon", "vcsim-tests/lab"}}),
+		lib("daemon", "web", "backup", "restore", "inventory", "policy", "vsphere"),
+		testOf("backup", "internal/testutil", "repository"),
+		testOf("web", "web/openapitest", "filerestore/frtest"),
+		testOf("daemon", "web/openapitest", "vcsim-tests/lab"),
+	}
+	if vs := allViolations(g); len(vs) != 0 {
+		t.Errorf("a graph that keeps the rules fails:%s", describe(vs))
 	}
 }
