@@ -103,7 +103,7 @@ func (s *Server) activity() Activity {
 		return a
 	}
 	st := ss.Status()
-	now := time.Now()
+	now := s.now()
 	for _, b := range st.Backups {
 		rb := RunningBackup{Job: b.Job, Run: b.RunID, VM: b.Name, InstanceUUID: b.VM, Started: b.Started,
 			Phase: b.Progress.Phase, Done: b.Progress.BytesDone, Total: b.Progress.BytesTotal}

@@ -35,8 +35,6 @@ var timeNowExceptions = map[string]timeNowException{
 	"flr/catalog/catalog.go":       {3, "build duration and BuiltAt stamp of a catalog; catalog imports nothing of vmvault's"},
 	// web holds a clock.Clock (Config.Clock): these move to s.now() or out
 	// of web with the service (issue 13).
-	"web/handlers_console.go": {1, "dashboard's 'now' outside the clock; removed when web becomes HTTP only"},
-	"web/reposet.go":          {1, "stats cache age; removed when web becomes HTTP only"},
 	// Engines measure elapsed time and stamp names; they take no clock today.
 	"backup/pipeline.go":      {3, "per-disk elapsed time and progress reporting interval"},
 	"backup/engine.go":        {5, "phase durations and the restore point's name stamp"},
@@ -49,14 +47,12 @@ var timeNowExceptions = map[string]timeNowException{
 	"internal/state/state.go": {2, "open retry deadline while another process holds state.db's lock"},
 	// The binary: CLI progress and elapsed time, and the real clock handed
 	// to caches and progress bars (moved to daemon/ by issue 13).
-	"cmd/appliance/cmd_image.go":     {2, "CLI elapsed time"},
-	"cmd/appliance/cmd_restore.go":   {2, "CLI elapsed time and progress interval"},
-	"cmd/appliance/cmd_backup.go":    {1, "CLI progress interval"},
-	"cmd/appliance/cmd_files.go":     {1, "CLI elapsed time"},
-	"cmd/appliance/progress.go":      {2, "the progress bar's real clock"},
-	"cmd/appliance/cmd_serve.go":     {2, "validity of the self-signed TLS certificate"},
-	"cmd/appliance/serve_targets.go": {1, "the topology cache's real clock"},
-	"cmd/appliance/serve_tags.go":    {1, "the tag cache's real clock"},
+	"cmd/appliance/cmd_image.go":   {2, "CLI elapsed time"},
+	"cmd/appliance/cmd_restore.go": {2, "CLI elapsed time and progress interval"},
+	"cmd/appliance/cmd_backup.go":  {1, "CLI progress interval"},
+	"cmd/appliance/cmd_files.go":   {1, "CLI elapsed time"},
+	"cmd/appliance/progress.go":    {2, "the progress bar's real clock"},
+	"daemon/daemon.go":             {2, "validity of the self-signed TLS certificate"},
 }
 
 // timeNowRefs returns, for every non-test .go file under root outside
