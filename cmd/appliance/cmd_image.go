@@ -13,6 +13,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/diskimage"
+	progresspkg "github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -178,7 +179,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 
 	bar := newProgress(env, *asJSON)
-	defer bar.finish()
+	defer bar.Finish()
 	start := time.Now()
 	sess, err := r.NewSession(ctx)
 	if err != nil {
@@ -233,7 +234,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	out.RestorePoint = p.ID
 	out.Seconds = time.Since(start).Seconds()
-	bar.finish()
+	bar.Finish()
 	if *asJSON {
 		return writeJSON(env.stdout, out)
 	}
@@ -246,7 +247,7 @@ func runImageBackup(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 // imageProgress reports image i's backup on bar (nil when there is no bar).
-func imageProgress(bar *progressBar, images []string, i int) func(backup.Progress) {
+func imageProgress(bar *progresspkg.Bar, images []string, i int) func(backup.Progress) {
 	if bar == nil {
 		return nil
 	}
@@ -254,7 +255,7 @@ func imageProgress(bar *progressBar, images []string, i int) func(backup.Progres
 	if len(images) > 1 {
 		label = fmt.Sprintf("back up %d/%d %s", i+1, len(images), filepath.Base(images[i]))
 	}
-	return func(p backup.Progress) { bar.update(label, p.Done, p.Size, true) }
+	return func(p backup.Progress) { bar.Update(label, p.Done, p.Size, true) }
 }
 
 // backupImage streams one image into the session. With a parent and a
@@ -297,7 +298,7 @@ func backupImage(ctx context.Context, r *repository.Repository, sess *repository
 			in.Allocated[i] = dedup.Extent{Offset: a.Offset, Length: a.Length}
 		}
 	}
-	res, err := backup.WriteDisk(ctx, sess, chunker, in, backup.Options{Workers: workers, Progress: progress, ProgressEvery: progressEvery})
+	res, err := backup.WriteDisk(ctx, sess, chunker, in, backup.Options{Workers: workers, Progress: progress, ProgressEvery: progresspkg.Every})
 	if err != nil {
 		return repository.NewDisk{}, stats, "", err
 	}
@@ -376,12 +377,12 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}()
 	bar := newProgress(env, false)
-	defer bar.finish()
+	defer bar.Finish()
 	label := fmt.Sprintf("restore disk %d", *disk)
 	start := time.Now()
 	var progress func(int64)
 	if bar != nil {
-		progress = func(done int64) { bar.update(label, done, dr.Size(), true) }
+		progress = func(done int64) { bar.Update(label, done, dr.Size(), true) }
 	}
 	if err := dr.Stream(ctx, tmp, progress); err != nil {
 		return fmt.Errorf("restore disk %d of %s: %w", *disk, short(p.ID), err)
@@ -402,7 +403,7 @@ func runImageRestore(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	ok = true
 	secs := time.Since(start).Seconds()
-	bar.finish()
+	bar.Finish()
 	fmt.Fprintf(env.stdout, "restored disk %d of %s (%s) to %s in %.2fs\n", *disk, short(p.ID), humanBytes(dr.Size()), outPath, secs)
 	return nil
 }
