@@ -517,3 +517,52 @@ func (h *heldFile) Close() error {
 	h.once.Do(h.release)
 	return err
 }
+
+// List lists a directory of a point's volume, sorted by name; a path that
+// is not a directory (after following links) is described on its own, as
+// ls does: a link as a link, with its target.
+func (s *Service) List(ctx context.Context, point, volume, name string) ([]flr.Entry, error) {
+	clean, err := flr.CleanPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", name, err)
+	}
+	var out []flr.Entry
+	err = s.withFS(ctx, point, volume, func(_ *openPoint, o *openFS) error {
+		fi, err := o.fs.Stat(clean)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			ents, err := o.listing(ctx, clean)
+			out = append([]flr.Entry{}, ents...) // the cached listing is shared
+			return err
+		}
+		li, err := o.fs.Lstat(clean)
+		if err != nil {
+			return err
+		}
+		e := flr.Entry{Name: li.Name(), Type: flr.TypeOf(li.Mode()), Size: li.Size(), Mtime: li.ModTime().UTC(), Mode: li.Mode()}
+		if e.Type == "symlink" {
+			e.Target, _ = o.fs.Readlink(clean)
+		}
+		out = []flr.Entry{e}
+		return nil
+	})
+	return out, err
+}
+
+// Hold returns a volume's file system for a long use (a FUSE mount): the
+// point stays open, whatever the TTL, until release is called. The FS is
+// shared with the service's other users; the caller does not close it.
+func (s *Service) Hold(ctx context.Context, point, volume string) (fsys flr.FS, release func(), err error) {
+	p, release, err := s.acquire(ctx, point)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := p.fsOf(volume)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return o.fs, release, nil
+}
