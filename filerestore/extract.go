@@ -252,11 +252,17 @@ func walkGet(ctx context.Context, fsys archiveFS, names []string, st *ExtractSta
 			return err
 		}
 		for _, e := range ents {
+			// A hostile file system's "", "." or ".." is never restored,
+			// and a "/" in a name cannot make it climb out of OUT.
+			local, ok := localName(e.Name())
+			if !ok {
+				continue
+			}
 			ci, err := e.Info()
 			if err != nil {
 				return fmt.Errorf("%s: %w", path.Join(name, e.Name()), err)
 			}
-			if err := walk(path.Join(rel, e.Name()), path.Join(name, e.Name()), ci, depth+1); err != nil {
+			if err := walk(path.Join(rel, local), path.Join(name, e.Name()), ci, depth+1); err != nil {
 				return err
 			}
 		}
@@ -276,6 +282,18 @@ func walkGet(ctx context.Context, fsys archiveFS, names []string, st *ExtractSta
 		}
 	}
 	return nil
+}
+
+// localName turns a name read from a volume into one path component of the
+// output: "", "." and ".." (which no sane file system holds but a hostile
+// one can) are refused and "/" becomes "_". Other characters are kept: the
+// output is a Linux directory or an archive extracted on one (the API's
+// archives, for any client, also replace "\" and ":"; see SafeName).
+func localName(n string) (string, bool) {
+	if n == "" || n == "." || n == ".." {
+		return "", false
+	}
+	return strings.ReplaceAll(n, "/", "_"), true
 }
 
 // getDir restores into a new directory. Every write goes through os.Root,
