@@ -2,13 +2,17 @@
 // the CLI: given a restore point id it opens the point's disks from the
 // repository as flr.Disk values, lists their volumes, opens their file
 // systems (kept open for a short time, a bounded number of points at once),
-// serves paged directory listings, random access to files (HTTP Range) and
-// streamed zip and tar archives of a selection, and keeps the file catalog
-// of every point (flr/catalog) for searches across points.
+// serves paged directory listings, random access to files (HTTP Range),
+// streamed zip and tar archives of a selection and the extraction of a
+// selection to a local file, directory or archive (`appliance files get`),
+// and keeps the file catalog of every point (flr/catalog) for searches
+// across points. The daemon's API and the CLI's `files` commands go through
+// the same Service.
 //
 // What it owns: the cache of open points, the archive writer (names always
-// relative and cleaned, links stored as links, never followed) and the
-// background indexer. What it does not: volume and file-system parsing
+// relative and cleaned, links stored as links, never followed), the
+// extractor (writes confined to the output by os.Root, nothing left behind
+// on failure) and the background indexer. What it does not: volume and file-system parsing
 // (flr), the repository (repository), HTTP (web).
 package filerestore
 

@@ -36,6 +36,9 @@ var rules = []rule{
 	// inventory is the one adapter that knows both vsphere and policy.
 	{pkg: "inventory/...", denied: []string{"backup/...", "restore/...", "repository/...", "dedup/...", "web/...", "cmd/...", "vcsim-tests/..."}},
 	{pkg: "vmconfig/...", allowed: []string{"vmconfig/..."}},
+	// The CLI's engines: no HTTP, no daemon, no lab.
+	{pkg: "imagebackup/...", denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "vcsim-tests/..."}},
+	{pkg: "internal/progress/...", allowed: []string{"internal/progress/..."}},
 }
 
 func match(pattern, rel string) bool {
