@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // openPty returns a pseudo-terminal's master and slave ends, made with
@@ -188,11 +189,7 @@ func TestProgressForced(t *testing.T) {
 // TestBackupProgressBar: `backup` (VMs from vCenter) draws one bar for all
 // VMs; with --json it draws none.
 func TestBackupProgressBar(t *testing.T) {
-	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	repo := initRepo(t)
 	vars := backupEnv(l.URL().String(), l.Username(), l.Password())
 	vars["VMVAULT_PROGRESS"] = "always"
