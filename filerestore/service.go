@@ -2,13 +2,17 @@
 // the CLI: given a restore point id it opens the point's disks from the
 // repository as flr.Disk values, lists their volumes, opens their file
 // systems (kept open for a short time, a bounded number of points at once),
-// serves paged directory listings, random access to files (HTTP Range) and
-// streamed zip and tar archives of a selection, and keeps the file catalog
-// of every point (flr/catalog) for searches across points.
+// serves paged directory listings, random access to files (HTTP Range),
+// streamed zip and tar archives of a selection and the extraction of a
+// selection to a local file, directory or archive (`appliance files get`),
+// and keeps the file catalog of every point (flr/catalog) for searches
+// across points. The daemon's API and the CLI's `files` commands go through
+// the same Service.
 //
 // What it owns: the cache of open points, the archive writer (names always
-// relative and cleaned, links stored as links, never followed) and the
-// background indexer. What it does not: volume and file-system parsing
+// relative and cleaned, links stored as links, never followed), the
+// extractor (writes confined to the output by os.Root, nothing left behind
+// on failure) and the background indexer. What it does not: volume and file-system parsing
 // (flr), the repository (repository), HTTP (web).
 package filerestore
 
@@ -516,4 +520,53 @@ func (h *heldFile) Close() error {
 	err := h.File.Close()
 	h.once.Do(h.release)
 	return err
+}
+
+// List lists a directory of a point's volume, sorted by name; a path that
+// is not a directory (after following links) is described on its own, as
+// ls does: a link as a link, with its target.
+func (s *Service) List(ctx context.Context, point, volume, name string) ([]flr.Entry, error) {
+	clean, err := flr.CleanPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", name, err)
+	}
+	var out []flr.Entry
+	err = s.withFS(ctx, point, volume, func(_ *openPoint, o *openFS) error {
+		fi, err := o.fs.Stat(clean)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			ents, err := o.listing(ctx, clean)
+			out = append([]flr.Entry{}, ents...) // the cached listing is shared
+			return err
+		}
+		li, err := o.fs.Lstat(clean)
+		if err != nil {
+			return err
+		}
+		e := flr.Entry{Name: li.Name(), Type: flr.TypeOf(li.Mode()), Size: li.Size(), Mtime: li.ModTime().UTC(), Mode: li.Mode()}
+		if e.Type == "symlink" {
+			e.Target, _ = o.fs.Readlink(clean)
+		}
+		out = []flr.Entry{e}
+		return nil
+	})
+	return out, err
+}
+
+// Hold returns a volume's file system for a long use (a FUSE mount): the
+// point stays open, whatever the TTL, until release is called. The FS is
+// shared with the service's other users; the caller does not close it.
+func (s *Service) Hold(ctx context.Context, point, volume string) (fsys flr.FS, release func(), err error) {
+	p, release, err := s.acquire(ctx, point)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := p.fsOf(volume)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return o.fs, release, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"golang.org/x/sync/errgroup"
 )
@@ -16,11 +17,7 @@ import (
 func benchDisk(b *testing.B, opts vsphere.ReaderOptions) *vsphere.DiskReader {
 	b.Helper()
 	const size = 64 << 20
-	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: size})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(l.Close)
+	l := labtest.Start(b, lab.Options{DiskCapacity: size})
 	rng := rand.New(rand.NewPCG(1, 2))
 	buf := make([]byte, size)
 	for i := range buf {

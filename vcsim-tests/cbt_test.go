@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -34,7 +35,7 @@ func extents(es []vsphere.Extent) string {
 // id gives exactly the blocks written since, paging over 1 MiB pages of an
 // 8 MiB disk is invisible to the caller.
 func TestChangedAreasAcrossSnapshots(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM0")
@@ -143,7 +144,7 @@ func TestChangedAreasAcrossSnapshots(t *testing.T) {
 }
 
 func TestChangedAreasResets(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM0")

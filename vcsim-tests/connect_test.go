@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
 func TestConnectTLSAndCredentials(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	ca, err := l.CAFile()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestConnectTLSAndCredentials(t *testing.T) {
 }
 
 func TestReloginAfterSessionExpiry(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	if _, err := c.Inventory(ctx); err != nil {
@@ -98,7 +99,7 @@ func TestReloginAfterSessionExpiry(t *testing.T) {
 }
 
 func TestRetryPolicy(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	// Transient faults on a read are retried and the caller never sees them.
@@ -142,7 +143,7 @@ func TestRetryPolicy(t *testing.T) {
 // TestKeepAliveReloginsWhileIdle: an idle client keeps its session alive
 // and re-logs in by itself after the server dropped the session.
 func TestKeepAliveReloginsWhileIdle(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l, func(cfg *vsphere.Config) { cfg.KeepAlive = 100 * time.Millisecond })
 	ctx := context.Background()
 	if err := l.ExpireSessions(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -22,7 +23,7 @@ import (
 // TestReadSnapshotWhileGuestWrites: the reader sees the disk as it was at
 // snapshot time while the guest keeps writing; removing the snapshot merges.
 func TestReadSnapshotWhileGuestWrites(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM1")
@@ -80,7 +81,7 @@ func TestReadSnapshotWhileGuestWrites(t *testing.T) {
 }
 
 func TestReaderRetriesDroppedAndStalledReads(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM1")
@@ -148,7 +149,7 @@ func TestReaderRetriesDroppedAndStalledReads(t *testing.T) {
 }
 
 func TestOpenDiskRefusesUnsupported(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM0")
@@ -195,7 +196,7 @@ func TestReadRealFilesystemImage(t *testing.T) {
 	if out, err := exec.Command(mkfs, "-q", "-F", "-d", src, img, "4M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM0")
@@ -246,7 +247,7 @@ func TestReadRealFilesystemImage(t *testing.T) {
 // without counting failures; a flat file shorter than the disk reads as
 // zeros past its end.
 func TestReaderShortRangesAndShortFiles(t *testing.T) {
-	l := startLab(t, lab.Options{MaxRangeBytes: 300 << 10})
+	l := labtest.Start(t, lab.Options{MaxRangeBytes: 300 << 10})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM0")
@@ -289,7 +290,7 @@ func TestReaderShortRangesAndShortFiles(t *testing.T) {
 // TestReaderCancellation: cancelling the context ends a stalled read at
 // once, whatever the per-request timeout.
 func TestReaderCancellation(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	vm := findVM(t, c, "DC0_H0_VM0")
 	s, err := c.CreateSnapshot(context.Background(), vm.VMRef, vsphere.SnapshotOptions{Name: "cancel"})

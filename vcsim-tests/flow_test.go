@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -16,7 +17,7 @@ import (
 // applying each incremental to the previous image gives exactly the disk at
 // each snapshot.
 func TestFullThenIncrementalReconstructs(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM1")

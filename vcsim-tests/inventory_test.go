@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
 func TestInventoryDefaultModel(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	inv, err := c.Inventory(context.Background())
 	if err != nil {
@@ -90,7 +91,7 @@ func TestInventoryThousandVMsFewRoundTrips(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		total = 250
 	}
-	l := startLab(t, lab.Options{ExtraVMs: total - 4, DiskCapacity: 1 << 20})
+	l := labtest.Start(t, lab.Options{ExtraVMs: total - 4, DiskCapacity: 1 << 20})
 	c := connect(t, l)
 	before := c.Stats().SOAPCalls
 	start := time.Now()
@@ -120,7 +121,7 @@ func TestInventoryThousandVMsFewRoundTrips(t *testing.T) {
 }
 
 func TestSelectByContainerAndTag(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	names := func(refs []vsphere.VMRef) string {

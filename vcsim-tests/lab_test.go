@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -41,7 +42,7 @@ func snapshot(t *testing.T, vm *object.VirtualMachine, name string, quiesce bool
 }
 
 func TestLabOverlayRevertAndRemoveAll(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	ctx := context.Background()
 	vm := labVM(t, l, "DC0_H0_VM1")
 	if err := l.WriteDisk("DC0_H0_VM1", 0, 0, []byte("AAAA")); err != nil {
@@ -96,7 +97,7 @@ func TestLabOverlayRevertAndRemoveAll(t *testing.T) {
 }
 
 func TestLabQueryChangedDiskAreasProtocol(t *testing.T) {
-	l := startLab(t, lab.Options{CBTPageSize: 3 << 20}) // 8 MiB disk: pages of 3, 3, 2 MiB
+	l := labtest.Start(t, lab.Options{CBTPageSize: 3 << 20}) // 8 MiB disk: pages of 3, 3, 2 MiB
 	ctx := context.Background()
 	c := l.Admin().Client
 	vm := labVM(t, l, "DC0_C0_RP0_VM0")
@@ -157,7 +158,7 @@ func TestLabQueryChangedDiskAreasProtocol(t *testing.T) {
 }
 
 func TestLabFaults(t *testing.T) {
-	l := startLab(t, lab.Options{ToolsNotRunning: true})
+	l := labtest.Start(t, lab.Options{ToolsNotRunning: true})
 	vm := labVM(t, l, "DC0_H0_VM0")
 	if _, err := snapshot(t, vm, "q", true); !fault.Is(err, &types.ToolsUnavailable{}) {
 		t.Errorf("quiesce without Tools: %v", err)

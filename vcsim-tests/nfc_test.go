@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
@@ -16,7 +17,7 @@ import (
 // streamOptimized VMDK encoded from the snapshot-time flat file, vsphere
 // decodes it with the vmdk package.
 func TestNFCExport(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM1")
@@ -72,7 +73,7 @@ func TestNFCExport(t *testing.T) {
 // streamOptimized VMDK encoded on the fly; the lab decodes it into the flat
 // file.
 func TestNFCImport(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	size := l.Options().DiskCapacity

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
 func TestPlacements(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	if err := l.TagVMs(ctx, "backup", "gold", "DC0_C0_RP0_VM0"); err != nil {

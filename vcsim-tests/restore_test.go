@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
 // TestRestoreToNewVM: create a VM from a source VM's saved shape, stream the
 // source snapshot's bytes into its disk, and compare.
 func TestRestoreToNewVM(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	src := findVM(t, c, "DC0_C0_RP0_VM0")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -16,7 +17,7 @@ import (
 )
 
 func TestSnapshotQuiesceOutcomes(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM0")
@@ -90,7 +91,7 @@ func TestSnapshotQuiesceOutcomes(t *testing.T) {
 // TestStaleSnapshotSweep: only this appliance's snapshots (prefix AND
 // marker) older than the cut-off are removed; user snapshots survive.
 func TestStaleSnapshotSweep(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_C0_RP0_VM1")
@@ -150,7 +151,7 @@ func TestStaleSnapshotSweep(t *testing.T) {
 }
 
 func TestRemoveSnapshotConsolidates(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	vm := findVM(t, c, "DC0_H0_VM1")

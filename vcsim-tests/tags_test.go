@@ -6,13 +6,14 @@ import (
 
 	"github.com/vmvault/vmvault/inventory"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // A tag no VM carries yet is still offered: administrators create the tag
 // a job selects before they tag VMs with it. VM tags keep coming from the
 // attached-tags reading.
 func TestInventoryListsUnattachedTags(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
 	ctx := context.Background()
 	if err := l.TagVMs(ctx, "Backup", "Gold", "DC0_H0_VM0"); err != nil {

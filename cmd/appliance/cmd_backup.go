@@ -95,7 +95,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	seen := map[string]bool{}
 	var reqs []backup.Request
 	bar := newProgress(env, *asJSON || *progress)
-	defer bar.finish()
+	defer bar.Finish()
 	type vmBytes struct{ done, size int64 }
 	perVM := map[string]vmBytes{}
 	var pmu sync.Mutex
@@ -133,7 +133,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 				if len(targets) > 1 {
 					label = fmt.Sprintf("back up %d VMs", n)
 				}
-				bar.update(label, done, size, true)
+				bar.Update(label, done, size, true)
 			}
 		}
 		reqs = append(reqs, req)
@@ -145,7 +145,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		Workers: *workers, MaxActiveDisks: *activeDisks, PerDatastore: *perDatastore, VCenter: c.Host(),
 	})
 	outs := e.BackupVMs(ctx, reqs, *parallel)
-	bar.finish()
+	bar.Finish()
 
 	failed := 0
 	var js []backupJSON

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"math/rand/v2"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // backupEnv is the environment of a backup command against l.
@@ -48,11 +48,7 @@ func restored(t *testing.T, repo, point string) []byte {
 // restore to the disks' bytes, the second run is incremental, a missing VM
 // fails on its own with exit 1, usage errors exit 2.
 func TestBackupCommand(t *testing.T) {
-	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	repo := initRepo(t)
 	env := backupEnv(l.URL().String(), l.Username(), l.Password())
 	vc := []string{"--thumbprint", l.Thumbprint(), "--appliance-id", "cli-test"}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -156,37 +155,15 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 
 	// The lab: a vCenter simulator with the sample VMs (the default VPX
 	// model's four VMs stay, unprotected, with small empty disks).
-	l, err := lab.Start(ctx, lab.Options{DiskCapacity: 4 << 20, Password: randomSecret()})
+	l, samples, err := lab.StartDemo(ctx, lab.DemoOptions{Dir: filepath.Join(stateDir, "lab"), VMs: o.vms, DiskSize: o.diskSize,
+		Password: randomSecret(), TagCategory: demoTagCategory, Tag: demoTag, Started: demoHooks.started})
 	if err != nil {
-		return fmt.Errorf("start the lab: %w", err)
-	}
-	defer l.Close()
-	scratch := filepath.Join(stateDir, "lab")
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return err
 	}
-	samples, err := l.AddSampleVMs(ctx, scratch, lab.DefaultSampleVMs(o.vms, o.diskSize))
-	if err != nil {
-		return fmt.Errorf("sample VMs: %w", err)
-	}
+	defer l.Close()
 	dlog := newLogger(env, "info")
 	for _, s := range samples {
 		dlog.Info("demo: sample VM", "vm", s.Name, "fs", s.FS, "files", s.Files, "bytes", s.Bytes, "disk", o.diskSize)
-	}
-	if demoHooks.started != nil {
-		demoHooks.started(l, samples)
-	}
-	var tagged []string
-	for _, s := range samples {
-		if !strings.HasPrefix(s.Name, "files-") {
-			tagged = append(tagged, s.MoRef)
-		}
-	}
-	if len(tagged) == 0 {
-		tagged = []string{samples[0].MoRef}
-	}
-	if err := l.TagVMs(ctx, demoTagCategory, demoTag, tagged...); err != nil {
-		return fmt.Errorf("tag sample VMs: %w", err)
 	}
 
 	repoDir := filepath.Join(stateDir, "repository")
@@ -265,7 +242,7 @@ func demo(ctx context.Context, env *cliEnv, o demoOptions) (err error) {
 		churn.Add(1)
 		go func() {
 			defer churn.Done()
-			demoChurn(sctx, l, samples, o.churn, cfg, env)
+			l.ChurnEvery(sctx, samples, o.churn, newLogger(env, cfg.LogLevel))
 		}()
 	}
 	err = <-served
@@ -401,39 +378,4 @@ func demoSetup(ctx context.Context, addr, user, password string, samples []lab.S
 		return fmt.Errorf("run the demo job: %w", err)
 	}
 	return nil
-}
-
-// demoChurn makes every sample VM write a few blocks each interval, so
-// incremental backups have something to do.
-func demoChurn(ctx context.Context, l *lab.Lab, samples []lab.Sample, every time.Duration, cfg *serveConfig, env *cliEnv) {
-	log := newLogger(env, cfg.LogLevel)
-	log.Info("demo: the sample VMs write a little data at every interval", "interval", every)
-	var seed [16]byte
-	_, _ = rand.Read(seed[:])
-	rng := mrand.New(mrand.NewPCG(uint64FromBytes(seed[:8]), uint64FromBytes(seed[8:])))
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, s := range samples {
-			n, err := l.Churn(s, rng, 2+rng.IntN(4))
-			if err != nil {
-				log.Warn("demo: guest writes", "vm", s.Name, "err", err)
-				continue
-			}
-			log.Debug("demo: guest wrote", "vm", s.Name, "bytes", n)
-		}
-	}
-}
-
-func uint64FromBytes(b []byte) uint64 {
-	var v uint64
-	for _, x := range b {
-		v = v<<8 | uint64(x)
-	}
-	return v
 }

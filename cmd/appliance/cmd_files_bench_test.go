@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/filerestore"
 	"github.com/vmvault/vmvault/flr"
 	"github.com/vmvault/vmvault/flr/flrtest"
 	"github.com/vmvault/vmvault/repository"
@@ -38,12 +39,21 @@ func benchPoint(b *testing.B, src string, sizeMiB int) (*repository.Repository, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, disks, closeDisks, err := pointDisks(context.Background(), r, point)
+	p, err := r.Point(context.Background(), point)
+	if err != nil {
+		b.Fatal(err)
+	}
+	disks, readers, err := filerestore.OpenDisks(context.Background(), r, p)
 	if err != nil {
 		b.Fatal(err)
 	}
 	os.Remove(img)
-	return r, disks, point, func() { closeDisks(); r.Close() }
+	return r, disks, point, func() {
+		for _, dr := range readers {
+			dr.Close()
+		}
+		r.Close()
+	}
 }
 
 type stringsBuilder struct{ b []byte }

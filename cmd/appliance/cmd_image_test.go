@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vmvault/vmvault/imagebackup"
 )
 
 // TestImageRoundTrip backs up images made by real tools and restores them
@@ -53,7 +55,7 @@ func TestImageRoundTrip(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("backup: %s", r.stderr)
 				}
-				res := decodeJSON[imageBackupJSON](t, r.stdout)
+				res := decodeJSON[imagebackup.Result](t, r.stdout)
 				ws, _ := os.Stat(want)
 				if res.LogicalBytes != ws.Size() {
 					t.Errorf("logicalBytes = %d, want %d", res.LogicalBytes, ws.Size())
@@ -131,7 +133,7 @@ func TestIncrementalChanged(t *testing.T) {
 	dir := t.TempDir()
 	repo := initRepo(t)
 	v1 := makeExt4(t, dir, 96, 21, 4<<20)
-	base := decodeJSON[imageBackupJSON](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "vm1", "--json", v1))
+	base := decodeJSON[imagebackup.Result](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "vm1", "--json", v1))
 
 	v2 := filepath.Join(dir, "v2.img")
 	copyFile(t, v1, v2)
@@ -151,7 +153,7 @@ func TestIncrementalChanged(t *testing.T) {
 	if err := os.WriteFile(changedPath, cj, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inc := decodeJSON[imageBackupJSON](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "vm1", "--json",
+	inc := decodeJSON[imagebackup.Result](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "vm1", "--json",
 		"--parent", base.RestorePoint, "--changed", changedPath, v2))
 	if inc.BytesRead != changedBytes {
 		t.Errorf("incremental read %d bytes from the image, CBT reported %d changed", inc.BytesRead, changedBytes)
@@ -180,10 +182,10 @@ func TestSecondBackup(t *testing.T) {
 	dir := t.TempDir()
 	repo := initRepo(t)
 	img := makeExt4(t, dir, 64, 31, 3<<20)
-	backup := func(extra ...string) imageBackupJSON {
+	backup := func(extra ...string) imagebackup.Result {
 		t.Helper()
 		args := append([]string{"image", "backup", "--repo", repo, "--vm", "a", "--json"}, extra...)
-		return decodeJSON[imageBackupJSON](t, mustCLI(t, append(args, img)...))
+		return decodeJSON[imagebackup.Result](t, mustCLI(t, append(args, img)...))
 	}
 	first := backup()
 	if first.NewBytes == 0 || first.Disks[0].Mode != "allocated" {
@@ -224,7 +226,7 @@ func TestCLIBadInput(t *testing.T) {
 	dir := t.TempDir()
 	repo := initRepo(t)
 	img := makeRandom(t, dir, 1<<20, 41)
-	first := decodeJSON[imageBackupJSON](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "a", "--json", img))
+	first := decodeJSON[imagebackup.Result](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "a", "--json", img))
 	badJSON := filepath.Join(dir, "bad.json")
 	os.WriteFile(badJSON, []byte(`[{"offset": 5}]`), 0o644)
 	outside := filepath.Join(dir, "outside.json")

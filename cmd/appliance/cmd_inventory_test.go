@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,16 +8,13 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
 func startTestLab(t *testing.T) *lab.Lab {
 	t.Helper()
-	l, err := lab.Start(context.Background(), lab.Options{})
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(l.Close)
+	l := labtest.Start(t, lab.Options{})
 	return l
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -203,18 +204,7 @@ func short(id string) string {
 	return id
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return progress.Bytes(n) }
 
 func runRepoStats(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "repo stats")
@@ -249,9 +239,9 @@ func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer r.Close()
 	bar := newProgress(env, *asJSON)
-	defer bar.finish()
+	defer bar.Finish()
 	rep, err := r.Check(ctx, repository.CheckOptions{ReadData: *readData}, repoProgress(bar, "check"))
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -282,9 +272,9 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer r.Close()
 	bar := newProgress(env, false)
-	defer bar.finish()
+	defer bar.Finish()
 	rep, err := r.Reclaim(ctx, repoProgress(bar, "reclaim"))
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -302,9 +292,9 @@ func runRepoRecatalog(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer r.Close()
 	bar := newProgress(env, false)
-	defer bar.finish()
+	defer bar.Finish()
 	err = r.Recatalog(ctx, repoProgress(bar, "recatalog"))
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -314,11 +304,11 @@ func runRepoRecatalog(ctx context.Context, env *cliEnv, args []string) error {
 
 // repoProgress shows a repository operation's phases (counts of packs,
 // points, blobs) on bar; nil without a bar.
-func repoProgress(bar *progressBar, op string) func(repository.Progress) {
+func repoProgress(bar *progress.Bar, op string) func(repository.Progress) {
 	if bar == nil {
 		return nil
 	}
-	return func(p repository.Progress) { bar.update(op+" "+p.Phase, p.Done, p.Total, false) }
+	return func(p repository.Progress) { bar.Update(op+" "+p.Phase, p.Done, p.Total, false) }
 }
 
 // pointCmd builds the delete/lock/unlock commands, which differ only in the

@@ -29,11 +29,11 @@ func progressPrinter(env *cliEnv, on, asJSON bool) (func(restore.Progress), func
 		}
 		return func(p restore.Progress) {
 			if p.Phase != "disk" {
-				bar.update(p.Phase, 0, 0, false)
+				bar.Update(p.Phase, 0, 0, false)
 				return
 			}
-			bar.update(fmt.Sprintf("disk %d", p.Disk), p.Done, p.Size, true)
-		}, bar.finish
+			bar.Update(fmt.Sprintf("disk %d", p.Disk), p.Done, p.Size, true)
+		}, bar.Finish
 	}
 	var mu sync.Mutex
 	last := map[int]time.Time{}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // TestRestoreCommands: a lab VM backed up with `backup` comes back through
@@ -18,11 +18,7 @@ import (
 // `rehearsal cleanup`; the bytes and digests match the source; usage
 // errors exit 2 and validation failures exit 1 without changing anything.
 func TestRestoreCommands(t *testing.T) {
-	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	repo := initRepo(t)
 	env := backupEnv(l.URL().String(), l.Username(), l.Password())
 	tp := []string{"--thumbprint", l.Thumbprint()}

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // openPty returns a pseudo-terminal's master and slave ends, made with
@@ -186,77 +186,10 @@ func TestProgressForced(t *testing.T) {
 	}
 }
 
-// TestProgressThrottled: a thousand reports in one second redraw the bar a
-// handful of times, and the last one (100%) is always drawn.
-func TestProgressThrottled(t *testing.T) {
-	var buf bytes.Buffer
-	now := time.Unix(1000, 0)
-	p := &progressBar{w: &buf, width: 80, now: func() time.Time { return now }}
-	for i := int64(1); i <= 1000; i++ {
-		now = now.Add(time.Millisecond)
-		p.update("restore disk 0", i<<20, 1000<<20, true)
-	}
-	draws := strings.Count(buf.String(), "\x1b[K")
-	if draws < 2 || draws > 8 {
-		t.Fatalf("%d redraws for 1000 reports in 1 s, want a few (at most 5 per second)", draws)
-	}
-	if !strings.Contains(buf.String(), "100%") {
-		t.Fatalf("the final state was not drawn: %q", buf.String())
-	}
-	p.finish()
-	if !strings.HasSuffix(buf.String(), "\r\x1b[K") {
-		t.Fatal("finish did not erase the bar")
-	}
-	var nilBar *progressBar
-	nilBar.update("x", 1, 2, true) // no bar: no-ops, no panic
-	nilBar.finish()
-}
-
-func TestRenderProgress(t *testing.T) {
-	cases := []struct {
-		name        string
-		done, total int64
-		bytes       bool
-		elapsed     time.Duration
-		width       int
-		want        []string
-		wantNot     []string
-	}{
-		{"half way", 50 << 20, 100 << 20, true, 10 * time.Second, 100, []string{"restore disk 0 [", " 50%", "50.0 MiB/100.0 MiB", "5.0 MiB/s", "ETA 0:10"}, nil},
-		{"done", 100 << 20, 100 << 20, true, 65 * time.Second, 100, []string{"100%", "in 1:05"}, []string{"ETA"}},
-		{"counts", 30, 120, false, 3 * time.Second, 100, []string{"30/120", "10/s", "ETA 0:09"}, []string{"MiB"}},
-		{"unknown total", 0, 0, false, 2 * time.Second, 100, []string{"restore disk 0  0:02"}, []string{"%"}},
-		{"narrow terminal", 50, 100, false, time.Second, 30, []string{"50%"}, []string{"["}},
-		{"hours", 1, 4000, false, time.Second, 100, []string{"ETA 1:06:39"}, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := renderProgress("restore disk 0", c.done, c.total, c.bytes, c.elapsed, c.width)
-			if len(got) >= c.width {
-				t.Errorf("%q is %d columns on a %d-column terminal", got, len(got), c.width)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("%q lacks %q", got, w)
-				}
-			}
-			for _, w := range c.wantNot {
-				if strings.Contains(got, w) {
-					t.Errorf("%q has %q", got, w)
-				}
-			}
-		})
-	}
-}
-
 // TestBackupProgressBar: `backup` (VMs from vCenter) draws one bar for all
 // VMs; with --json it draws none.
 func TestBackupProgressBar(t *testing.T) {
-	l, err := lab.Start(context.Background(), lab.Options{DiskCapacity: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	repo := initRepo(t)
 	vars := backupEnv(l.URL().String(), l.Username(), l.Password())
 	vars["VMVAULT_PROGRESS"] = "always"

@@ -166,6 +166,8 @@ var plantedCases = []struct {
 	{"browsertest-nothing", graph{lib("internal/browsertest", "internal/testutil")}, "internal/browsertest -> internal/testutil"},
 	{"daemon-below-cmd", graph{testOf("daemon", "cmd/appliance")}, "daemon (tests) -> cmd/appliance"},
 	{"daemon-no-lab", graph{lib("daemon", "vcsim-tests/lab")}, "daemon -> vcsim-tests/lab"},
+	{"imagebackup-engine", graph{lib("imagebackup", "web")}, "imagebackup -> web"},
+	{"progress-nothing", graph{lib("internal/progress", "internal/clock")}, "internal/progress -> internal/clock"},
 	{"testutil-tests-only", graph{lib("backup", "internal/testutil")}, "backup (backup/x.go) imports " + module + "/internal/testutil"},
 	{"browsertest-tests-only", graph{lib("web", "internal/browsertest")}, "web (web/x.go) imports"},
 	{"openapitest-tests-only", graph{lib("daemon", "web/openapitest")}, "daemon (daemon/x.go) imports"},

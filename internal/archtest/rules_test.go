@@ -146,6 +146,10 @@ var depRules = []depRule{
 		allowed: []string{"web/openapitest/..."}},
 	{name: "browsertest-nothing", source: "internal/browsertest/doc.go", pkg: "internal/browsertest/...", scope: both,
 		allowed: []string{"internal/browsertest/..."}},
+	{name: "imagebackup-engine", source: "imagebackup/doc.go (the CLI's image engine: no HTTP, no daemon, no lab)", pkg: "imagebackup/...", scope: prod,
+		denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "daemon/...", "vcsim-tests/..."}},
+	{name: "progress-nothing", source: "internal/progress/doc.go", pkg: "internal/progress/...", scope: both,
+		allowed: []string{"internal/progress/..."}},
 	// The daemon package (daemon/, introduced by issue 13) may not exist
 	// yet: these rules match nothing until it does.
 	{name: "daemon-below-cmd", source: "DESIGN.md (cmd -> service layer -> web)", pkg: "daemon/...", scope: both,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/testutil"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vmvault/vmvault/internal/testutil"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )

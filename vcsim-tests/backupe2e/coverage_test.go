@@ -14,6 +14,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -64,9 +65,9 @@ func pointConfig(t *testing.T, r *repository.Repository, id string) (repository.
 // snapshot tree is not part of it.
 func TestUserSnapshotChainBackedUp(t *testing.T) {
 	const size = 8 << 20
-	l := startLab(t, lab.Options{DiskCapacity: size})
+	l := labtest.Start(t, lab.Options{DiskCapacity: size})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "DC0_H0_VM1"
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -138,9 +139,9 @@ func TestUnservedDiskGoesThroughNFC(t *testing.T) {
 	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			const size = 4 << 20
-			l := startLab(t, lab.Options{DiskCapacity: size})
+			l := labtest.Start(t, lab.Options{DiskCapacity: size})
 			c := connect(t, l)
-			r := newRepo(t)
+			r := labtest.Repo(t)
 			e := newEngine(t, c, r)
 			const vm = "DC0_H0_VM0"
 			addDisk(t, l, vm, size)
@@ -179,9 +180,9 @@ func TestUnservedDiskGoesThroughNFC(t *testing.T) {
 // RequireAllDisks the VM fails before any snapshot and nothing is committed.
 func TestUnsupportedDisksSkippedOrRequired(t *testing.T) {
 	const size = 2 << 20
-	l := startLab(t, lab.Options{DiskCapacity: size})
+	l := labtest.Start(t, lab.Options{DiskCapacity: size})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "DC0_H0_VM0"
 	addDisk(t, l, vm, size)
@@ -234,9 +235,9 @@ func TestUnsupportedDisksSkippedOrRequired(t *testing.T) {
 // snapshot is left.
 func TestPoweredOffAndTemplate(t *testing.T) {
 	const size = 4 << 20
-	l := startLab(t, lab.Options{DiskCapacity: size})
+	l := labtest.Start(t, lab.Options{DiskCapacity: size})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -279,9 +280,9 @@ func TestVSANDatastoreGoesThroughNFC(t *testing.T) {
 	for _, typ := range []string{"vsan", "VVOL"} {
 		t.Run(typ, func(t *testing.T) {
 			const size = 4 << 20
-			l := startLab(t, lab.Options{DiskCapacity: size})
+			l := labtest.Start(t, lab.Options{DiskCapacity: size})
 			c := connect(t, l)
-			r := newRepo(t)
+			r := labtest.Repo(t)
 			e := newEngine(t, c, r)
 			const vm = "DC0_H0_VM0"
 			must(t, l.SetDatastoreType("LocalDS_0", typ))

@@ -9,6 +9,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -16,7 +17,7 @@ import (
 // engine reads the allocated areas (or the whole disk) and the restore point
 // is still exactly the disk.
 func TestFallbacks(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 8 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 8 << 20})
 	c := connect(t, l)
 	rng := rand.New(rand.NewPCG(5, 6))
 	tests := []struct {
@@ -32,7 +33,7 @@ func TestFallbacks(t *testing.T) {
 	}{
 		{name: "parent missing", vm: "DC0_H0_VM0", wantMode: backup.ModeAllocated,
 			between: func(t *testing.T, r *repository.Repository, first backup.Result) *repository.Repository {
-				return newRepo(t)
+				return labtest.Repo(t)
 			}},
 		{name: "newest point partial", vm: "DC0_H0_VM1", wantMode: backup.ModeIncremental,
 			between: func(t *testing.T, r *repository.Repository, first backup.Result) *repository.Repository {
@@ -67,7 +68,7 @@ func TestFallbacks(t *testing.T) {
 			if tc.name == "CBT off" {
 				setCBT(t, l, tc.vm, false)
 			}
-			r := newRepo(t)
+			r := labtest.Repo(t)
 			mods := []func(*backup.EngineOptions){}
 			if tc.engine != nil {
 				mods = append(mods, tc.engine)
@@ -113,9 +114,9 @@ func TestFallbacks(t *testing.T) {
 // one (skipped with a warning); then a disk added (read in full, the others
 // incremental) and one removed.
 func TestMultiDiskAddRemove(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 4 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "multi"
 	sizes := []int64{4 << 20, 12 << 20, 20 << 20, 4 << 20}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -17,9 +18,9 @@ import (
 // failing guest quiesce behaves the same; Windows guests get application
 // consistency.
 func TestQuiesce(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 4 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "DC0_H0_VM0"
 	write(t, l, vm, 0, 0, randomData(rand.New(rand.NewPCG(1, 1)), 64<<10))
@@ -78,9 +79,9 @@ func TestQuiesce(t *testing.T) {
 // (retried) and for good (the backup fails cleanly); snapshot removal fails
 // (reported, swept by the next run); a cancelled backup commits nothing.
 func TestFaults(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 8 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 8 << 20})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	ctx := context.Background()
 	const vm = "DC0_H0_VM0"
@@ -180,9 +181,9 @@ func TestFaults(t *testing.T) {
 // the user's used to be refused here; TestUserSnapshotChainBackedUp now
 // backs it up.)
 func TestMissingVM(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 4 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	if _, err := newEngine(t, c, r).BackupVM(context.Background(), backup.Request{VM: "no such VM"}); !errors.Is(err, vsphere.ErrNotFound) {
 		t.Errorf("missing VM: %v", err)
 	}

@@ -11,48 +11,17 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
-// Small chunks so that disks of a few MiB hold hundreds of chunks.
-var testChunker = repository.ChunkerConfig{Algorithm: "cdc", Polynomial: repository.TestChunker.Polynomial,
-	MinSize: 16 << 10, AvgSize: 64 << 10, MaxSize: 256 << 10}
-
 const applianceID = "backupe2e"
 
-func startLab(t *testing.T, opts lab.Options) *lab.Lab {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(l.Close)
-	return l
-}
-
-func labConfig(l *lab.Lab) vsphere.Config {
-	return vsphere.Config{
-		URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint(),
-		ApplianceID: applianceID,
-		Retry:       vsphere.RetryPolicy{Attempts: 3, Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
-	}
-}
+func labConfig(l *lab.Lab) vsphere.Config { return labtest.Config(l, applianceID) }
 
 func connect(t *testing.T, l *lab.Lab) *vsphere.Client {
 	t.Helper()
-	c, err := vsphere.Connect(context.Background(), labConfig(l))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
-}
-
-func newRepo(t *testing.T, opts ...repository.TestOption) *repository.Repository {
-	t.Helper()
-	return repository.TestRepository(t, append([]repository.TestOption{repository.WithChunker(testChunker)}, opts...)...)
+	return labtest.Connect(t, labConfig(l))
 }
 
 func testEngineOptions() backup.EngineOptions {

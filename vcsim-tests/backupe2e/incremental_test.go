@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 const diskSize = 16 << 20
@@ -18,9 +19,9 @@ const diskSize = 16 << 20
 // disk at its snapshot, and each incremental reads exactly the CBT blocks
 // that changed.
 func TestFullThenIncrementals(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: diskSize})
+	l := labtest.Start(t, lab.Options{DiskCapacity: diskSize})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "DC0_H0_VM0"
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -105,9 +106,9 @@ func TestFullThenIncrementals(t *testing.T) {
 // (here: while the disks are being read) are not in that restore point, and
 // the next incremental picks them up.
 func TestWritesDuringBackupStayOut(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 8 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 8 << 20})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r)
 	const vm = "DC0_H0_VM0"
 	rng := rand.New(rand.NewPCG(3, 4))

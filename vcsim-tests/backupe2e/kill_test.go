@@ -14,6 +14,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -53,12 +54,12 @@ func child() int {
 // disk, its snapshot still on the VM. The next run sweeps the snapshot and
 // completes, and the repository checks clean.
 func TestKilledMidBackup(t *testing.T) {
-	l := startLab(t, lab.Options{DiskCapacity: 8 << 20})
+	l := labtest.Start(t, lab.Options{DiskCapacity: 8 << 20})
 	const vm = "DC0_H0_VM0"
 	write(t, l, vm, 0, 0, randomData(rand.New(rand.NewPCG(13, 14)), 8<<20))
 	dir := t.TempDir()
 	ctx := context.Background()
-	must(t, repository.Init(ctx, dir, []byte(repository.TestPassword), repository.InitOptions{Chunker: testChunker, KDF: repository.TestKDF}))
+	must(t, repository.Init(ctx, dir, []byte(repository.TestPassword), repository.InitOptions{Chunker: labtest.Chunker, KDF: repository.TestKDF}))
 
 	// The read stalls after 1 MiB: the child is mid-disk when killed.
 	l.InjectReadFault(lab.ReadFault{PathContains: "-flat.vmdk", AfterBytes: 1 << 20, Stall: true, Times: 1000})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // peakRSS is the process's high-water resident set (VmHWM), in bytes.
@@ -38,9 +39,9 @@ func peakRSS() int64 {
 // the shared disk budget; every point exact; peak heap reported.
 func TestEightVMsAtOnce(t *testing.T) {
 	const n, size = 8, 8 << 20
-	l := startLab(t, lab.Options{DiskCapacity: size, ExtraVMs: n})
+	l := labtest.Start(t, lab.Options{DiskCapacity: size, ExtraVMs: n})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	e := newEngine(t, c, r, func(o *backup.EngineOptions) { o.MaxActiveDisks = 3; o.PerDatastore = 2 })
 	rng := rand.New(rand.NewPCG(11, 12))
 	common := randomData(rng, 2<<20) // shared by every VM: deduplicated

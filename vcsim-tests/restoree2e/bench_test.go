@@ -3,15 +3,17 @@ package restoree2e
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/testutil"
+
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -34,7 +36,7 @@ func BenchmarkRestore(b *testing.B) {
 	size := testutil.BenchSize()
 	dir := b.TempDir()
 	img := testutil.MakeExt4(b, dir, size, size*4/10)
-	l := startLab(b, lab.Options{DiskCapacity: size, VMsPerPool: 1})
+	l := labtest.Start(b, lab.Options{DiskCapacity: size, VMsPerPool: 1})
 	c := connect(b, l)
 	r := repository.TestRepository(b)
 	vm := "DC0_H0_VM0"

@@ -12,15 +12,16 @@ import (
 
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // TestAttachDisk restores disk 1 of a point as a new disk of another VM (on
 // the SATA controller and a second datastore), then shows that a failed
 // upload removes the new disk again and leaves the VM's disks as they were.
 func TestAttachDisk(t *testing.T) {
-	l := startLab(t, lab.Options{Datastores: 2})
+	l := labtest.Start(t, lab.Options{Datastores: 2})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-att", 6)
 	pt := backUp(t, c, r, src.Name)
@@ -100,9 +101,9 @@ func TestDownloadDisk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install qemu-img (qemu-utils): make test does: %v", err)
 	}
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-dl", 8)
 	pt := backUp(t, c, r, src.Name)

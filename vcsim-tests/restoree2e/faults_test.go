@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -15,9 +16,9 @@ import (
 // that fails and a cancellation midway each end with the error, no new VM
 // and the datastore files as before.
 func TestFaultsLeaveNothingBehind(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, _ := makeSource(t, l, c, "src-fault", 5)
 	pt := backUp(t, c, r, src.Name)

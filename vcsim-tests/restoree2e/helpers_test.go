@@ -24,52 +24,28 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
-
-var testChunker = repository.ChunkerConfig{Algorithm: "cdc", Polynomial: repository.TestChunker.Polynomial,
-	MinSize: 16 << 10, AvgSize: 64 << 10, MaxSize: 256 << 10}
 
 const (
 	pool = "/DC0/host/DC0_C0/Resources"
 	ds0  = "LocalDS_0"
 )
 
-func startLab(t testing.TB, opts lab.Options) *lab.Lab {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(l.Close)
-	return l
-}
-
+// labConfig: this suite has always allowed two attempts per call.
 func labConfig(l *lab.Lab) vsphere.Config {
-	return vsphere.Config{URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint(),
-		ApplianceID: "restoree2e", Retry: vsphere.RetryPolicy{Attempts: 2, Base: 5 * time.Millisecond, Max: 20 * time.Millisecond}}
+	return labtest.Config(l, "restoree2e", func(c *vsphere.Config) { c.Retry.Attempts = 2 })
 }
 
 func connectCfg(t testing.TB, cfg vsphere.Config) *vsphere.Client {
 	t.Helper()
-	c, err := vsphere.Connect(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
+	return labtest.Connect(t, cfg)
 }
 
 func connect(t testing.TB, l *lab.Lab) *vsphere.Client {
 	t.Helper()
 	return connectCfg(t, labConfig(l))
-}
-
-func newRepo(t testing.TB) *repository.Repository {
-	t.Helper()
-	return repository.TestRepository(t, repository.WithChunker(testChunker))
 }
 
 // backUp makes a restore point of vm with the backup engine.

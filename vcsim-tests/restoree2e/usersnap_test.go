@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -18,9 +19,9 @@ import (
 // the result warns that the snapshot tree is not rebuilt, the new VM has no
 // snapshot and the source keeps the administrator's.
 func TestRestoreVMThatHadSnapshots(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	src, _ := makeSource(t, l, c, "src-snap", 11)
 	ctx := context.Background()
 	ovm := object.NewVirtualMachine(l.Admin().Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: src.MoRef})

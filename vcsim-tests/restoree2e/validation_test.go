@@ -12,6 +12,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmware/govmomi/simulator"
 )
 
@@ -34,9 +35,9 @@ func setFree(t *testing.T, l *lab.Lab, name string, free int64) {
 // typed error before anything is created: same VMs, same datastore files,
 // the source VM's disks untouched.
 func TestValidationChangesNothing(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-val", 4)
 	if err := c.PowerOn(ctx, src.VMRef); err != nil {
@@ -165,7 +166,7 @@ func TestValidationChangesNothing(t *testing.T) {
 	// A damaged repository: every pack file has a flipped byte in its middle.
 	t.Run("damaged point", func(t *testing.T) {
 		dir := r.Dir()
-		r2 := newRepo(t)
+		r2 := labtest.Repo(t)
 		pt2 := backUp(t, c, r2, src.Name)
 		_ = dir
 		n := 0

@@ -10,6 +10,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vmconfig"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/find"
@@ -22,9 +23,9 @@ import (
 // configuration and every disk's bytes on the lab datastore, and that the
 // reported digest equals the source disk's and restore.DiskDigest's.
 func TestRestoreNewVM(t *testing.T) {
-	l := startLab(t, lab.Options{Datastores: 2})
+	l := labtest.Start(t, lab.Options{Datastores: 2})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	src, imgs := makeSource(t, l, c, "src-new", 1)
 	ctx := context.Background()
 	dc, err := find.NewFinder(l.Admin().Client).Datacenter(ctx, "DC0")
@@ -155,9 +156,9 @@ func checkNewVM(t *testing.T, l *lab.Lab, c *vsphere.Client, r restore.Points, p
 // disconnected, then removes it with CleanupRehearsals (which leaves other
 // VMs alone and honours the age limit).
 func TestRehearsal(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-reh", 2)
 	if err := c.PowerOn(ctx, src.VMRef); err != nil {
@@ -212,9 +213,9 @@ func TestRehearsal(t *testing.T) {
 // it: refused while powered on, done with PowerOff; identity kept, bytes
 // back to the restore point's.
 func TestOverOriginal(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-over", 3)
 	if err := c.PowerOn(ctx, src.VMRef); err != nil {
@@ -260,9 +261,9 @@ func TestOverOriginal(t *testing.T) {
 // bytes. The restore's writes bypass CBT, so without the CBT reset the
 // incremental from B would see no change and record B's bytes.
 func TestBackupAfterOverwrite(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-cbt", 10)
 	ptA := backUp(t, c, r, src.Name)
@@ -290,9 +291,9 @@ const time1h = 3600 * 1e9
 // independent disk) is left out of the restored VM with a warning; the
 // other disks come back at their units.
 func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, imgs := makeSource(t, l, c, "src-skip", 9)
 	ovm := object.NewVirtualMachine(l.Admin().Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: src.MoRef})
@@ -354,9 +355,9 @@ func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
 // restored VM gets that model (and no warning); without it, pvscsi and a
 // warning.
 func TestControllerModel(t *testing.T) {
-	l := startLab(t, lab.Options{})
+	l := labtest.Start(t, lab.Options{})
 	c := connect(t, l)
-	r := newRepo(t)
+	r := labtest.Repo(t)
 	ctx := context.Background()
 	src, _ := makeSource(t, l, c, "src-model", 11)
 	pt := backUp(t, c, r, src.Name)

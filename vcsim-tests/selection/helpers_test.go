@@ -19,6 +19,7 @@ import (
 	"github.com/vmvault/vmvault/inventory"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -45,24 +46,11 @@ type env struct {
 
 func newEnv(t *testing.T, opts lab.Options) *env {
 	t.Helper()
-	ctx := context.Background()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(sctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(l.Close)
-	c, err := vsphere.Connect(sctx, vsphere.Config{
-		URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint(),
-		ApplianceID: "selection-test",
-		Retry:       vsphere.RetryPolicy{Attempts: 3, Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return &env{t: t, ctx: ctx, lab: l, c: c, inv: inventory.New(c)}
+	l := labtest.Start(t, opts)
+	c := labtest.Connect(t, labtest.Config(l, "selection-test", func(c *vsphere.Config) {
+		c.Retry = vsphere.RetryPolicy{Attempts: 3, Base: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+	}))
+	return &env{t: t, ctx: context.Background(), lab: l, c: c, inv: inventory.New(c)}
 }
 
 // find returns the one managed object of type kind named name (a container

@@ -9,6 +9,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -21,16 +22,9 @@ func TestCancelledSnapshotCreationLeavesNoSnapshot(t *testing.T) {
 	// package holds no other test.
 	simulator.TaskDelay.MethodDelay = map[string]int{"CreateSnapshotEx": 700}
 	ctx := context.Background()
-	l, err := lab.Start(ctx, lab.Options{DiskCapacity: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	c, err := vsphere.Connect(ctx, vsphere.Config{URL: l.URL().String(), Username: l.Username(), Password: l.Password(), Thumbprint: l.Thumbprint()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	l := labtest.Start(t, lab.Options{DiskCapacity: 1 << 20})
+	// The client's default retry policy, as a daemon would have.
+	c := labtest.Connect(t, labtest.Config(l, "", func(c *vsphere.Config) { c.Retry = vsphere.RetryPolicy{} }))
 	vm, err := c.FindVM(ctx, "DC0_H0_VM0")
 	if err != nil {
 		t.Fatal(err)
