@@ -429,7 +429,7 @@ func (l *Lab) queryChanged(ctx *simulator.Context, vm *simulator.VirtualMachine,
 			ext = append(ext, types.DiskChangeExtent{Start: s, Length: e - s})
 		}
 	}
-	info.ChangedArea = mergeAreas(ext)
+	info.ChangedArea = d.hide(mergeAreas(ext))
 	return info, nil
 }
 
