@@ -583,7 +583,7 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 		Quiesce:        mode != QuiesceOff,
 		QuiesceTimeout: e.opts.QuiesceTimeout,
 	}
-	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	snap, err := e.createSnapshot(ctx, vm, opts)
 	if err == nil {
 		if !opts.Quiesce {
 			return snap, ConsistencyCrash, "", nil
@@ -604,7 +604,7 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 	}
 	warn := fmt.Sprintf("guest could not be quiesced (%v): the restore point is crash-consistent", err)
 	opts.Quiesce = false
-	snap, err = e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	snap, err = e.createSnapshot(ctx, vm, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, "", warn, ctx.Err()
@@ -612,6 +612,26 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 		return nil, "", warn, fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
 	}
 	return snap, ConsistencyCrash, warn, nil
+}
+
+// createSnapshot takes the snapshot, once more after a transient failure
+// (a dropped connection, a SystemError): the failed attempt may still have
+// made a snapshot, so this appliance's snapshots of the VM are swept first
+// (the run's own sweep already removed every older one, so nothing but
+// that attempt's can be there).
+func (e *Engine) createSnapshot(ctx context.Context, vm vsphere.VM, opts vsphere.SnapshotOptions) (*vsphere.Snapshot, error) {
+	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if err == nil || ctx.Err() != nil || !vsphere.IsTransient(err) {
+		return snap, err
+	}
+	if _, serr := e.vs.RemoveStaleSnapshots(ctx, vm.VMRef, time.Now().Add(time.Second)); serr != nil {
+		return nil, fmt.Errorf("%w (and removing what the attempt may have left failed: %v)", err, serr)
+	}
+	snap, rerr := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if rerr != nil {
+		return nil, fmt.Errorf("%w (retried after: %v)", rerr, err)
+	}
+	return snap, nil
 }
 
 // removeSnapshot removes the backup snapshot with a context of its own (the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -115,4 +116,29 @@ func (d *disk) hide(in []types.DiskChangeExtent) []types.DiskChangeExtent {
 		}
 	}
 	return out
+}
+
+// LoseSnapshotReply makes the next snapshot of vm happen while its caller
+// gets a SystemError instead of the task: the reply lost on the way, so a
+// retry without a sweep would leave a snapshot behind.
+func (l *Lab) LoseSnapshotReply(vm string) error {
+	v, err := l.findVM(vm)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state(v.Self.Value).lostReplies++
+	return nil
+}
+
+func (l *Lab) takeLostReply(vm *simulator.VirtualMachine) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(vm.Self.Value)
+	if st.lostReplies == 0 {
+		return false
+	}
+	st.lostReplies--
+	return true
 }

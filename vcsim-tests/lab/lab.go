@@ -119,6 +119,7 @@ type vmState struct {
 	snapshots    int
 	failQuiesce  int
 	failSnapshot []types.BaseMethodFault
+	lostReplies  int // snapshots made whose reply is a fault (LoseSnapshotReply)
 }
 
 // Start builds the model, starts the TLS server and logs in an admin client
