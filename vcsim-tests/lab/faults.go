@@ -10,7 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// WriteFault makes datastore file-service PUTs (uploads) fail.
+// WriteFault makes datastore file-service PUTs and NFC import uploads fail.
 type WriteFault struct {
 	// PathContains selects requests whose URL path contains it ("" = all).
 	PathContains string
@@ -52,6 +52,16 @@ func (l *Lab) FolderPuts() int64 {
 func (l *Lab) serveFolderPut(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	l.folderPut++
+	l.mu.Unlock()
+	if !l.takeWriteFault(w, r) {
+		l.model.Service.ServeDatastore(w, r)
+	}
+}
+
+// takeWriteFault answers r with the first queued write fault matching its
+// path (datastore and NFC uploads) and reports whether it did.
+func (l *Lab) takeWriteFault(w http.ResponseWriter, r *http.Request) bool {
+	l.mu.Lock()
 	var hit *WriteFault
 	for i, f := range l.writeFaults {
 		if strings.Contains(r.URL.Path, f.PathContains) {
@@ -65,11 +75,11 @@ func (l *Lab) serveFolderPut(w http.ResponseWriter, r *http.Request) {
 	}
 	l.mu.Unlock()
 	if hit == nil {
-		l.model.Service.ServeDatastore(w, r)
-		return
+		return false
 	}
 	_, _ = io.CopyN(io.Discard, r.Body, hit.AfterBytes)
 	http.Error(w, "lab: injected upload failure", hit.Status)
+	return true
 }
 
 // UnderReportCBT makes QueryChangedDiskAreas of disk idx of vm lie: the

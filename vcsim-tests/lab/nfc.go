@@ -147,6 +147,9 @@ func (p *labPool) ImportVApp(ctx *simulator.Context, req *types.ImportVApp) soap
 // VM's flat file (vcsim itself only hashes and discards the bytes). Uploads
 // that are not streamOptimized go to vcsim unchanged.
 func (l *Lab) serveNFCPut(w http.ResponseWriter, r *http.Request) {
+	if l.takeWriteFault(w, r) {
+		return
+	}
 	if !strings.Contains(r.Header.Get("Content-Type"), "streamVmdk") {
 		simulator.ServeNFC(w, r)
 		return
