@@ -53,6 +53,12 @@ type Job struct {
 	Concurrency     int         `json:"concurrency,omitempty"` // VMs of this job at once; 0 means 1
 	OnWindowClose   CloseAction `json:"onWindowClose,omitempty"`
 	MaxAttempts     int         `json:"maxAttempts,omitempty"` // per VM per window; 0 retries until the window closes
+	// ActiveFullEvery makes every Nth backup of a VM an active full: every
+	// disk read whole, changed block tracking not consulted (0: never).
+	// ActiveFullDays does the same when the VM's last full backup is older
+	// than that many days (0: never). See backup.Request.
+	ActiveFullEvery int `json:"activeFullEvery,omitempty"`
+	ActiveFullDays  int `json:"activeFullDays,omitempty"`
 }
 
 // NewJob returns an enabled job with the reference product's defaults: the
@@ -136,6 +142,12 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	}
 	if j.MaxAttempts < 0 {
 		bad("maxAttempts", "must not be negative (got %d)", j.MaxAttempts)
+	}
+	if j.ActiveFullEvery < 0 || j.ActiveFullEvery > 10000 {
+		bad("activeFullEvery", "must be 0 (never) to 10000 backups (got %d)", j.ActiveFullEvery)
+	}
+	if j.ActiveFullDays < 0 || j.ActiveFullDays > 3650 {
+		bad("activeFullDays", "must be 0 (never) to 3650 days (got %d)", j.ActiveFullDays)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
