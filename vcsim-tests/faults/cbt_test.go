@@ -20,7 +20,16 @@ import (
 // (that point is right), the next backup read whole too, then incrementals
 // again.
 func TestCBTVerificationCatchesUnderReporting(t *testing.T) {
+	for _, reader := range []string{backup.ReaderDatastore, backup.ReaderNFC} {
+		t.Run(reader, func(t *testing.T) { underReport(t, reader) })
+	}
+}
+
+func underReport(t *testing.T, reader string) {
 	l := startLab(t, lab.Options{DiskCapacity: 4 << 20})
+	if reader == backup.ReaderNFC {
+		must(t, l.SetDatastoreType(ds0, "vsan")) // no flat extent: NFC export
+	}
 	c := connect(t, l)
 	r := newRepo(t)
 	const block = 64 << 10
@@ -56,6 +65,9 @@ func TestCBTVerificationCatchesUnderReporting(t *testing.T) {
 		got := pointDisk(t, r, res.RestorePoint, 0)
 		tag := p.Tags[fmt.Sprintf("disk.%d.cbt_verify", d.Key)]
 		t.Logf("round %d: mode %s verified %d mismatched %d tag %q reason %q", round, res.Mode, d.VerifiedBlocks, d.MismatchedBlocks, tag, d.Reason)
+		if d.Reader != reader {
+			t.Fatalf("round %d: disk read through %s, want %s", round, d.Reader, reader)
+		}
 		if p.Tags["cbt.verify.round"] != fmt.Sprint(round) {
 			t.Errorf("round %d: point records round %q", round, p.Tags["cbt.verify.round"])
 		}
