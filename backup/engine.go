@@ -673,15 +673,16 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 
 // createSnapshot takes the snapshot, once more after a transient failure
 // (a dropped connection, a SystemError): the failed attempt may still have
-// made a snapshot, so this appliance's snapshots of the VM are swept first
-// (the run's own sweep already removed every older one, so nothing but
-// that attempt's can be there).
+// made a snapshot, so every snapshot of this appliance on the VM is swept
+// first (the run's own sweep already removed the older ones and the VM is
+// claimed by this run, so only that attempt's can be there; the cut-off is
+// far ahead so that a vCenter clock ahead of ours cannot hide it).
 func (e *Engine) createSnapshot(ctx context.Context, vm vsphere.VM, opts vsphere.SnapshotOptions) (*vsphere.Snapshot, error) {
 	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
 	if err == nil || ctx.Err() != nil || !vsphere.IsTransient(err) {
 		return snap, err
 	}
-	if _, serr := e.vs.RemoveStaleSnapshots(ctx, vm.VMRef, time.Now().Add(time.Second)); serr != nil {
+	if _, serr := e.vs.RemoveStaleSnapshots(ctx, vm.VMRef, time.Now().Add(24*time.Hour)); serr != nil {
 		return nil, fmt.Errorf("%w (and removing what the attempt may have left failed: %v)", err, serr)
 	}
 	snap, rerr := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
