@@ -158,6 +158,7 @@ func TestBackupFaultMatrix(t *testing.T) {
 				tc.check(t, res, err)
 			}
 			noSnapshots(t, l, vm)
+			noLeases(t, l)
 			repoClean(t, r)
 		})
 	}

@@ -254,3 +254,11 @@ func (s simulatorRule) rule() *simulator.FaultInjectionRule {
 	return &simulator.FaultInjectionRule{MethodName: s.method, ObjectType: "*", ObjectName: "*", Probability: 1,
 		MaxCount: 1, SkipCount: s.skip, Enabled: true, FaultType: simulator.FaultTypeNetworkFailure}
 }
+
+// noLeases: no NFC lease (export or import) is left open in vCenter.
+func noLeases(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	if n := l.OpenLeases(); n != 0 {
+		t.Errorf("%d NFC leases left open", n)
+	}
+}

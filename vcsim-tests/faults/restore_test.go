@@ -123,6 +123,7 @@ func TestRestoreFaultMatrix(t *testing.T) {
 			if got := dsFiles(t, l); strings.Join(got, ",") != strings.Join(files, ",") {
 				t.Errorf("datastore files changed: %v -> %v", files, got)
 			}
+			noLeases(t, l)
 			if n := diskCount(t, c, target); n != targetDisks {
 				t.Errorf("%s has %d disks, had %d", target, n, targetDisks)
 			}

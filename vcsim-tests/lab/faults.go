@@ -152,3 +152,35 @@ func (l *Lab) takeLostReply(vm *simulator.VirtualMachine) bool {
 	st.lostReplies--
 	return true
 }
+
+// leaseRef is an NFC lease in the session registry it lives in.
+type leaseRef struct {
+	reg *simulator.Registry
+	ref types.ManagedObjectReference
+}
+
+// trackLease remembers a lease just created in ctx's session.
+func (l *Lab) trackLease(ctx *simulator.Context, ref types.ManagedObjectReference) {
+	if ctx.Session == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.allLeases = append(l.allLeases, leaseRef{reg: ctx.Session.Registry, ref: ref})
+}
+
+// OpenLeases counts the NFC leases (export and import) created so far that
+// were neither completed nor aborted: what a failed backup or restore must
+// not leave behind (on ESXi an open export lease keeps the disks locked
+// until it times out).
+func (l *Lab) OpenLeases() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, lr := range l.allLeases {
+		if lr.reg.Get(lr.ref) != nil {
+			n++
+		}
+	}
+	return n
+}

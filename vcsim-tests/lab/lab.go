@@ -111,6 +111,7 @@ type Lab struct {
 	// writeFaults and folderPut: datastore PUT faults (faults.go).
 	writeFaults []*WriteFault
 	folderPut   int64
+	allLeases   []leaseRef // every NFC lease created (OpenLeases)
 	closed      chan struct{}
 	closeOnce   sync.Once
 }

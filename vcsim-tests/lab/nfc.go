@@ -58,6 +58,7 @@ func (s *labSnapshot) ExportSnapshot(ctx *simulator.Context, req *types.ExportSn
 	}
 	s.lab.leases[body.Res.Returnval.Value] = files
 	s.lab.mu.Unlock()
+	s.lab.trackLease(ctx, body.Res.Returnval)
 	return res
 }
 
@@ -138,6 +139,7 @@ func (p *labPool) ImportVApp(ctx *simulator.Context, req *types.ImportVApp) soap
 			}
 			p.lab.imports[body.Res.Returnval.Value] = lease
 			p.lab.mu.Unlock()
+			p.lab.trackLease(ctx, body.Res.Returnval)
 		}
 	}
 	return res
