@@ -10,7 +10,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/repository"
@@ -131,31 +134,43 @@ type verifyResult struct {
 	First      int64 // offset of the first differing block
 }
 
+// verifyParallel bounds the sample reads in flight: the blocks are
+// scattered, so one at a time each would cost a round trip.
+const verifyParallel = 4
+
 // verifyBlocks compares the sampled blocks of the source with the parent.
+// Both readers must be safe for concurrent use (the datastore reader, the
+// NFC staging file and the repository's disk reader are).
 func verifyBlocks(ctx context.Context, src, parent io.ReaderAt, sample []dedup.Extent) (verifyResult, error) {
-	var res verifyResult
-	var a, b []byte
+	res := verifyResult{Blocks: len(sample), First: -1}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(verifyParallel)
 	for _, x := range sample {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if int64(cap(a)) < x.Length {
-			a, b = make([]byte, x.Length), make([]byte, x.Length)
-		}
-		a, b = a[:x.Length], b[:x.Length]
-		if err := readFull(src, a, x.Offset); err != nil {
-			return res, fmt.Errorf("read sample at %d from vSphere: %w", x.Offset, err)
-		}
-		if err := readFull(parent, b, x.Offset); err != nil {
-			return res, fmt.Errorf("read sample at %d from the parent point: %w", x.Offset, err)
-		}
-		res.Blocks++
-		if !bytes.Equal(a, b) {
-			if res.Mismatched == 0 {
-				res.First = x.Offset
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
 			}
-			res.Mismatched++
-		}
+			a, b := make([]byte, x.Length), make([]byte, x.Length)
+			if err := readFull(src, a, x.Offset); err != nil {
+				return fmt.Errorf("read sample at %d from vSphere: %w", x.Offset, err)
+			}
+			if err := readFull(parent, b, x.Offset); err != nil {
+				return fmt.Errorf("read sample at %d from the parent point: %w", x.Offset, err)
+			}
+			if !bytes.Equal(a, b) {
+				mu.Lock()
+				res.Mismatched++
+				if res.First < 0 || x.Offset < res.First {
+					res.First = x.Offset
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return verifyResult{}, err
 	}
 	return res, nil
 }

@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +117,27 @@ func TestChainTags(t *testing.T) {
 	chainTags(full, p, ModeFull, now.Add(5*time.Hour))
 	if full[tagIncrementals] != "0" || full[tagFullTime] != now.Add(5*time.Hour).Format(time.RFC3339) {
 		t.Errorf("full after the chain: %v", full)
+	}
+}
+
+func TestVerifyBlocks(t *testing.T) {
+	const block = 4096
+	src := make([]byte, 64*block)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	parent := append([]byte(nil), src...)
+	parent[9*block+5] ^= 1                                        // block 9 differs
+	parent[30*block+100] ^= 1                                     // block 30 differs
+	sample := verifySample(int64(len(src)), nil, 1, 0.125, block) // blocks 1, 9, 17, 25, 33, …
+	res, err := verifyBlocks(context.Background(), bytes.NewReader(src), bytes.NewReader(parent), sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Blocks != 8 || res.Mismatched != 1 || res.First != 9*block {
+		t.Errorf("got %+v, want 8 blocks, 1 mismatch at %d (block 30 is not in this round)", res, 9*block)
+	}
+	if _, err := verifyBlocks(context.Background(), bytes.NewReader(src[:10*block]), bytes.NewReader(parent), sample); err == nil {
+		t.Error("a short source read was not an error")
 	}
 }
