@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -918,10 +919,22 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 			return nil, fmt.Errorf("open: %w (and no NFC export available)", why)
 		}
 		started := time.Now()
-		src, err := ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
-			staged = n
-			progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
-		})
+		var src DiskSource
+		var err error
+		// A dropped stream or a transient lease fault is worth one more
+		// export: the failed one aborted its lease, nothing was staged. A
+		// stream cut short reads as a truncated (corrupt) VMDK: a real
+		// corruption fails the second export the same way.
+		for attempt := 1; ; attempt++ {
+			src, err = ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
+				staged = n
+				progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
+			})
+			if err == nil || attempt >= 2 || ctx.Err() != nil || !(vsphere.IsTransient(err) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, vmdk.ErrCorrupt)) {
+				break
+			}
+			warns = append(warns, fmt.Sprintf("disk %d (%s): NFC export failed (%v): exporting again", d.Key, d.Label, err))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("NFC export (the datastore read failed: %v): %w", why, err)
 		}
