@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -106,6 +107,15 @@ type EngineOptions struct {
 	// export (default os.TempDir()); it needs room for one disk's changed
 	// (or, on a first backup, allocated) bytes per active disk.
 	ExportDir string
+	// CBTVerifyFraction is the share of the blocks CBT reports unchanged
+	// that an incremental re-reads from vSphere and compares with the
+	// parent restore point (default DefaultCBTVerifyFraction; negative: no
+	// verification). The sample rotates with every backup, so each block
+	// is checked once every 1/fraction backups. A difference means CBT
+	// missed a write: the disk is read whole and the point says so.
+	CBTVerifyFraction float64
+	// CBTVerifyBlock is the size of a sampled block (default 64 KiB).
+	CBTVerifyBlock int64
 }
 
 func (o EngineOptions) withDefaults() EngineOptions {
@@ -129,6 +139,17 @@ func (o EngineOptions) withDefaults() EngineOptions {
 	}
 	if o.RemoveTimeout <= 0 {
 		o.RemoveTimeout = 10 * time.Minute
+	}
+	switch {
+	case o.CBTVerifyFraction == 0:
+		o.CBTVerifyFraction = DefaultCBTVerifyFraction
+	case o.CBTVerifyFraction < 0:
+		o.CBTVerifyFraction = 0
+	case o.CBTVerifyFraction > 1:
+		o.CBTVerifyFraction = 1
+	}
+	if o.CBTVerifyBlock <= 0 {
+		o.CBTVerifyBlock = DefaultCBTVerifyBlock
 	}
 	return o
 }
@@ -167,6 +188,12 @@ type Request struct {
 	// disks cannot be backed up (independent, physical-mode RDM, …)
 	// instead of skipping that disk with a warning.
 	RequireAllDisks bool
+	// ActiveFullEvery makes every Nth backup of the VM an active full:
+	// every disk read whole, CBT not consulted (0: never; 1: always).
+	ActiveFullEvery int
+	// ActiveFullAfter makes the backup an active full when the VM's last
+	// full backup is older than this (0: never).
+	ActiveFullAfter time.Duration
 }
 
 // VMProgress is a snapshot of one VM's backup.
@@ -224,6 +251,10 @@ type Result struct {
 	// SnapshotLeft is the snapshot that could not be removed ("" when the
 	// cleanup succeeded); the next backup of the VM sweeps it.
 	SnapshotLeft string
+	// CBTMismatch: the CBT verification found a block CBT called unchanged
+	// that differs from the parent (an alert: the affected disks were
+	// read whole; see the warnings).
+	CBTMismatch bool
 }
 
 // DiskReport is one disk's part of a Result.
@@ -251,6 +282,9 @@ type DiskReport struct {
 	Method dedup.Method
 	// CompactedWindows counts the windows the slice method rewrote with CDC.
 	CompactedWindows int
+	// VerifiedBlocks is how many CBT-unchanged blocks were compared with
+	// the parent; MismatchedBlocks how many of them differed.
+	VerifiedBlocks, MismatchedBlocks int
 }
 
 // Outcome is one VM of BackupVMs.
@@ -365,6 +399,13 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if err != nil {
 		return res, err
 	}
+	var round int64
+	if parent != nil {
+		if r, err := strconv.ParseInt(parent.Tags[tagCBTRound], 10, 64); err == nil && r >= 0 {
+			round = r + 1
+		}
+	}
+	plan := diskPlan{round: round, activeFull: activeFullReason(req, parent, start)}
 	chunker, err := e.store.Chunker()
 	if err != nil {
 		return res, err
@@ -444,7 +485,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 					err = fmt.Errorf("%w: disk %d of %s: %v\n%s", ErrPanic, d.Key, vm.Name, v, debug.Stack())
 				}
 			}()
-			nd, rep, w, err := e.backupDisk(gctx, sess, chunker, snap, d, parent, func(p Progress, mode string) { prog.disk(i, p, mode) })
+			nd, rep, w, err := e.backupDisk(gctx, sess, chunker, snap, d, parent, plan, func(p Progress, mode string) { prog.disk(i, p, mode) })
 			if err != nil {
 				return fmt.Errorf("disk %d (%s) of %s: %w", d.Key, d.Label, vm.Name, err)
 			}
@@ -496,6 +537,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if res.EnabledCBT {
 		tags["cbt.enabled_by_backup"] = "true"
 	}
+
 	if vm.HasSnapshots {
 		tags[tagUserSnapshots] = "true"
 	}
@@ -504,6 +546,22 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	}
 	for _, r := range res.Disks {
 		tags[fmt.Sprintf(tagDiskReader, r.Key)] = r.Reader
+		if r.Reason != "" {
+			tags[fmt.Sprintf(tagFullReason, r.Key)] = r.Reason
+		}
+		switch {
+		case r.MismatchedBlocks > 0:
+			tags[fmt.Sprintf(tagCBTVerify, r.Key)] = fmt.Sprintf("mismatch %d/%d", r.MismatchedBlocks, r.VerifiedBlocks)
+			res.CBTMismatch = true
+		case r.VerifiedBlocks > 0:
+			tags[fmt.Sprintf(tagCBTVerify, r.Key)] = fmt.Sprintf("ok %d", r.VerifiedBlocks)
+		}
+	}
+	tags[tagCBTRound] = strconv.FormatInt(round, 10)
+	chainTags(tags, parent, res.Mode, when)
+	if res.CBTMismatch {
+		res.Warnings = append(res.Warnings, "CBT verification failed: changed block tracking missed writes on this VM; "+
+			"the disks concerned were read whole (see the disk warnings) and their next backup is read whole too")
 	}
 	for _, d := range todo {
 		if d.UUID != "" {
@@ -583,7 +641,7 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 		Quiesce:        mode != QuiesceOff,
 		QuiesceTimeout: e.opts.QuiesceTimeout,
 	}
-	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	snap, err := e.createSnapshot(ctx, vm, opts)
 	if err == nil {
 		if !opts.Quiesce {
 			return snap, ConsistencyCrash, "", nil
@@ -604,7 +662,7 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 	}
 	warn := fmt.Sprintf("guest could not be quiesced (%v): the restore point is crash-consistent", err)
 	opts.Quiesce = false
-	snap, err = e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	snap, err = e.createSnapshot(ctx, vm, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, "", warn, ctx.Err()
@@ -612,6 +670,27 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) 
 		return nil, "", warn, fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
 	}
 	return snap, ConsistencyCrash, warn, nil
+}
+
+// createSnapshot takes the snapshot, once more after a transient failure
+// (a dropped connection, a SystemError): the failed attempt may still have
+// made a snapshot, so every snapshot of this appliance on the VM is swept
+// first (the run's own sweep already removed the older ones and the VM is
+// claimed by this run, so only that attempt's can be there; the cut-off is
+// far ahead so that a vCenter clock ahead of ours cannot hide it).
+func (e *Engine) createSnapshot(ctx context.Context, vm vsphere.VM, opts vsphere.SnapshotOptions) (*vsphere.Snapshot, error) {
+	snap, err := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if err == nil || ctx.Err() != nil || !vsphere.IsTransient(err) {
+		return snap, err
+	}
+	if _, serr := e.vs.RemoveStaleSnapshots(ctx, vm.VMRef, time.Now().Add(24*time.Hour)); serr != nil {
+		return nil, fmt.Errorf("%w (and removing what the attempt may have left failed: %v)", err, serr)
+	}
+	snap, rerr := e.vs.CreateSnapshot(ctx, vm.VMRef, opts)
+	if rerr != nil {
+		return nil, fmt.Errorf("%w (retried after: %v)", rerr, err)
+	}
+	return snap, nil
 }
 
 // removeSnapshot removes the backup snapshot with a context of its own (the
@@ -693,7 +772,7 @@ func (e *Engine) acquire(ctx context.Context, datastore string) (func(), error) 
 
 // backupDisk chooses the disk's read set and streams it into the session.
 func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chunker, snap *vsphere.Snapshot, d vsphere.Disk,
-	parent *repository.Point, progress func(Progress, string),
+	parent *repository.Point, dp diskPlan, progress func(Progress, string),
 ) (repository.NewDisk, DiskReport, []string, error) {
 	rep := DiskReport{Key: d.Key, Label: d.Label, Capacity: d.CapacityBytes, ChangeID: d.ChangeID}
 	release, err := e.acquire(ctx, d.Datastore)
@@ -707,6 +786,10 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	var warns []string
 	in := DiskInput{Size: d.CapacityBytes}
 	reason := ""
+	// whole: read every byte, trusting nothing CBT says (not even "*").
+	whole := false
+	var parentR ParentReader
+	var sample []dedup.Extent
 	pidx, pd, havePD := parentDisk(parent, d.Key)
 	switch {
 	case parent == nil:
@@ -716,8 +799,12 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		reason = "changed block tracking is off"
 	case pd.ChangeID == "" || pd.ChangeID == vsphere.AllocatedAreas:
 		reason = "the parent restore point has no change id for this disk"
-	case pd.Capacity != d.CapacityBytes:
-		reason = fmt.Sprintf("the disk was resized (%d -> %d bytes)", pd.Capacity, d.CapacityBytes)
+	case dp.activeFull != "":
+		reason, whole = dp.activeFull, true
+	case strings.HasPrefix(parent.Tags[fmt.Sprintf(tagCBTVerify, d.Key)], "mismatch"):
+		reason, whole = "the parent restore point's CBT verification found writes CBT had missed", true
+	case cbtDistrust(pd.ChangeID, d.ChangeID, pd.Capacity, d.CapacityBytes) != "":
+		reason = cbtDistrust(pd.ChangeID, d.ChangeID, pd.Capacity, d.CapacityBytes)
 	case parent.Tags[fmt.Sprintf(tagDiskUUID, d.Key)] != d.UUID:
 		reason = "the disk's identity changed (uuid)"
 	default:
@@ -744,8 +831,10 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		}
 		in.Parent = &ParentDisk{Reader: safeReader{pr}, Extents: pr.Extents(), Changed: toDedup(changed)}
 		rep.Mode = ModeIncremental
+		parentR = pr
+		sample = verifySample(d.CapacityBytes, in.Parent.Changed, dp.round, e.opts.CBTVerifyFraction, e.opts.CBTVerifyBlock)
 	}
-	if in.Parent == nil && d.ChangeID != "" {
+	if in.Parent == nil && d.ChangeID != "" && !whole {
 		alloc, err := e.vs.ChangedAreas(dctx, snap, d.Key, vsphere.AllocatedAreas)
 		switch {
 		case err == nil:
@@ -784,6 +873,17 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		if c, ok := src.(io.Closer); ok {
 			defer c.Close()
 		}
+		if len(sample) > 0 {
+			vr, err := verifyBlocks(dctx, safeReader{src}, safeReader{parentR}, sample)
+			if err != nil {
+				return nil, fmt.Errorf("CBT verification: %w", err)
+			}
+			rep.VerifiedBlocks, rep.MismatchedBlocks = vr.Blocks, vr.Mismatched
+			if vr.Mismatched > 0 {
+				return nil, fmt.Errorf("%w: %d of %d sampled blocks differ from the parent, the first at offset %d",
+					ErrCBTMismatch, vr.Mismatched, vr.Blocks, vr.First)
+			}
+		}
 		pctx, pcancel := context.WithCancel(dctx)
 		pf := newPrefetchReader(pctx, src, plan)
 		defer func() {
@@ -801,10 +901,15 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	}
 	// CBT still decides what an NFC export keeps: the stream is read whole
 	// but only the planned extents are staged.
+	// The verification sample is kept too.
 	var keep []vsphere.Extent
 	if plan != nil {
-		keep = make([]vsphere.Extent, len(plan))
-		for i, x := range plan {
+		kp := plan
+		if len(sample) > 0 {
+			kp = unionExtents(plan, sample)
+		}
+		keep = make([]vsphere.Extent, len(kp))
+		for i, x := range kp {
 			keep[i] = vsphere.Extent{Offset: x.Offset, Length: x.Length}
 		}
 	}
@@ -814,10 +919,22 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 			return nil, fmt.Errorf("open: %w (and no NFC export available)", why)
 		}
 		started := time.Now()
-		src, err := ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
-			staged = n
-			progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
-		})
+		var src DiskSource
+		var err error
+		// A dropped stream or a transient lease fault is worth one more
+		// export: the failed one aborted its lease, nothing was staged. A
+		// stream cut short reads as a truncated (corrupt) VMDK: a real
+		// corruption fails the second export the same way.
+		for attempt := 1; ; attempt++ {
+			src, err = ex.ExportDisk(dctx, snap, d.Key, keep, e.opts.ExportDir, func(n int64) {
+				staged = n
+				progress(Progress{Size: d.CapacityBytes, BytesRead: n, Elapsed: time.Since(started)}, mode)
+			})
+			if err == nil || attempt >= 2 || ctx.Err() != nil || !(vsphere.IsTransient(err) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, vmdk.ErrCorrupt)) {
+				break
+			}
+			warns = append(warns, fmt.Sprintf("disk %d (%s): NFC export failed (%v): exporting again", d.Key, d.Label, err))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("NFC export (the datastore read failed: %v): %w", why, err)
 		}
@@ -825,21 +942,32 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		warns = append(warns, fmt.Sprintf("disk %d (%s): read through NFC export: %v", d.Key, d.Label, why))
 		return write(src)
 	}
-	var out *DiskResult
-	src, err := e.vs.OpenDisk(dctx, snap, d.Key)
-	switch {
-	case errors.Is(err, vsphere.ErrNeedsExport):
-		out, err = export(err)
-	case err != nil:
-		return repository.NewDisk{}, rep, nil, fmt.Errorf("open: %w", err)
-	default:
+	read := func() (*DiskResult, error) {
+		src, err := e.vs.OpenDisk(dctx, snap, d.Key)
+		switch {
+		case errors.Is(err, vsphere.ErrNeedsExport):
+			return export(err)
+		case err != nil:
+			return nil, fmt.Errorf("open: %w", err)
+		}
 		rep.Reader = ReaderDatastore
-		out, err = write(src)
+		out, err := write(src)
 		if err != nil && errors.Is(err, vsphere.ErrNotServed) && ctx.Err() == nil {
 			// The file service refused the extent (403/404): chunks already
 			// stored are deduplicated by the second pass.
-			out, err = export(err)
+			return export(err)
 		}
+		return out, err
+	}
+	out, err := read()
+	if errors.Is(err, ErrCBTMismatch) && ctx.Err() == nil {
+		// CBT lied: this point must not inherit the parent's stale blocks.
+		warns = append(warns, fmt.Sprintf("disk %d (%s): CBT verification failed: %v; CBT missed writes on this disk: reading it whole (and again at the next backup)",
+			d.Key, d.Label, err))
+		rep.Reason = fmt.Sprintf("CBT verification found %d of %d sampled unchanged blocks changed", rep.MismatchedBlocks, rep.VerifiedBlocks)
+		in.Parent, in.Allocated, plan, keep, sample = nil, nil, nil, nil, nil
+		rep.Mode, mode = ModeFull, ModeFull
+		out, err = read()
 	}
 	if err != nil {
 		return repository.NewDisk{}, rep, nil, err

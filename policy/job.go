@@ -57,6 +57,12 @@ type Job struct {
 	// open (see Slot); 0 means once per opening, and once a day in an
 	// opening longer than a day.
 	EveryHours int `json:"everyHours,omitempty"`
+	// ActiveFullEvery makes every Nth backup of a VM an active full: every
+	// disk read whole, changed block tracking not consulted (0: never).
+	// ActiveFullDays does the same when the VM's last full backup is older
+	// than that many days (0: never). See backup.Request.
+	ActiveFullEvery int `json:"activeFullEvery,omitempty"`
+	ActiveFullDays  int `json:"activeFullDays,omitempty"`
 }
 
 // NewJob returns an enabled job with the reference product's defaults: the
@@ -143,6 +149,12 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	}
 	if j.MaxAttempts < 0 {
 		bad("maxAttempts", "must not be negative (got %d)", j.MaxAttempts)
+	}
+	if j.ActiveFullEvery < 0 || j.ActiveFullEvery > 10000 {
+		bad("activeFullEvery", "must be 0 (never) to 10000 backups (got %d)", j.ActiveFullEvery)
+	}
+	if j.ActiveFullDays < 0 || j.ActiveFullDays > 3650 {
+		bad("activeFullDays", "must be 0 (never) to 3650 days (got %d)", j.ActiveFullDays)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -42,6 +42,9 @@ func TestJobValidate(t *testing.T) {
 		{"quiesce required", func(j *Job) { j.QuiesceRequired = true }, nil, nil},
 		{"quiesce required with the default mode", func(j *Job) { j.Quiesce, j.QuiesceRequired = "", true }, nil, nil},
 		{"quiesce required with mode none", func(j *Job) { j.Quiesce, j.QuiesceRequired = QuiesceNone, true }, []string{"quiesceRequired"}, nil},
+		{"active full every 7 backups or 30 days", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = 7, 30 }, nil, nil},
+		{"active full negative", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = -1, -2 }, []string{"activeFullEvery", "activeFullDays"}, nil},
+		{"active full out of range", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = 10001, 3651 }, []string{"activeFullEvery", "activeFullDays"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -271,12 +271,27 @@ func (c *Client) About() string { return c.vim.ServiceContent.About.FullName }
 // through the re-login round tripper.
 func (c *Client) login(ctx context.Context) error {
 	req := types.Login{This: *c.vim.ServiceContent.SessionManager, UserName: c.cfg.Username, Password: c.cfg.Password}
-	c.soapCalls.Add(1)
-	if _, err := methods.Login(ctx, c.sc, &req); err != nil {
-		return mapFault(fmt.Sprintf("login to %s as %s", c.url.Host, c.cfg.Username), err)
+	op := fmt.Sprintf("login to %s as %s", c.url.Host, c.cfg.Username)
+	// A transient fault is retried: a Login that failed made no session, so
+	// repeating it is safe (a refused password is not transient).
+	for attempt := 1; ; attempt++ {
+		c.soapCalls.Add(1)
+		_, err := methods.Login(ctx, c.sc, &req)
+		if err == nil {
+			c.loginGen.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil || !transient(err) || isFault(err, &types.InvalidLogin{}) {
+			return mapFault(op, err)
+		}
+		if attempt >= c.retry.Attempts {
+			return mapFault(op, fmt.Errorf("%w after %d attempts: %w", ErrTransient, attempt, err))
+		}
+		c.retries.Add(1)
+		if berr := c.retry.backoff(ctx, attempt); berr != nil {
+			return mapFault(op, err)
+		}
 	}
-	c.loginGen.Add(1)
-	return nil
 }
 
 // sessionActive reports whether the SOAP session is still logged in, read

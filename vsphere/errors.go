@@ -79,6 +79,12 @@ func faultOf(err error) types.BaseMethodFault {
 	if errors.As(err, &sf) && sf.Fault() != nil {
 		return asMethodFault(sf.Fault().VimFault())
 	}
+	// A SOAP fault wrapped with context (soap.IsSoapFault sees only a bare
+	// one): its Fault method gives the method fault itself.
+	var mf interface{ Fault() types.BaseMethodFault }
+	if errors.As(err, &mf) && mf.Fault() != nil {
+		return mf.Fault()
+	}
 	if soap.IsSoapFault(err) {
 		return asMethodFault(soap.ToSoapFault(err).VimFault())
 	}
@@ -137,3 +143,10 @@ func mapFault(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// IsTransient reports whether err is a failure worth retrying (network
+// trouble, a busy server, a SystemError fault), as this package's retry
+// policy classifies it. Callers that retry a call which is not idempotent
+// on its own (a snapshot) must first undo what the failed attempt may
+// have done.
+func IsTransient(err error) bool { return transient(err) }

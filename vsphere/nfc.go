@@ -71,6 +71,8 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 		}
 		if cerr := lease.Complete(dctx); cerr != nil {
 			err = mapFault(op+": complete lease", cerr)
+			// A lease left open holds the disks until it times out.
+			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
 		}
 	}()
 	// Match the device URL: by target file name when the server gives one,

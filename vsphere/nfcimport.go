@@ -57,6 +57,8 @@ func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller, pro
 		}
 		if cerr := lease.Complete(dctx); cerr != nil {
 			err = mapFault(op+": complete lease", cerr)
+			// A lease left open holds the disks until it times out.
+			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
 		}
 	}()
 

@@ -432,15 +432,36 @@ func (c *Client) ResetCBT(ctx context.Context, vm VMRef) error {
 		return nil
 	}
 	for _, on := range []bool{false, true} {
-		t, err := c.vmObject(vm).Reconfigure(ctx, types.VirtualMachineConfigSpec{ChangeTrackingEnabled: types.NewBool(on)})
-		if err != nil {
-			return mapFault(op, err)
-		}
-		if _, err := t.WaitForResult(ctx); err != nil {
-			return mapFault(op, err)
+		// Setting the flag is idempotent, so a transient failure is retried:
+		// a reset that stopped between off and on would leave the VM without
+		// tracking while the error says nothing was changed.
+		for attempt := 1; ; attempt++ {
+			err := c.setCBT(ctx, vm, on)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || !transient(err) || attempt >= c.retry.Attempts {
+				if !on {
+					return mapFault(op, err)
+				}
+				return mapFault(op+" (tracking is off on the VM now: its next backup turns it on and reads every disk)", err)
+			}
+			c.retries.Add(1)
+			if berr := c.retry.backoff(ctx, attempt); berr != nil {
+				return mapFault(op, err)
+			}
 		}
 	}
 	return nil
+}
+
+func (c *Client) setCBT(ctx context.Context, vm VMRef, on bool) error {
+	t, err := c.vmObject(vm).Reconfigure(ctx, types.VirtualMachineConfigSpec{ChangeTrackingEnabled: types.NewBool(on)})
+	if err != nil {
+		return err
+	}
+	_, err = t.WaitForResult(ctx)
+	return err
 }
 
 // deviceLabel is the device's label as the vSphere client shows it.

@@ -227,3 +227,26 @@ func TestNormalizeThumbprint(t *testing.T) {
 		}
 	}
 }
+
+// TestWrappedSoapFaultClassified: a SOAP fault wrapped with context (as
+// CreateSnapshot returns it) is still seen: a SystemError is transient, a
+// FileFault is not. Before the fix faultOf saw only a bare SOAP fault, so
+// the backup engine never retried a snapshot that failed transiently.
+func TestWrappedSoapFaultClassified(t *testing.T) {
+	wrap := func(f types.BaseMethodFault) error {
+		sf := &soap.Fault{Code: "ServerFaultCode", String: "injected"}
+		sf.Detail.Fault = f
+		return fmt.Errorf("%w: %w", ErrSnapshotFailed, fmt.Errorf("snapshot vm: %w", soap.WrapSoapFault(sf)))
+	}
+	if err := wrap(&types.SystemError{Reason: "reset"}); !IsTransient(err) {
+		t.Errorf("wrapped SystemError not transient: %v", err)
+	}
+	if err := wrap(&types.FileFault{File: "x"}); IsTransient(err) {
+		t.Errorf("wrapped FileFault transient: %v", err)
+	}
+	if f := faultOf(wrap(&types.ToolsUnavailable{})); f == nil {
+		t.Error("wrapped ToolsUnavailable: no fault found")
+	} else if _, ok := f.(*types.ToolsUnavailable); !ok {
+		t.Errorf("wrapped ToolsUnavailable: got %T", f)
+	}
+}

@@ -48,7 +48,7 @@ func TestFallbacks(t *testing.T) {
 				return nil
 			},
 			parent: func(first backup.Result) string { return first.RestorePoint }},
-		{name: "CBT reset (disabled and re-enabled)", vm: "DC0_C0_RP0_VM0", wantMode: backup.ModeAllocated, reason: "unusable",
+		{name: "CBT reset (disabled and re-enabled)", vm: "DC0_C0_RP0_VM0", wantMode: backup.ModeAllocated, reason: "another CBT epoch",
 			between: func(t *testing.T, r *repository.Repository, first backup.Result) *repository.Repository {
 				setCBT(t, l, "DC0_C0_RP0_VM0", false)
 				setCBT(t, l, "DC0_C0_RP0_VM0", true)

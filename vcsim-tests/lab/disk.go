@@ -31,6 +31,8 @@ type disk struct {
 	// i+1, so the snapshot at depth k sees flat + frozen[:k] and the guest
 	// sees flat + frozen + overlay. Blocks are whole (copy on write).
 	frozen []map[int64][]byte
+	// hideStart/hideEnd: changes CBT leaves out (UnderReportCBT).
+	hideStart, hideEnd int64
 }
 
 type span struct{ seq, off, end int64 }

@@ -108,14 +108,19 @@ type Lab struct {
 	nfcPuts   int64
 	imports   map[string]*simulator.HttpNfcLease
 	folderGet int64
-	closed    chan struct{}
-	closeOnce sync.Once
+	// writeFaults and folderPut: datastore PUT faults (faults.go).
+	writeFaults []*WriteFault
+	folderPut   int64
+	allLeases   []leaseRef // every NFC lease created (OpenLeases)
+	closed      chan struct{}
+	closeOnce   sync.Once
 }
 
 type vmState struct {
 	snapshots    int
 	failQuiesce  int
 	failSnapshot []types.BaseMethodFault
+	lostReplies  int // snapshots made whose reply is a fault (LoseSnapshotReply)
 }
 
 // Start builds the model, starts the TLS server and logs in an admin client
@@ -179,8 +184,9 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(opts.Username, opts.Password)}
 	mux := http.NewServeMux()
 	// Method patterns are more specific than vcsim's "/folder/", so GETs come
-	// here first (fault injection) and PUTs still reach vcsim directly.
+	// here first (fault injection); PUTs too (upload faults, faults.go).
 	mux.HandleFunc("GET /folder/", l.serveFolderGet)
+	mux.HandleFunc("PUT /folder/", l.serveFolderPut)
 	mux.HandleFunc("GET /nfc/", l.serveNFCGet)
 	mux.HandleFunc("PUT /nfc/", l.serveNFCPut)
 	mux.HandleFunc("POST /nfc/", l.serveNFCPut)

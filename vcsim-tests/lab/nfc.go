@@ -58,6 +58,7 @@ func (s *labSnapshot) ExportSnapshot(ctx *simulator.Context, req *types.ExportSn
 	}
 	s.lab.leases[body.Res.Returnval.Value] = files
 	s.lab.mu.Unlock()
+	s.lab.trackLease(ctx, body.Res.Returnval)
 	return res
 }
 
@@ -138,6 +139,7 @@ func (p *labPool) ImportVApp(ctx *simulator.Context, req *types.ImportVApp) soap
 			}
 			p.lab.imports[body.Res.Returnval.Value] = lease
 			p.lab.mu.Unlock()
+			p.lab.trackLease(ctx, body.Res.Returnval)
 		}
 	}
 	return res
@@ -147,6 +149,9 @@ func (p *labPool) ImportVApp(ctx *simulator.Context, req *types.ImportVApp) soap
 // VM's flat file (vcsim itself only hashes and discards the bytes). Uploads
 // that are not streamOptimized go to vcsim unchanged.
 func (l *Lab) serveNFCPut(w http.ResponseWriter, r *http.Request) {
+	if l.takeWriteFault(w, r) {
+		return
+	}
 	if !strings.Contains(r.Header.Get("Content-Type"), "streamVmdk") {
 		simulator.ServeNFC(w, r)
 		return

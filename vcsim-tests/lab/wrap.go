@@ -89,7 +89,12 @@ func (w *labVM) CreateSnapshotExTask(ctx *simulator.Context, req *types.CreateSn
 			Returnval: failedTask(ctx, w.VirtualMachine, "createSnapshotEx", f),
 		}}
 	}
-	return w.VirtualMachine.CreateSnapshotExTask(ctx, req)
+	res := w.VirtualMachine.CreateSnapshotExTask(ctx, req)
+	if w.lab.takeLostReply(w.VirtualMachine) && res.Fault() == nil {
+		// The snapshot is made, but the caller never learns it.
+		return &methods.CreateSnapshotEx_TaskBody{Fault_: simulator.Fault("lab: reply lost", &types.SystemError{Reason: "connection reset"})}
+	}
+	return res
 }
 
 func (w *labVM) RevertToCurrentSnapshotTask(ctx *simulator.Context, req *types.RevertToCurrentSnapshot_Task) soap.HasFault {
@@ -429,7 +434,7 @@ func (l *Lab) queryChanged(ctx *simulator.Context, vm *simulator.VirtualMachine,
 			ext = append(ext, types.DiskChangeExtent{Start: s, Length: e - s})
 		}
 	}
-	info.ChangedArea = mergeAreas(ext)
+	info.ChangedArea = d.hide(mergeAreas(ext))
 	return info, nil
 }
 
