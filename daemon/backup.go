@@ -49,7 +49,9 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 	return backup.QuiescePrefer
 }
 
-func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, requireAllDisks bool, progress func(backup.VMProgress)) (backup.Result, error) {
+// backupOne backs vm up into repo; req carries the job's choices (quiesce,
+// all disks, active full) and gets the VM, tags and progress here.
+func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, req backup.Request, progress func(backup.VMProgress)) (backup.Result, error) {
 	e, ok := b.engines[repo]
 	if !ok {
 		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
@@ -62,7 +64,8 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	if job != "" {
 		tags[reposvc.JobTag] = job
 	}
-	res, err := e.BackupVM(ctx, backup.Request{VM: target, Quiesce: q, Progress: progress, Tags: tags, RequireAllDisks: requireAllDisks})
+	req.VM, req.Progress, req.Tags = target, progress, tags
+	res, err := e.BackupVM(ctx, req)
 	if err == nil && b.observe != nil {
 		b.observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
 	}
@@ -71,7 +74,11 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 
 // RunBackup implements policy.Runner.
 func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
-	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, quiesceFor(job.Quiesce, job.QuiesceRequired), job.RequireAllDisks, func(p backup.VMProgress) {
+	req := backup.Request{
+		Quiesce: quiesceFor(job.Quiesce, job.QuiesceRequired), RequireAllDisks: job.RequireAllDisks,
+		ActiveFullEvery: job.ActiveFullEvery, ActiveFullAfter: time.Duration(job.ActiveFullDays) * 24 * time.Hour,
+	}
+	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, req, func(p backup.VMProgress) {
 		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})
 	})
 	if err != nil {
@@ -110,7 +117,7 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 		}
 		o.Name = vm.Name
 		rep.Logf("backing up %s (%d of %d) to %s", vm.Name, i+1, len(req.VMs), repo)
-		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.QuiescePrefer, false, func(p backup.VMProgress) {
+		res, err := b.backupOne(ctx, repo, req.Job, vm, backup.Request{Quiesce: backup.QuiescePrefer}, func(p backup.VMProgress) {
 			rep.Progress(vm.Name+": "+p.Phase, p.Done, p.Size)
 		})
 		if err != nil {

@@ -166,3 +166,76 @@ func quiesceJob(id, vm, quiesce string, required bool) map[string]any {
 		"window":      map[string]any{"location": "UTC", "days": map[string]any{day: []string{"10:00-11:00"}}},
 		"retention":   map[string]any{"last": 3}}
 }
+
+// A job's activeFullEvery reaches the backup engine: with 2, a full read
+// is followed by one incremental, then the third backup reads every disk
+// whole again and says why.
+func TestServeActiveFull(t *testing.T) {
+	ctx := context.Background()
+	l, err := lab.Start(ctx, lab.Options{DiskCapacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	const vm = "DC0_H0_VM0"
+	if err := l.WriteDisk(vm, 0, 0, randBytes(12, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-q", "", Options{})
+	api, csrf := cookieLogin(t, sd.addr, "admin-secret-q")
+	var vms []struct{ InstanceUUID, Name string }
+	_, body := api.call("GET", "/api/v1/vms", nil, nil)
+	if err := json.Unmarshal(body, &vms); err != nil {
+		t.Fatal(err)
+	}
+	uuid := ""
+	for _, v := range vms {
+		if v.Name == vm {
+			uuid = v.InstanceUUID
+		}
+	}
+	job := quiesceJob("full2", uuid, "none", false)
+	job["activeFullEvery"] = 2
+	if code, body := api.call("POST", "/api/v1/jobs", job, csrf); code != 201 {
+		t.Fatalf("job: %d %s", code, body)
+	}
+	runOnce := func(n int) string {
+		t.Helper()
+		if code, body := api.call("POST", "/api/v1/jobs/full2/run", nil, csrf); code != 202 {
+			t.Fatalf("run: %d %s", code, body)
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			_, body := api.call("GET", "/api/v1/jobs/full2/runs", nil, nil)
+			var runs []struct {
+				State string
+				VMs   []struct {
+					Point string `json:"restorePoint"`
+				}
+			}
+			_ = json.Unmarshal(body, &runs)
+			if len(runs) == n && runs[0].State != "running" {
+				if runs[0].State != "succeeded" || len(runs[0].VMs) != 1 {
+					t.Fatalf("run %d: %s", n, body)
+				}
+				return runs[0].VMs[0].Point
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d did not finish: %s", n, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	runOnce(1)
+	second := runOnce(2)
+	third := runOnce(3)
+	_, body = api.call("GET", "/api/v1/restore-points/"+second, nil, nil)
+	if strings.Contains(string(body), "active full") {
+		t.Fatalf("the second backup is an active full already: %s", body)
+	}
+	_, body = api.call("GET", "/api/v1/restore-points/"+third, nil, nil)
+	if !strings.Contains(string(body), "active full: the job reads every disk whole every 2 backups") {
+		t.Fatalf("the third backup of an activeFullEvery 2 job is not an active full: %s", body)
+	}
+}
