@@ -9,8 +9,10 @@ import (
 	"crypto/x509"
 	"fmt"
 	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/vmstatus"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -392,100 +394,65 @@ func (s *notifySource) Repositories(ctx context.Context) ([]notify.RepoUsage, er
 	return out, nil
 }
 
-// VMs: with a vCenter, the inventory's VMs (a VM removed from vCenter no
-// longer counts); without one, the VMs known from restore points. Each with
-// the enabled jobs that select it, its newest complete restore point and
-// the error of its last backup attempt.
+// VMs: the statuses of vmstatus (the API's VM list and dashboard read the
+// same rules), with the report's one choice: with a vCenter, only the
+// inventory's VMs count (a VM removed from vCenter no longer does); without
+// one, the VMs known from restore points and job states. Jobs are named,
+// enabled ones only.
 func (s *notifySource) VMs(ctx context.Context) ([]notify.VMStatus, error) {
-	jobs, err := s.db.Jobs(ctx)
-	if err != nil {
+	in := vmstatus.Input{}
+	var err error
+	if in.Jobs, err = s.db.Jobs(ctx); err != nil {
 		return nil, err
 	}
 	jobName := map[string]string{}
-	for _, j := range jobs {
+	for _, j := range in.Jobs {
 		jobName[j.ID] = j.Name
 	}
-	byID := map[string]*notify.VMStatus{}
-	var order []string
-	add := func(id, name string) *notify.VMStatus {
-		if v := byID[id]; v != nil {
-			return v
-		}
-		v := &notify.VMStatus{ID: id, Name: name}
-		byID[id] = v
-		order = append(order, id)
-		return v
-	}
-	haveInv := false
 	if s.inv != nil {
 		vms, err := s.inv.VMs(ctx)
 		if err != nil {
 			s.log.Warn("daily report: inventory unavailable, counting VMs from restore points", "err", err)
 		} else {
-			haveInv = true
-			for _, vm := range vms {
-				v := add(vm.InstanceUUID, vm.Name)
-				for _, j := range jobs {
-					if j.Enabled && j.Selection.Matches(vm) {
-						v.Jobs = append(v.Jobs, j.Name)
-					}
-				}
-			}
+			in.Inventory, in.HaveInventory = vms, true
 		}
 	}
 	pts, err := s.rs.Points(ctx, web.PointFilter{})
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range pts { // newest first
-		id := p.VM.InstanceUUID
-		if id == "" {
-			id = p.VM.Name
-		}
-		v := byID[id]
-		if v == nil && !haveInv {
-			v = add(id, p.VM.Name)
-		}
-		if v != nil && !p.Partial && v.LastPoint.IsZero() {
-			v.LastPoint = p.Time
-		}
+	in.Points = make([]vmstatus.Point, len(pts))
+	for i, p := range pts {
+		in.Points[i] = vmstatus.Point{InstanceUUID: p.VM.InstanceUUID, Name: p.VM.Name, MoRef: p.VM.MoRef, Time: p.Time, Partial: p.Partial}
 	}
-	states, err := s.db.VMStates(ctx)
-	if err != nil {
+	if in.States, err = s.db.VMStates(ctx); err != nil {
 		return nil, err
 	}
-	last := map[string]time.Time{}
-	for _, st := range states {
-		if !st.Selected {
-			continue // no longer in the job: its old error says nothing now
+	// Without an inventory, a VM's jobs are the ones whose state names it.
+	stateJobs := map[string][]string{}
+	if !in.HaveInventory {
+		for _, st := range in.States {
+			if st.Selected && jobName[st.Job] != "" && !slices.Contains(stateJobs[st.VM], jobName[st.Job]) {
+				stateJobs[st.VM] = append(stateJobs[st.VM], jobName[st.Job])
+			}
 		}
-		v := byID[st.VM]
-		if v == nil && !haveInv {
-			v = add(st.VM, st.Name)
-		}
-		if v == nil {
+	}
+	var out []notify.VMStatus
+	for _, st := range vmstatus.Compute(in) {
+		if in.HaveInventory && !st.InInventory {
 			continue
 		}
-		if !haveInv && jobName[st.Job] != "" && !containsStr(v.Jobs, jobName[st.Job]) {
-			v.Jobs = append(v.Jobs, jobName[st.Job])
+		v := notify.VMStatus{ID: st.Key, Name: st.Name, LastError: st.LastError}
+		for _, id := range st.EnabledJobs {
+			v.Jobs = append(v.Jobs, jobName[id])
 		}
-		if st.LastAttempt.After(last[st.VM]) {
-			last[st.VM] = st.LastAttempt
-			v.LastError = st.LastError
+		if !in.HaveInventory {
+			v.Jobs = stateJobs[st.Key]
 		}
-	}
-	out := make([]notify.VMStatus, 0, len(order))
-	for _, id := range order {
-		out = append(out, *byID[id])
+		if st.LastPoint >= 0 {
+			v.LastPoint = in.Points[st.LastPoint].Time
+		}
+		out = append(out, v)
 	}
 	return out, nil
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

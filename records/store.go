@@ -59,30 +59,3 @@ func (s *Store) AddEvent(ctx context.Context, e policy.Event) error { return s.d
 
 // VMStates returns each VM's last attempt and success per job.
 func (s *Store) VMStates(ctx context.Context) ([]policy.VMState, error) { return s.db.VMStates(ctx) }
-
-// FailedVMs returns the VMs (by instance UUID) whose latest backup attempt,
-// over all jobs, failed after that job's last success of the VM.
-func (s *Store) FailedVMs(ctx context.Context) (map[string]bool, error) {
-	sts, err := s.db.VMStates(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return Failed(sts), nil
-}
-
-// Failed is FailedVMs over states already read: per VM, the state of its
-// latest attempt decides; it failed when it has an error and is newer than
-// its last success.
-func Failed(sts []policy.VMState) map[string]bool {
-	latest := map[string]policy.VMState{}
-	for _, st := range sts {
-		if l, ok := latest[st.VM]; !ok || st.LastAttempt.After(l.LastAttempt) {
-			latest[st.VM] = st
-		}
-	}
-	failed := map[string]bool{}
-	for vm, st := range latest {
-		failed[vm] = st.LastError != "" && st.LastAttempt.After(st.LastSuccess)
-	}
-	return failed
-}

@@ -377,7 +377,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(r.status)
 	}
 	now := f.clk.Now()
-	if err := f.db.PutVMState(ctx, policy.VMState{Job: "nightly", VM: testVM.InstanceUUID, Name: "web01", LastAttempt: now.Add(-time.Hour), LastSuccess: now.Add(-48 * time.Hour), LastError: "snapshot failed"}); err != nil {
+	if err := f.db.PutVMState(ctx, policy.VMState{Job: "nightly", VM: testVM.InstanceUUID, Name: "web01", Selected: true, LastAttempt: now.Add(-time.Hour), LastSuccess: now.Add(-48 * time.Hour), LastError: "snapshot failed"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, e := range []policy.Event{

@@ -27,9 +27,6 @@ type VMStates interface {
 	// VMStates returns the last attempt and success of each VM per job
 	// (the metrics' last success per job).
 	VMStates(ctx context.Context) ([]policy.VMState, error)
-	// FailedVMs returns the VMs (by instance UUID) whose last backup
-	// attempt failed after their last success (the dashboard's "failed").
-	FailedVMs(ctx context.Context) (map[string]bool, error)
 }
 
 // DashboardVMs counts VMs by protection.
@@ -141,26 +138,20 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 	now := s.now()
 	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}, Scheduler: s.activity()}
 
-	vms, err := s.vmStatuses(ctx, true)
+	_, vms, err := s.vmStatuses(ctx, true)
 	if errors.Is(err, ErrUnavailable) {
 		// vCenter is down: count the VMs the restore points know.
 		d.Warnings = append(d.Warnings, err.Error())
-		vms, err = s.vmStatuses(ctx, false)
+		_, vms, err = s.vmStatuses(ctx, false)
 	}
 	if err != nil {
 		return nil, err
 	}
-	failed := map[string]bool{}
-	if s.cfg.VMStates != nil {
-		if failed, err = s.cfg.VMStates.FailedVMs(ctx); err != nil {
-			return nil, err
-		}
-	}
 	for _, v := range vms {
 		switch {
-		case failed[v.InstanceUUID]:
+		case v.Failed():
 			d.VMs.Failed++
-		case v.Protected:
+		case v.Protected():
 			d.VMs.Protected++
 		case v.InInventory:
 			d.VMs.Unprotected++

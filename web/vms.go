@@ -3,10 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
+	"github.com/vmvault/vmvault/vmstatus"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vmvault/vmvault/policy"
 )
 
 // VMs: /vms, each VM with its protection status.
@@ -32,65 +32,48 @@ type VMStatus struct {
 }
 
 func (s *Server) listVMs(c *gin.Context) (any, error) {
-	return s.vmStatuses(c.Request.Context(), true)
+	vms, _, err := s.vmStatuses(c.Request.Context(), true)
+	return vms, err
 }
 
-// vmStatuses joins the inventory (when withInventory) with the restore
-// points. When the inventory cannot be read it returns an error wrapping
-// ErrUnavailable.
-func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus, error) {
-	var inv []policy.VM
+// vmStatuses joins the inventory (when withInventory), the jobs, the
+// restore points and the scheduler's VM states under vmstatus's rules (the
+// daily report reads the same). When the inventory cannot be read it
+// returns an error wrapping ErrUnavailable.
+func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus, []vmstatus.Status, error) {
+	in := vmstatus.Input{}
 	if s.cfg.Inventory != nil && withInventory {
 		var err error
-		if inv, err = s.cfg.Inventory.VMs(ctx); err != nil {
-			return nil, fmt.Errorf("list inventory: %v: %w", err, ErrUnavailable)
+		if in.Inventory, err = s.cfg.Inventory.VMs(ctx); err != nil {
+			return nil, nil, fmt.Errorf("list inventory: %v: %w", err, ErrUnavailable)
 		}
+		in.HaveInventory = true
 	}
-	jobs, err := s.cfg.Jobs.Jobs(ctx)
-	if err != nil {
-		return nil, err
+	var err error
+	if in.Jobs, err = s.cfg.Jobs.Jobs(ctx); err != nil {
+		return nil, nil, err
 	}
 	pts, err := s.cfg.Points.Points(ctx, PointFilter{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	byKey := map[string]*VMStatus{}
-	var order []string
-	add := func(v *VMStatus) {
-		byKey[v.InstanceUUID] = v
-		order = append(order, v.InstanceUUID)
+	in.Points = make([]vmstatus.Point, len(pts))
+	for i, p := range pts {
+		in.Points[i] = vmstatus.Point{InstanceUUID: p.VM.InstanceUUID, Name: p.VM.Name, MoRef: p.VM.MoRef, Time: p.Time, Partial: p.Partial}
 	}
-	// One compiled matcher per job, not a scan of its VM list per VM.
-	matches := make([]func(policy.VM) bool, len(jobs))
-	for i, j := range jobs {
-		matches[i] = j.Selection.Matcher()
-	}
-	for _, vm := range inv {
-		st := &VMStatus{InstanceUUID: vm.InstanceUUID, Name: vm.Name, MoRef: vm.MoRef, InInventory: true, Jobs: []string{}, Tags: append([]string{}, vm.Tags...)}
-		for i, j := range jobs {
-			if matches[i](vm) {
-				st.Jobs = append(st.Jobs, j.ID)
-			}
-		}
-		add(st)
-	}
-	for i := range pts { // newest first
-		p := &pts[i]
-		k := vmKey(p.VM)
-		st, ok := byKey[k]
-		if !ok {
-			st = &VMStatus{InstanceUUID: k, Name: p.VM.Name, MoRef: p.VM.MoRef, Jobs: []string{}, Tags: []string{}}
-			add(st)
-		}
-		st.Points++
-		if !p.Partial && st.LastPoint == nil {
-			st.LastPoint = p
-			st.Protected = true
+	if s.cfg.VMStates != nil {
+		if in.States, err = s.cfg.VMStates.VMStates(ctx); err != nil {
+			return nil, nil, err
 		}
 	}
-	out := make([]VMStatus, 0, len(order))
-	for _, k := range order {
-		out = append(out, *byKey[k])
+	sts := vmstatus.Compute(in)
+	out := make([]VMStatus, 0, len(sts))
+	for _, st := range sts {
+		v := VMStatus{InstanceUUID: st.Key, Name: st.Name, MoRef: st.MoRef, InInventory: st.InInventory, Jobs: st.Jobs, Tags: st.Tags, Points: st.Points, Protected: st.Protected()}
+		if st.LastPoint >= 0 {
+			v.LastPoint = &pts[st.LastPoint]
+		}
+		out = append(out, v)
 	}
-	return out, nil
+	return out, sts, nil
 }

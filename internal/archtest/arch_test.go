@@ -167,6 +167,7 @@ var plantedCases = []struct {
 	{"daemon-below-cmd", graph{testOf("daemon", "cmd/appliance")}, "daemon (tests) -> cmd/appliance"},
 	{"daemon-no-lab", graph{lib("daemon", "vcsim-tests/lab")}, "daemon -> vcsim-tests/lab"},
 	{"imagebackup-engine", graph{lib("imagebackup", "web")}, "imagebackup -> web"},
+	{"vmstatus-pure", graph{lib("vmstatus", "repository")}, "vmstatus -> repository"},
 	{"progress-nothing", graph{lib("internal/progress", "internal/clock")}, "internal/progress -> internal/clock"},
 	{"testutil-tests-only", graph{lib("backup", "internal/testutil")}, "backup (backup/x.go) imports " + module + "/internal/testutil"},
 	{"browsertest-tests-only", graph{lib("web", "internal/browsertest")}, "web (web/x.go) imports"},

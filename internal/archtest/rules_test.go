@@ -148,6 +148,8 @@ var depRules = []depRule{
 		allowed: []string{"internal/browsertest/..."}},
 	{name: "imagebackup-engine", source: "imagebackup/imagebackup.go (the CLI's image engine: no HTTP, no daemon, no lab)", pkg: "imagebackup/...", scope: prod,
 		denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "daemon/...", "vcsim-tests/..."}},
+	{name: "vmstatus-pure", source: "vmstatus/vmstatus.go (pure: callers read the inventory, jobs, points and states)", pkg: "vmstatus/...", scope: prod,
+		allowed: []string{"vmstatus/...", "policy/...", "internal/clock/..."}},
 	{name: "progress-nothing", source: "internal/progress/progress.go", pkg: "internal/progress/...", scope: both,
 		allowed: []string{"internal/progress/..."}},
 	// The daemon package (daemon/, introduced by issue 13) may not exist

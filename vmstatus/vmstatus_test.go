@@ -1,0 +1,66 @@
+package vmstatus
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/policy"
+)
+
+func TestCompute(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	inv := []policy.VM{
+		{InstanceUUID: "u-web", Name: "web", MoRef: "vm-1", Tags: []string{"tag-prod"}},
+		{InstanceUUID: "u-db", Name: "db", MoRef: "vm-2"},
+		{InstanceUUID: "u-new", Name: "new", MoRef: "vm-3"},
+	}
+	jobs := []policy.Job{
+		{ID: "nightly", Enabled: true, Selection: policy.Selection{VMs: []string{"u-web", "u-db"}}},
+		{ID: "off", Enabled: false, Selection: policy.Selection{VMs: []string{"u-web"}}},
+	}
+	pts := []Point{ // newest first
+		{InstanceUUID: "u-web", Name: "web", Time: h(5), Partial: true},
+		{InstanceUUID: "u-web", Name: "web", Time: h(4)},
+		{InstanceUUID: "u-gone", Name: "gone", Time: h(3)},
+		{Name: "legacy", Time: h(2)},
+	}
+	states := []policy.VMState{
+		// db: failed at 6 after a success at 1: failed.
+		{Job: "nightly", VM: "u-db", Name: "db", Selected: true, LastAttempt: h(6), LastSuccess: h(1), LastError: "snapshot failed"},
+		// web: an old failure in a job that no longer selects it says nothing,
+		{Job: "old", VM: "u-web", Name: "web", Selected: false, LastAttempt: h(9), LastError: "ancient"},
+		// and its latest selected attempt succeeded.
+		{Job: "nightly", VM: "u-web", Name: "web", Selected: true, LastAttempt: h(4), LastSuccess: h(4)},
+		// a VM known only from a job state (vCenter lost it, no point yet) that failed.
+		{Job: "nightly", VM: "u-lost", Name: "lost", Selected: true, LastAttempt: h(2), LastError: "not found"},
+	}
+	got := Compute(Input{Inventory: inv, HaveInventory: true, Jobs: jobs, Points: pts, States: states})
+	type want struct {
+		key, state  string
+		inInv       bool
+		jobs, on    []string
+		points, idx int
+	}
+	wants := []want{
+		{"u-web", "protected", true, []string{"nightly", "off"}, []string{"nightly"}, 2, 1},
+		{"u-db", "failed", true, []string{"nightly"}, []string{"nightly"}, 0, -1},
+		{"u-new", "unprotected", true, []string{}, []string{}, 0, -1},
+		{"u-gone", "protected", false, []string{}, []string{}, 1, 2},
+		{"legacy", "protected", false, []string{}, []string{}, 1, 3},
+		{"u-lost", "failed", false, []string{}, []string{}, 0, -1},
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("%d statuses, want %d: %+v", len(got), len(wants), got)
+	}
+	for i, w := range wants {
+		g := got[i]
+		if g.Key != w.key || g.State() != w.state || g.InInventory != w.inInv || !slices.Equal(g.Jobs, w.jobs) || !slices.Equal(g.EnabledJobs, w.on) || g.Points != w.points || g.LastPoint != w.idx {
+			t.Errorf("status %d = %+v (state %s), want %+v", i, g, g.State(), w)
+		}
+	}
+	if got[0].Tags[0] != "tag-prod" || got[1].LastError != "snapshot failed" {
+		t.Errorf("tags or error lost: %+v %+v", got[0], got[1])
+	}
+}
