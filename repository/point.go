@@ -60,15 +60,15 @@ type NewPoint struct {
 
 // Point is a committed restore point.
 type Point struct {
-	ID           string            `json:"id"`
-	VM           VMIdentity        `json:"vm"`
-	Time         time.Time         `json:"time"`
-	Parent       string            `json:"parent,omitempty"`
-	Consistency  string            `json:"consistency,omitempty"`
-	Disks        []Disk            `json:"disks"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	Partial      bool              `json:"partial"`
-	Locked       bool              `json:"locked"`
+	ID          string     `json:"id"`
+	VM          VMIdentity `json:"vm"`
+	Time        time.Time  `json:"time"`
+	Parent      string     `json:"parent,omitempty"`
+	Consistency string     `json:"consistency,omitempty"`
+	Disks       []Disk     `json:"disks"`
+	Warnings    []string   `json:"warnings,omitempty"`
+	Partial     bool       `json:"partial"`
+	Locked      bool       `json:"locked"`
 	// LockedUntil is the end of a running time lock (LockUntil; zero when
 	// none). While it runs Locked is true as well, so retention keeps the
 	// point. It is not part of the catalog (hold.go keeps it).

@@ -25,12 +25,12 @@ type ReclaimReport struct {
 	OrphanFiles   int `json:"orphanFiles"`
 	// OrphanFilesKept counts unindexed pack files left in place because a
 	// restore point references a blob that is not indexed.
-	OrphanFilesKept int   `json:"orphanFilesKept"`
+	OrphanFilesKept int `json:"orphanFilesKept"`
 	// Held are packs kept because their object lock has not expired
 	// (immutable repositories; objectlock.go), earliest first.
-	Held []HeldObject `json:"held,omitempty"`
-	BytesFreed      int64 `json:"bytesFreed"`
-	BytesRepacked   int64 `json:"bytesRepacked"`
+	Held          []HeldObject `json:"held,omitempty"`
+	BytesFreed    int64        `json:"bytesFreed"`
+	BytesRepacked int64        `json:"bytesRepacked"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
