@@ -34,7 +34,9 @@ const (
 	MaxApplianceConfig = 16 << 20
 )
 
-func appConfigAD(name string) []byte { return append(append([]byte(nil), magicAppConfig[:]...), name...) }
+func appConfigAD(name string) []byte {
+	return append(append([]byte(nil), magicAppConfig[:]...), name...)
+}
 
 func (c *codec) encodeAppConfig(name string, b []byte) []byte {
 	out := append([]byte(nil), magicAppConfig[:]...)
