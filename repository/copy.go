@@ -65,6 +65,9 @@ type CopyResult struct {
 	BlobsSent     int64 `json:"blobsSent"`
 	BytesSent     int64 `json:"bytesSent"`
 	BlobsReused   int64 `json:"blobsReused"`
+	// BlobsRead: data blobs read from the source (the others were known to
+	// the target's copy map and not read at all).
+	BlobsRead int64 `json:"blobsRead"`
 	// BlobsVerified: blobs read back from the target and checked against
 	// their ids before the point was committed (every blob sent).
 	BlobsVerified int64         `json:"blobsVerified"`
@@ -103,7 +106,7 @@ func Copy(ctx context.Context, src, dst *Repository, opts CopyOptions) (*CopyRes
 	if err != nil {
 		return nil, fmt.Errorf("copy: target: %w", err)
 	}
-	c := &copier{src: src, dst: dst, opts: opts, ids: map[ID]ID{}, have: have, res: &CopyResult{Points: []CopiedPoint{}}}
+	c := &copier{src: src, dst: dst, opts: opts, ids: map[ID]ID{}, fresh: map[ID]ID{}, have: have, res: &CopyResult{Points: []CopiedPoint{}}}
 	if c.opts.Workers <= 0 {
 		c.opts.Workers = defaultWorkers()
 	}
@@ -183,9 +186,10 @@ type copier struct {
 	res      *CopyResult
 	have     map[string]string // source point id → target point id
 
-	mu   sync.Mutex
-	ids  map[ID]ID // source data blob id → target id, for this Copy
-	prog CopyProgress
+	mu    sync.Mutex
+	ids   map[ID]ID // source data blob id → target id, for this Copy
+	fresh map[ID]ID // learnt since the last commit, for the copy map
+	prog  CopyProgress
 }
 
 func (c *copier) report() {
@@ -261,6 +265,14 @@ func (c *copier) copyPoint(ctx context.Context, p Point) (CopiedPoint, error) {
 	}
 	cp.Target = pt.ID
 	c.have[p.ID] = pt.ID
+	// The copy map is a cache: failing to save it costs the next copy reads.
+	c.mu.Lock()
+	fresh := c.fresh
+	c.fresh = map[ID]ID{}
+	c.mu.Unlock()
+	if err := c.dst.copyMapPut(c.src.cfg.ID, fresh); err != nil {
+		c.dst.warn(fmt.Sprintf("copy: the copy map was not saved (the next copy reads these blobs again): %v", err))
+	}
 	return cp, nil
 }
 
@@ -309,10 +321,19 @@ func (c *copier) copyDisk(ctx context.Context, s *Session, srcRoot ID, cp *Copie
 		}
 		base := len(ext)
 		ext = append(ext, seg.Extents...)
+		done, err := c.mapped(s, ext[base:])
+		if err != nil {
+			return ID{}, nil, err
+		}
+		cp.BlobsReused += int64(len(done))
+		c.mu.Lock()
+		c.res.BlobsReused += int64(len(done))
+		c.prog.BlobsDone += int64(len(done))
+		c.mu.Unlock()
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(c.opts.Workers)
 		for i := base; i < len(ext); i++ {
-			if ext[i].Zero {
+			if ext[i].Zero || done[i-base] {
 				continue
 			}
 			g.Go(func() error {
@@ -359,33 +380,74 @@ func (c *copier) copyDisk(ctx context.Context, s *Session, srcRoot ID, cp *Copie
 	return root, sent, nil
 }
 
-// copyChunk makes one source data blob present in the target and returns
-// its target id, whether it was written and its stored bytes. A blob this
-// Copy already mapped, and still live in the target, is not read again.
-func (c *copier) copyChunk(ctx context.Context, s *Session, srcID ID) (ID, bool, int, error) {
+// mapped resolves, without reading the source, the data extents whose
+// blob this Copy or an earlier one (the target's copy map) already put in
+// the target and that the target still holds: their ids are replaced by
+// the target's, the blobs referenced by the session, and done[i] is set.
+func (c *copier) mapped(s *Session, ext []Extent) (map[int]bool, error) {
+	var unknown []ID
 	c.mu.Lock()
-	dstID, mapped := c.ids[srcID]
-	c.mu.Unlock()
-	if mapped {
-		info, err := s.reference([]ID{dstID})
-		if err != nil {
-			return dstID, false, 0, err
-		}
-		if info[0].state == refOK {
-			return dstID, false, 0, nil
+	for _, e := range ext {
+		if _, ok := c.ids[e.ID]; !ok && !e.Zero {
+			unknown = append(unknown, e.ID)
 		}
 	}
+	c.mu.Unlock()
+	if len(unknown) > 0 {
+		known, err := c.dst.copyMapGet(c.src.cfg.ID, unknown)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		maps.Copy(c.ids, known)
+		c.mu.Unlock()
+	}
+	var idx []int
+	var dst []ID
+	c.mu.Lock()
+	for i, e := range ext {
+		if d, ok := c.ids[e.ID]; ok && !e.Zero {
+			idx, dst = append(idx, i), append(dst, d)
+		}
+	}
+	c.mu.Unlock()
+	done := map[int]bool{}
+	if len(dst) == 0 {
+		return done, nil
+	}
+	info, err := s.reference(dst)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		// A blob the target lost (reclaimed, found corrupt) or that a
+		// reclaim is removing is copied again from the source.
+		if info[k].state == refOK && info[k].typ == BlobData {
+			ext[i].ID = dst[k]
+			done[i] = true
+		}
+	}
+	return done, nil
+}
+
+// copyChunk makes one source data blob present in the target and returns
+// its target id, whether it was written and its stored bytes.
+func (c *copier) copyChunk(ctx context.Context, s *Session, srcID ID) (ID, bool, int, error) {
 	data, err := c.src.loadBlob(ctx, srcID, nil)
 	if err != nil {
 		return ID{}, false, 0, err
 	}
-	dstID = c.dst.codec.id(data)
+	c.mu.Lock()
+	c.res.BlobsRead++
+	c.mu.Unlock()
+	dstID := c.dst.codec.id(data)
 	added, n, err := s.put(BlobData, dstID, data)
 	if err != nil {
 		return ID{}, false, 0, err
 	}
 	c.mu.Lock()
 	c.ids[srcID] = dstID
+	c.fresh[srcID] = dstID
 	c.mu.Unlock()
 	return dstID, added, n, nil
 }
