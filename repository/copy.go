@@ -200,12 +200,12 @@ func (c *copier) report() {
 
 // original returns the target point a source point is a copy of (a copy
 // back to where it came from).
-func (c *copier) original(p Point) (string, bool) {
+func (c *copier) original(ctx context.Context, p Point) (string, bool) {
 	repo, pid, ok := strings.Cut(p.Tags[CopySourceTag], ":")
 	if !ok || repo != c.dst.cfg.ID {
 		return "", false
 	}
-	if _, err := c.dst.Point(context.Background(), pid); err != nil {
+	if _, err := c.dst.Point(ctx, pid); err != nil {
 		return "", false
 	}
 	return pid, true
@@ -217,7 +217,7 @@ func (c *copier) copyPoint(ctx context.Context, p Point) (CopiedPoint, error) {
 		cp.Target, cp.Skipped = t, true
 		return cp, nil
 	}
-	if t, ok := c.original(p); ok {
+	if t, ok := c.original(ctx, p); ok {
 		cp.Target, cp.Skipped = t, true
 		c.have[p.ID] = t
 		return cp, nil

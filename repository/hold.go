@@ -264,6 +264,12 @@ func (r *Repository) checkDeletable(ctx context.Context, p Point, pid ID) error 
 // dropHolds removes a deleted point's expired holds (best effort: a hold
 // left behind names a point that no longer exists and protects nothing).
 func (r *Repository) dropHolds(ctx context.Context, pid ID) {
+	r.mu.Lock()
+	_, has := r.holds[pid]
+	r.mu.Unlock()
+	if !has {
+		return
+	}
 	prefix := holdPrefix + pid.String() + "-"
 	var names []string
 	_ = r.store.List(ctx, prefix, func(name string, _ int64) error {

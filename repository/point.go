@@ -72,7 +72,7 @@ type Point struct {
 	// LockedUntil is the end of a running time lock (LockUntil; zero when
 	// none). While it runs Locked is true as well, so retention keeps the
 	// point. It is not part of the catalog (hold.go keeps it).
-	LockedUntil  time.Time         `json:"locked_until,omitempty"`
+	LockedUntil  time.Time         `json:"locked_until,omitzero"`
 	Tags         map[string]string `json:"tags,omitempty"`
 	LogicalBytes int64             `json:"logical_bytes"`
 	ConfigID     ID                `json:"config_id"`
