@@ -215,6 +215,9 @@ func (r *Repository) LockUntil(ctx context.Context, id string, until time.Time) 
 		return fmt.Errorf("lock %s until %s: a time lock cannot be shortened: %w", p.ID, until.Format(time.RFC3339),
 			&PointLockedError{Point: p.ID, Until: cur, By: "time lock"})
 	}
+	if err := r.extendPointRetention(ctx, p, pid, until); err != nil {
+		return fmt.Errorf("lock %s until %s: extend the object lock of its data: %w", p.ID, until.Format(time.RFC3339), err)
+	}
 	if err := r.putHold(ctx, pid, until); err != nil {
 		return fmt.Errorf("lock %s until %s: %w", p.ID, until.Format(time.RFC3339), err)
 	}

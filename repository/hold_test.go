@@ -341,4 +341,23 @@ func TestObjectLockS3(t *testing.T) {
 		t.Fatalf("reclaim %+v", rep)
 	}
 	verifyPoint(t, r, p.ID, testDisk(46, 1<<20))
+
+	// A time lock longer than the retention extends the retention of the
+	// point's record and packs, and the hold is retained until its date:
+	// the server enforces the time lock too.
+	tl := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(time.Second)
+	if err := r.LockUntil(ctx, p.ID, tl); err != nil {
+		t.Fatal(err)
+	}
+	ppid, _ := ParseID(p.ID)
+	for _, name := range append([]string{recordName(ppid), holdName(ppid, tl)}, packName(pid)) {
+		_, u, err := st.LockInfo(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Before(tl) {
+			t.Fatalf("%s retained until %v, want at least %v", name, u, tl)
+		}
+	}
+	wantLocked(t, r.Delete(ctx, p.ID), tl, "time lock")
 }

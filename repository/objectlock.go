@@ -153,3 +153,47 @@ func (r *Repository) holdLockedPacks(ctx context.Context, doomed []packID, orpha
 	slices.SortFunc(rep.Held, func(a, b HeldObject) int { return a.Until.Compare(b.Until) })
 	return slices.DeleteFunc(orphans, func(id packID) bool { _, ok := held[id]; return ok }), nil
 }
+
+// retentionExtender is a backend that can lengthen an object's retention.
+type retentionExtender interface {
+	ExtendRetention(ctx context.Context, name string, until time.Time) error
+}
+
+// extendPointRetention makes the server keep everything a time-locked
+// point needs — its commit record and every pack holding one of its
+// blobs — at least until until (immutable repositories on S3). LockUntil
+// calls it before writing the hold.
+func (r *Repository) extendPointRetention(ctx context.Context, p Point, pid ID, until time.Time) error {
+	ext, ok := r.store.(retentionExtender)
+	if !ok || r.cfg.ObjectLock == nil {
+		return nil
+	}
+	live := map[ID]struct{}{pid: {}}
+	if !p.ConfigID.IsZero() {
+		live[p.ConfigID] = struct{}{}
+	}
+	for _, d := range p.Disks {
+		if err := r.markMap(ctx, live, d.Map); err != nil {
+			return err
+		}
+	}
+	packs := map[packID]bool{}
+	for id := range live {
+		loc, ok, err := r.lookup(id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			packs[loc.Pack] = true
+		}
+	}
+	for id := range packs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := ext.ExtendRetention(ctx, packName(id), until); err != nil {
+			return err
+		}
+	}
+	return ext.ExtendRetention(ctx, recordName(pid), until)
+}

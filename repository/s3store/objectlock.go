@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,15 @@ func (s *Store) retention(opts *minio.PutObjectOptions, name string) {
 	}
 	opts.Mode = s.lockMode
 	opts.RetainUntilDate = time.Now().Add(s.lockFor).UTC().Truncate(time.Second).Add(time.Second)
+	// A time lock (holds/<point>-<until seconds>) is retained at least
+	// until its own date: the server then refuses to remove it early too.
+	if _, secs, ok := strings.Cut(strings.TrimPrefix(name, "holds/"), "-"); ok && strings.HasPrefix(name, "holds/") {
+		if n, err := strconv.ParseInt(secs, 10, 64); err == nil {
+			if t := time.Unix(n, 0).UTC(); t.After(opts.RetainUntilDate) {
+				opts.RetainUntilDate = t
+			}
+		}
+	}
 }
 
 // LockInfo returns when name was written (the server's clock) and the
@@ -74,6 +84,29 @@ func (s *Store) checkObjectLock(ctx context.Context) error {
 	}
 	if enabled != "Enabled" {
 		return fmt.Errorf("%s: bucket %s: Object Lock is %q, not Enabled", s.t.URL(), s.t.Bucket, enabled)
+	}
+	return nil
+}
+
+// ExtendRetention makes name's retention last at least until (never
+// shorter: S3 refuses to shorten a compliance retention, and the caller
+// only ever asks for a later date). A repository without retention does
+// nothing.
+func (s *Store) ExtendRetention(ctx context.Context, name string, until time.Time) error {
+	if s.lockFor <= 0 {
+		return nil
+	}
+	_, cur, err := s.LockInfo(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !cur.Before(until) {
+		return nil
+	}
+	mode := s.lockMode
+	until = until.UTC()
+	if err := s.c.PutObjectRetention(ctx, s.t.Bucket, s.key(name), minio.PutObjectRetentionOptions{Mode: &mode, RetainUntilDate: &until}); err != nil {
+		return s.mapErr("extend retention of", name, err)
 	}
 	return nil
 }
