@@ -14,7 +14,8 @@ import (
 
 // TestS3CopyImmutable runs the CLI end to end: a local repository is
 // copied offsite into an immutable S3 repository (versitygw with Object
-// Lock), the copy restores byte-identical, a second copy sends nothing,
+// Lock), a copy killed before its commit record resumes without resending,
+// the copy restores byte-identical, a second copy sends nothing,
 // and deleting a point of the immutable repository is refused with the
 // date its lock ends.
 func TestS3CopyImmutable(t *testing.T) {
@@ -30,10 +31,10 @@ func TestS3CopyImmutable(t *testing.T) {
 	want := writeImage(t, img, 8<<20)
 	local.run("image", "backup", "--vm", "web01", img)
 
-	copyJSON := func() map[string]any {
+	copyJSON := func(extraEnv ...string) map[string]any {
 		t.Helper()
 		cmd := exec.Command(bin, "repo", "copy", "--from", local.repo, "--to", offsite.repo, "--json")
-		cmd.Env = append(os.Environ(), "VMVAULT_PASSWORD=local pass", "VMVAULT_TO_PASSWORD=offsite pass", cache)
+		cmd.Env = append(append(os.Environ(), "VMVAULT_PASSWORD=local pass", "VMVAULT_TO_PASSWORD=offsite pass", cache), extraEnv...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
@@ -45,9 +46,21 @@ func TestS3CopyImmutable(t *testing.T) {
 		}
 		return m
 	}
+	// kill -9 after the point's packs reached the bucket, before its commit
+	// record: nothing is committed, the bucket checks clean, and the next
+	// copy sends none of those blobs again.
+	kill := exec.Command(bin, "repo", "copy", "--from", local.repo, "--to", offsite.repo)
+	kill.Env = append(os.Environ(), "VMVAULT_PASSWORD=local pass", "VMVAULT_TO_PASSWORD=offsite pass", cache, "VMVAULT_FAILPOINTS=copy.commit=kill@1")
+	if err := kill.Run(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the copy was not killed: %v", err)
+	}
+	if ps := offsite.points(); len(ps) != 0 {
+		t.Fatalf("a killed copy committed %v", ps)
+	}
+	offsite.checkReadData()
 	res := copyJSON()
-	if res["pointsCopied"].(float64) != 1 || res["bytesSent"].(float64) == 0 {
-		t.Fatalf("copy: %v", res)
+	if res["pointsCopied"].(float64) != 1 || res["blobsSent"].(float64) != 0 || res["blobsRead"].(float64) == 0 {
+		t.Fatalf("copy after the kill: %v (want the point, no blob sent again)", res)
 	}
 	if res = copyJSON(); res["pointsSkipped"].(float64) != 1 || res["bytesSent"].(float64) != 0 {
 		t.Fatalf("second copy: %v", res)
