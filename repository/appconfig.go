@@ -85,7 +85,7 @@ func appConfigTime(name string) (int64, bool) {
 		return 0, false
 	}
 	ts, rnd, ok := strings.Cut(base, "-")
-	if !ok || len(ts) != 20 || len(rnd) != 16 {
+	if !ok || len(ts) != 20 || len(rnd) != 16 || strings.Trim(ts, "0123456789") != "" {
 		return 0, false
 	}
 	if _, err := hex.DecodeString(rnd); err != nil {

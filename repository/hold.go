@@ -56,7 +56,7 @@ func parseHoldName(name string) (ID, time.Time, bool) {
 		return ID{}, time.Time{}, false
 	}
 	ids, secs, ok := strings.Cut(base, "-")
-	if !ok || len(secs) != 20 {
+	if !ok || len(secs) != 20 || strings.Trim(secs, "0123456789") != "" {
 		return ID{}, time.Time{}, false
 	}
 	id, err := ParseID(ids)
