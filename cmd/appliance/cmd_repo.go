@@ -98,6 +98,9 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if *noEnc {
 		enc = "unencrypted"
 	}
+	if opts.ObjectLock != nil {
+		enc = fmt.Sprintf("immutable (object lock %s, %d days) %s", opts.ObjectLock.Mode, opts.ObjectLock.Days, enc)
+	}
 	fmt.Fprintf(env.stdout, "created %s repository at %s (chunker %s, average chunk %d bytes)\n", enc, rf.dir, p.Algorithm, p.AvgSize)
 	return nil
 }

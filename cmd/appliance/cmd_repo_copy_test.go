@@ -144,3 +144,20 @@ func TestRepoCopyKill9Resumes(t *testing.T) {
 		t.Fatalf("third copy %+v", res)
 	}
 }
+
+// --immutable needs an s3: repository; bad modes and periods are refused.
+func TestRepoInitImmutableRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--repo", filepath.Join(t.TempDir(), "r"), "--immutable", "7"}, "needs an s3: location"},
+		{[]string{"--repo", "s3:http://127.0.0.1:1/bucket", "--immutable", "7", "--lock-mode", "strict"}, "want governance or compliance"},
+		{[]string{"--repo", "s3:http://127.0.0.1:1/bucket", "--immutable", "-1"}, "want 1 to"},
+	} {
+		r := runCLI(t, append([]string{"repo", "init", "--kdf-memory", "1024", "--kdf-time", "1"}, tc.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Fatalf("init %v: exit %d, %q; want %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
