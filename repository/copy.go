@@ -256,6 +256,9 @@ func (c *copier) copyPoint(ctx context.Context, p Point) (CopiedPoint, error) {
 	if err := c.verify(ctx, sent); err != nil {
 		return cp, err
 	}
+	if err := c.verifyMaps(ctx, np.Disks); err != nil {
+		return cp, err
+	}
 	if err := failpoint.Hit("copy.commit"); err != nil {
 		return cp, fmt.Errorf("commit: %w", err)
 	}
@@ -298,6 +301,23 @@ func (c *copier) verify(ctx context.Context, ids []ID) error {
 			return fmt.Errorf("verify: blob %s read back from pack %s: %w", id, loc.Pack, errors.Join(ErrCorrupt, err))
 		}
 		c.res.BlobsVerified++
+	}
+	return nil
+}
+
+// verifyMaps reads the target's disk maps of the point back (roots and
+// segments: every read verifies the blob against its id and decodes it).
+func (c *copier) verifyMaps(ctx context.Context, disks []Disk) error {
+	for _, d := range disks {
+		dr, err := c.dst.loadRoot(ctx, d.Map)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		for _, ref := range dr.Segs {
+			if _, err := c.dst.loadSegment(ctx, ref); err != nil {
+				return fmt.Errorf("verify: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vmvault/vmvault/repository/s3store"
+	"github.com/vmvault/vmvault/repository/storage"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -415,5 +418,67 @@ func TestCopyMap(t *testing.T) {
 	}
 	if res, err = Copy(ctx, src, dst, CopyOptions{}); err != nil || res.PointsSkipped != 4 || res.BlobsRead != 0 {
 		t.Fatalf("final copy %+v, %v", res, err)
+	}
+}
+
+// flipStore corrupts every byte range read from it once on is set.
+type flipStore struct {
+	storage.Storage
+	on atomic.Bool
+}
+
+func (f *flipStore) Open(ctx context.Context, name string) (storage.Object, error) {
+	o, err := f.Storage.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return flipObject{o, f}, nil
+}
+
+func (f *flipStore) GetRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
+	b, err := f.Storage.GetRange(ctx, name, off, length)
+	if f.on.Load() && len(b) > 0 {
+		b[len(b)/2] ^= 1
+	}
+	return b, err
+}
+
+type flipObject struct {
+	storage.Object
+	f *flipStore
+}
+
+func (o flipObject) ReadAt(p []byte, off int64) (int, error) {
+	n, err := o.Object.ReadAt(p, off)
+	if o.f.on.Load() && n > 0 {
+		p[n/2] ^= 1
+	}
+	return n, err
+}
+
+// What the copy wrote is read back before the point is committed: a target
+// whose storage returns other bytes than were written gets no point.
+func TestCopyVerifiesWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	f := newCopyFixture(t)
+	dir := t.TempDir()
+	TestRepository(t, WithDir(dir)).Close()
+	fs := &flipStore{Storage: storage.NewLocal(dir, true)}
+	dst, err := openWith(ctx, fs, dir, []byte(TestPassword), OpenOptions{NoFsync: true, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	fs.on.Store(true)
+	res, err := Copy(ctx, f.src, dst, CopyOptions{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "verify") {
+		t.Fatalf("copy onto storage that corrupts reads: %v, want a verify error", err)
+	}
+	if res.PointsCopied != 0 {
+		t.Fatalf("%d points committed although their blobs did not read back", res.PointsCopied)
+	}
+	fs.on.Store(false)
+	if pts, _ := dst.List(ctx); len(pts) != 0 {
+		t.Fatalf("target lists %d points", len(pts))
 	}
 }
