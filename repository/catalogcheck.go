@@ -121,6 +121,7 @@ const (
 	bucketIsBlobs
 	bucketIsPacks
 	bucketIsPoints
+	bucketIsCopyMap // copymap.go
 )
 
 func (v *boltVerifier) run() error {
@@ -387,6 +388,8 @@ func catalogBucketOf(name []byte) catalogBucket {
 		return bucketIsPacks
 	case string(bucketPoints):
 		return bucketIsPoints
+	case string(bucketCopyMap):
+		return bucketIsCopyMap
 	}
 	return bucketOther
 }
@@ -412,6 +415,10 @@ func checkCatalogValue(b catalogBucket, key, val []byte) error {
 			err = errors.New("bad key length")
 		} else {
 			_, err = decodePackInfo(val)
+		}
+	case bucketIsCopyMap:
+		if len(key) != copyMapKeyLen || len(val) != copyMapValLen {
+			err = errors.New("bad copy map entry length")
 		}
 	case bucketIsPoints:
 		var p Point

@@ -425,7 +425,7 @@ func (c *checker) readPack(ctx context.Context, id packID, entries []packEntry) 
 // the index entries of every referenced blob.
 func (c *checker) checkPoints(ctx context.Context, report func(string, int64, int64)) error {
 	r := c.r
-	pts, err := r.List(ctx)
+	pts, err := r.listCatalog(ctx)
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,10 @@ type InitOptions struct {
 	// CompressionLevel is the zstd level writers use: "fastest", "default"
 	// or "better" ("" = DefaultCompressionLevel). Readers do not need it.
 	CompressionLevel string
+	// ObjectLock makes an immutable repository (S3 with Object Lock only):
+	// packs, commit records and time locks are written with this retention,
+	// and nothing is deleted before it expires (objectlock.go).
+	ObjectLock *ObjectLock
 }
 
 // DefaultCompressionLevel is the level of the blobs above smallBlob (smaller
@@ -109,6 +113,8 @@ type Config struct {
 	Compression string        `json:"compression"`
 	// CompressionLevel is the zstd level writers use.
 	CompressionLevel string `json:"compression_level"`
+	// ObjectLock is the retention of an immutable repository (nil: none).
+	ObjectLock *ObjectLock `json:"object_lock,omitempty"`
 }
 
 // configFile is the JSON stored in <dir>/config (FORMAT.md "Config").
@@ -122,6 +128,7 @@ type configFile struct {
 	Compression string          `json:"compression"`
 	Level       string          `json:"compression_level,omitempty"`
 	Encryption  *encryptionFile `json:"encryption,omitempty"`
+	ObjectLock  *ObjectLock     `json:"object_lock,omitempty"` // v1.2
 }
 
 type encryptionFile struct {
@@ -170,7 +177,10 @@ func Init(ctx context.Context, location string, password []byte, opts InitOption
 			}
 		}
 	}
-	store, _, err = openStore(ctx, loc, "", false, true)
+	if opts.ObjectLock != nil && loc.S3 == nil {
+		return fmt.Errorf("init %s: an immutable repository needs an s3: location whose bucket has Object Lock (a local directory cannot refuse a delete)", location)
+	}
+	store, _, err = openStoreLock(ctx, loc, "", false, true, opts.ObjectLock != nil)
 	if err != nil {
 		return fmt.Errorf("init %s: %w", location, err)
 	}
@@ -202,6 +212,11 @@ func validateInit(dir string, password []byte, opts InitOptions) error {
 	if !opts.NoEncryption && len(password) == 0 {
 		return fmt.Errorf("init %s: an encrypted repository needs a passphrase", dir)
 	}
+	if opts.ObjectLock != nil {
+		if err := opts.ObjectLock.validate(); err != nil {
+			return fmt.Errorf("init %s: %w", dir, err)
+		}
+	}
 	return nil
 }
 
@@ -225,6 +240,7 @@ func initStore(ctx context.Context, store storage.Storage, dir string, password 
 		PackSize:    opts.PackSize,
 		Compression: "zstd",
 		Level:       opts.CompressionLevel,
+		ObjectLock:  opts.ObjectLock,
 	}
 	if cf.Level == "" {
 		cf.Level = DefaultCompressionLevel
@@ -345,6 +361,11 @@ func decodeConfig(b []byte) (configFile, error) {
 	if !validLevel(cf.Level) {
 		return cf, formatErr("config", "unknown compression level %q", cf.Level)
 	}
+	if cf.ObjectLock != nil {
+		if err := cf.ObjectLock.validate(); err != nil {
+			return cf, formatErr("config", "%v", err)
+		}
+	}
 	if e := cf.Encryption; e != nil {
 		if e.Cipher != "aes-256-gcm" || e.IDMAC != "hmac-sha256" || e.KDF.Name != "argon2id" {
 			return cf, formatErr("config", "unsupported encryption %s/%s/%s", e.Cipher, e.IDMAC, e.KDF.Name)
@@ -359,7 +380,7 @@ func decodeConfig(b []byte) (configFile, error) {
 
 func (cf configFile) public() Config {
 	return Config{ID: cf.ID, Version: cf.Version, Created: cf.Created, Chunker: cf.Chunker,
-		Encrypted: cf.Encryption != nil, PackSize: cf.PackSize, Compression: cf.Compression, CompressionLevel: cf.Level}
+		Encrypted: cf.Encryption != nil, PackSize: cf.PackSize, Compression: cf.Compression, CompressionLevel: cf.Level, ObjectLock: cf.ObjectLock}
 }
 
 func jsonIndent(cf configFile) ([]byte, error) {

@@ -369,3 +369,32 @@ func TestGoldenSegmentV11(t *testing.T) {
 		t.Fatal("a slice in a v1.0 segment was accepted")
 	}
 }
+
+// v1.2: the point hold (FORMAT.md §8a) and the appliance configuration (§8b).
+func TestGoldenHoldAndAppConfig(t *testing.T) {
+	var pid ID
+	pid[0] = 0x44
+	until := time.Unix(1_800_000_000, 0).UTC()
+	c := goldenCodec(t, false)
+	golden(t, "hold_plain.hex", c.encodeHold(pid, until))
+	if name := holdName(pid, until); name != "holds/"+pid.String()+"-00000000001800000000" {
+		t.Fatalf("hold name %q", name)
+	}
+	const name = "appconfig/01800000000000000000-0011223344556677"
+	golden(t, "appconfig_plain.hex", c.encodeAppConfig(name, []byte(`{"jobs":[]}`)))
+	ce := goldenCodec(t, true)
+	if *update {
+		golden(t, "hold_sealed.hex", ce.encodeHold(pid, until))
+		golden(t, "appconfig_sealed.hex", ce.encodeAppConfig(name, []byte(`{"jobs":[]}`)))
+	}
+	if id, u, err := ce.decodeHold(readGolden(t, "hold_sealed.hex")); err != nil || id != pid || !u.Equal(until) {
+		t.Fatalf("sealed hold: %v %v %v", id, u, err)
+	}
+	if b, err := ce.decodeAppConfig(name, readGolden(t, "appconfig_sealed.hex")); err != nil || string(b) != `{"jobs":[]}` {
+		t.Fatalf("sealed appliance configuration: %q %v", b, err)
+	}
+	if _, err := ce.decodeAppConfig(name[:len(name)-1]+"8", readGolden(t, "appconfig_sealed.hex")); err == nil {
+		t.Fatal("a sealed appliance configuration decoded under another name")
+	}
+	golden(t, "magics_v12.hex", append(magicHold[:], magicAppConfig[:]...))
+}

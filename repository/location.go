@@ -82,6 +82,12 @@ func cacheDir(dir string, loc Location) (string, error) {
 // catalog and the process lock (the repository directory itself when
 // local).
 func openStore(ctx context.Context, loc Location, cache string, noSync, create bool) (storage.Storage, string, error) {
+	return openStoreLock(ctx, loc, cache, noSync, create, false)
+}
+
+// openStoreLock is openStore; objectLock makes Init create (or require) a
+// bucket with Object Lock enabled.
+func openStoreLock(ctx context.Context, loc Location, cache string, noSync, create, objectLock bool) (storage.Storage, string, error) {
 	if loc.S3 == nil {
 		return storage.NewLocal(loc.Local, noSync), loc.Local, nil
 	}
@@ -92,7 +98,7 @@ func openStore(ctx context.Context, loc Location, cache string, noSync, create b
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("catalog cache %s: %w", dir, err)
 	}
-	st, err := s3store.New(ctx, *loc.S3, s3store.Options{StageDir: filepath.Join(dir, "stage"), CreateBucket: create})
+	st, err := s3store.New(ctx, *loc.S3, s3store.Options{StageDir: filepath.Join(dir, "stage"), CreateBucket: create, ObjectLocking: objectLock})
 	if err != nil {
 		return nil, "", err
 	}

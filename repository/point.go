@@ -60,15 +60,19 @@ type NewPoint struct {
 
 // Point is a committed restore point.
 type Point struct {
-	ID           string            `json:"id"`
-	VM           VMIdentity        `json:"vm"`
-	Time         time.Time         `json:"time"`
-	Parent       string            `json:"parent,omitempty"`
-	Consistency  string            `json:"consistency,omitempty"`
-	Disks        []Disk            `json:"disks"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	Partial      bool              `json:"partial"`
-	Locked       bool              `json:"locked"`
+	ID          string     `json:"id"`
+	VM          VMIdentity `json:"vm"`
+	Time        time.Time  `json:"time"`
+	Parent      string     `json:"parent,omitempty"`
+	Consistency string     `json:"consistency,omitempty"`
+	Disks       []Disk     `json:"disks"`
+	Warnings    []string   `json:"warnings,omitempty"`
+	Partial     bool       `json:"partial"`
+	Locked      bool       `json:"locked"`
+	// LockedUntil is the end of a running time lock (LockUntil; zero when
+	// none). While it runs Locked is true as well, so retention keeps the
+	// point. It is not part of the catalog (hold.go keeps it).
+	LockedUntil  time.Time         `json:"locked_until,omitzero"`
 	Tags         map[string]string `json:"tags,omitempty"`
 	LogicalBytes int64             `json:"logical_bytes"`
 	ConfigID     ID                `json:"config_id"`
@@ -190,6 +194,7 @@ func putPointTx(tx *bolt.Tx, p Point) error {
 	if err != nil {
 		return err
 	}
+	p.LockedUntil = time.Time{} // never in the catalog: the holds are the truth
 	v, err := encodePointValue(p)
 	if err != nil {
 		return err
@@ -197,8 +202,20 @@ func putPointTx(tx *bolt.Tx, p Point) error {
 	return tx.Bucket(bucketPoints).Put(id[:], v)
 }
 
-// List returns every committed restore point, oldest first.
+// List returns every committed restore point, oldest first, with their
+// time locks.
 func (r *Repository) List(ctx context.Context) ([]Point, error) {
+	pts, err := r.listCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.applyHolds(pts)
+	return pts, nil
+}
+
+// listCatalog returns the points as the catalog has them (the lock flag of
+// their commit records, no time locks).
+func (r *Repository) listCatalog(ctx context.Context) ([]Point, error) {
 	if err := r.enter(); err != nil {
 		return nil, err
 	}
@@ -276,10 +293,10 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if p.Locked {
-		return fmt.Errorf("delete %s: %w", p.ID, ErrPointLocked)
-	}
 	pid, _ := ParseID(p.ID)
+	if err := r.checkDeletable(ctx, p, pid); err != nil {
+		return fmt.Errorf("delete %s: %w", p.ID, err)
+	}
 	// The catalog entry goes first, the record (the truth) last. A crash
 	// between the two leaves a record the catalog lacks: the next open adds
 	// it back (the delete did not happen, nothing is lost) and reclaim, which
@@ -303,6 +320,7 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	if err := r.store.SyncDeletes(context.Background(), "points/"); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
+	r.dropHolds(ctx, pid)
 	return nil
 }
 
@@ -325,7 +343,7 @@ func (r *Repository) setLocked(ctx context.Context, id string, locked bool) erro
 	if err := r.writeRecord(record{Manifest: pid, Locked: locked}); err != nil {
 		return err
 	}
-	p.Locked = locked
+	p.Locked, p.LockedUntil = locked, time.Time{}
 	return r.db.Update(func(tx *bolt.Tx) error {
 		if err := failpoint.Hit("catalog.lock"); err != nil {
 			return err

@@ -25,9 +25,12 @@ type ReclaimReport struct {
 	OrphanFiles   int `json:"orphanFiles"`
 	// OrphanFilesKept counts unindexed pack files left in place because a
 	// restore point references a blob that is not indexed.
-	OrphanFilesKept int   `json:"orphanFilesKept"`
-	BytesFreed      int64 `json:"bytesFreed"`
-	BytesRepacked   int64 `json:"bytesRepacked"`
+	OrphanFilesKept int `json:"orphanFilesKept"`
+	// Held are packs kept because their object lock has not expired
+	// (immutable repositories; objectlock.go), earliest first.
+	Held          []HeldObject `json:"held,omitempty"`
+	BytesFreed    int64        `json:"bytesFreed"`
+	BytesRepacked int64        `json:"bytesRepacked"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
@@ -189,6 +192,9 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	}()
 	live := map[ID]struct{}{}
 	if err := r.markPoints(ctx, live, progress); err != nil {
+		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
+	}
+	if err := r.markHeldPoints(ctx, live); err != nil { // hold.go
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
 
@@ -353,10 +359,17 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+	// Object lock (objectlock.go): packs still under retention are kept.
+	if orphans, err = r.holdLockedPacks(ctx, ids, orphans, keep, rep); err != nil {
+		return rep, fmt.Errorf("reclaim: %w", err)
+	}
 	written := map[*packWriter]struct{}{}
 	for n, id := range ids {
 		pl := doomed[id]
 		phase("repack", int64(n), int64(len(ids)))
+		if keep[id] { // held by its object lock
+			continue
+		}
 		if len(pl.live) > 0 {
 			rep.PacksRepacked++
 		}

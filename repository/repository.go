@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/clock"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -38,6 +39,9 @@ type OpenOptions struct {
 	// Logger receives warnings (a catalog rebuilt after corruption, ...);
 	// nil = slog.Default(). Warnings also returns them.
 	Logger *slog.Logger
+	// Clock decides when time locks and object locks expire (nil: the
+	// wall clock).
+	Clock clock.Clock
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -73,6 +77,7 @@ type Repository struct {
 	markExtra map[ID]struct{}
 	openPacks map[packID]*packWriter
 	closed    bool
+	holds     map[ID]time.Time // time locks: point → latest hold (hold.go)
 
 	inflight sync.WaitGroup // puts in progress (Close waits for them)
 	readers  sync.WaitGroup // read-side calls in progress (enter/leave; Close waits for them)
@@ -216,6 +221,12 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return fail(err)
 	}
 	if err := r.loadCatalog(ctx); err != nil {
+		return fail(err)
+	}
+	if err := r.setupObjectLock(); err != nil {
+		return fail(err)
+	}
+	if err := r.loadHolds(ctx); err != nil {
 		return fail(err)
 	}
 	n := 2

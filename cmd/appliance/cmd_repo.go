@@ -25,6 +25,7 @@ func init() {
 	register(&command{name: "repo delete", summary: "delete a restore point", run: pointCmd("delete", (*repository.Repository).Delete)})
 	register(&command{name: "repo lock", summary: "lock a restore point against deletion", run: pointCmd("lock", (*repository.Repository).Lock)})
 	register(&command{name: "repo unlock", summary: "unlock a restore point", run: pointCmd("unlock", (*repository.Repository).Unlock)})
+	register(&command{name: "repo copy", summary: "copy restore points to another repository (only the blobs it lacks)", run: runRepoCopy})
 }
 
 func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
@@ -38,6 +39,8 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	level := fs.String("compression", "", "zstd level: fastest, default or better (default chosen by the repository)")
 	kdfMem := fs.Uint("kdf-memory", 0, "Argon2id memory in KiB (default chosen by the repository)")
 	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
+	immutable := fs.Int("immutable", 0, "s3: only: write packs and commit records with an Object Lock retention of this many days; nothing is deleted before it ends")
+	lockMode := fs.String("lock-mode", "governance", "Object Lock mode with --immutable: governance or compliance")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -86,12 +89,18 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		PackSize:         *packSize,
 		CompressionLevel: *level,
 	}
+	if *immutable != 0 {
+		opts.ObjectLock = &repository.ObjectLock{Mode: *lockMode, Days: *immutable}
+	}
 	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
 		return err // it says "init DIR"
 	}
 	enc := "encrypted"
 	if *noEnc {
 		enc = "unencrypted"
+	}
+	if opts.ObjectLock != nil {
+		enc = fmt.Sprintf("immutable (object lock %s, %d days) %s", opts.ObjectLock.Mode, opts.ObjectLock.Days, enc)
 	}
 	fmt.Fprintf(env.stdout, "created %s repository at %s (chunker %s, average chunk %d bytes)\n", enc, rf.dir, p.Algorithm, p.AvgSize)
 	return nil
@@ -280,6 +289,10 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "reclaimed %s: %d packs deleted, %d repacked, %d orphan files removed; %d live blobs kept, %d dead removed, %d dead left in mostly-live packs\n",
 		humanBytes(rep.BytesFreed), rep.PacksDeleted, rep.PacksRepacked, rep.OrphanFiles, rep.LiveBlobs, rep.DeadBlobs, rep.DeadBlobsKept)
+	if n := len(rep.Held); n > 0 {
+		fmt.Fprintf(env.stdout, "%d packs are under object lock and kept, the first until %s, the last until %s\n",
+			n, rep.Held[0].Until.Format(time.RFC3339), rep.Held[n-1].Until.Format(time.RFC3339))
+	}
 	return nil
 }
 

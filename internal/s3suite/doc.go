@@ -2,5 +2,6 @@
 // against a real S3 server (versitygw, started by the tests on loopback)
 // through init, image backup, byte-identical restore, check --read-data,
 // delete + reclaim, and kill -9 in the middle of a backup. It has no
-// non-test code besides this comment.
+// non-test code besides this comment. copy_test.go adds a copy into an
+// immutable (Object Lock) S3 repository and its refused delete.
 package s3suite

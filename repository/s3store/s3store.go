@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -119,6 +120,9 @@ type Options struct {
 	MaxRetries int
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+	// ObjectLocking: a bucket CreateBucket makes has Object Lock enabled,
+	// and an existing bucket must have it (objectlock.go).
+	ObjectLocking bool
 }
 
 // Store is a storage.Storage on S3.
@@ -127,6 +131,8 @@ type Store struct {
 	c        *minio.Client
 	stage    string
 	partSize uint64
+	lockMode minio.RetentionMode // set by SetRetention (objectlock.go)
+	lockFor  time.Duration
 }
 
 var _ storage.Storage = (*Store)(nil)
@@ -165,8 +171,13 @@ func New(ctx context.Context, t Target, o Options) (*Store, error) {
 		if !o.CreateBucket {
 			return nil, fmt.Errorf("%s: bucket %s does not exist: %w", t.URL(), t.Bucket, storage.ErrNotExist)
 		}
-		if err := c.MakeBucket(ctx, t.Bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+		if err := c.MakeBucket(ctx, t.Bucket, minio.MakeBucketOptions{Region: region, ObjectLocking: o.ObjectLocking}); err != nil {
 			return nil, fmt.Errorf("%s: create bucket %s: %w", t.URL(), t.Bucket, err)
+		}
+	}
+	if o.ObjectLocking {
+		if err := (&Store{t: t, c: c}).checkObjectLock(ctx); err != nil {
+			return nil, err
 		}
 	}
 	if o.StageDir == "" {
@@ -229,6 +240,7 @@ func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, e
 	if exclusive {
 		opts.SetMatchETagExcept("*")
 	}
+	s.retention(&opts, name)
 	_, err := s.c.PutObject(ctx, s.t.Bucket, s.key(name), r, size, opts)
 	if exclusive && isPreconditionFailed(err) {
 		return fmt.Errorf("put %s/%s: %w", s.t.URL(), name, ErrExists)
