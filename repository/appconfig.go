@@ -112,7 +112,7 @@ func (r *Repository) SaveApplianceConfig(ctx context.Context, b []byte) error {
 	}
 	// Newest wins by name: a clock that went back must not make this save
 	// older than the last one.
-	ts := time.Now().UnixNano()
+	ts := r.now().UnixNano()
 	if len(names) > 0 {
 		if last, _ := appConfigTime(names[0]); ts <= last {
 			ts = last + 1

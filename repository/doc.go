@@ -47,7 +47,8 @@
 // Test helpers for other packages: TestRepository (testing.go) creates an
 // encrypted repository with a cheap KDF and no fsync in t.TempDir().
 //
-// This package imports nothing of vmvault's except its own subpackages and
-// internal/failpoint (crash-test hooks, off unless VMVAULT_FAILPOINTS is set); in
-// particular it never imports vsphere, backup or dedup.
+// This package imports nothing of vmvault's except its own subpackages,
+// internal/failpoint (crash-test hooks, off unless VMVAULT_FAILPOINTS is set)
+// and internal/clock (OpenOptions.Clock: when time locks and Object Lock
+// retention expire); in particular it never imports vsphere, backup or dedup.
 package repository

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/vmvault/vmvault/internal/clock"
 	"hash/crc32"
 	"strconv"
 	"strings"
@@ -160,7 +161,7 @@ func (r *Repository) now() time.Time {
 	if r.opts.Clock != nil {
 		return r.opts.Clock.Now()
 	}
-	return time.Now()
+	return clock.Real().Now()
 }
 
 // heldUntil returns the end of a point's time lock (zero: none).

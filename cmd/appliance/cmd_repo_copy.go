@@ -59,15 +59,15 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer dst.Close()
 	bar := newProgress(env, *asJSON)
-	defer bar.finish()
+	defer bar.Finish()
 	opts := repository.CopyOptions{Points: points, VMs: vms}
 	if bar != nil {
 		opts.Progress = func(p repository.CopyProgress) {
-			bar.update(fmt.Sprintf("copy %s (%s), %s sent", short(p.Point), p.VM, humanBytes(p.BytesSent)), int64(p.PointsDone), int64(p.PointsTotal), false)
+			bar.Update(fmt.Sprintf("copy %s (%s), %s sent", short(p.Point), p.VM, humanBytes(p.BytesSent)), int64(p.PointsDone), int64(p.PointsTotal), false)
 		}
 	}
 	res, err := repository.Copy(ctx, src, dst, opts)
-	bar.finish()
+	bar.Finish()
 	if res != nil && !*asJSON {
 		printCopy(env, res)
 	}

@@ -105,7 +105,7 @@ var depRules = []depRule{
 	{name: "failpoint-nothing", source: "repository/doc.go, repository/storage (failpoint sits below them)", pkg: "internal/failpoint/...", scope: prod,
 		allowed: []string{"internal/failpoint/..."}},
 	{name: "repository-own", source: "repository/doc.go", pkg: "repository/...", scope: both,
-		allowed: []string{"repository/...", "internal/failpoint"}},
+		allowed: []string{"repository/...", "internal/failpoint", "internal/clock"}},
 	{name: "storage-only-failpoint", source: "repository/storage/storage.go", pkg: "repository/storage", scope: prod,
 		allowed: []string{"repository/storage", "internal/failpoint"}},
 	{name: "vsphere-below-engines", source: "vsphere/doc.go, inventory/doc.go", pkg: "vsphere/...", scope: both,

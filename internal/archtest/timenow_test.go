@@ -27,12 +27,13 @@ type timeNowException struct {
 var timeNowExceptions = map[string]timeNowException{
 	// The repository imports nothing of vmvault's but internal/failpoint
 	// (repository/doc.go), so its on-disk stamps read the wall clock.
-	"repository/lock.go":           {2, "lock wait deadline and the holder's since-stamp written into the lock file"},
-	"repository/catalogopen.go":    {1, "name of the quarantined copy of a damaged index.db"},
-	"repository/config.go":         {1, "the repository's creation stamp in its config"},
-	"repository/s3store/lease.go":  {6, "lease expiry is wall-clock time shared with other hosts through the bucket"},
-	"repository/s3store/s3test.go": {3, "test support (non-test file): starts a local S3 server with a deadline"},
-	"flr/catalog/catalog.go":       {3, "build duration and BuiltAt stamp of a catalog; catalog imports nothing of vmvault's"},
+	"repository/lock.go":               {2, "lock wait deadline and the holder's since-stamp written into the lock file"},
+	"repository/catalogopen.go":        {1, "name of the quarantined copy of a damaged index.db"},
+	"repository/config.go":             {1, "the repository's creation stamp in its config"},
+	"repository/s3store/objectlock.go": {1, "the retain-until date of an Object Lock PUT: the server checks it against its own clock"},
+	"repository/s3store/lease.go":      {6, "lease expiry is wall-clock time shared with other hosts through the bucket"},
+	"repository/s3store/s3test.go":     {3, "test support (non-test file): starts a local S3 server with a deadline"},
+	"flr/catalog/catalog.go":           {3, "build duration and BuiltAt stamp of a catalog; catalog imports nothing of vmvault's"},
 	// web holds a clock.Clock (Config.Clock): these move to s.now() or out
 	// of web with the service (issue 13).
 	// Engines measure elapsed time and stamp names; they take no clock today.
