@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -17,28 +16,8 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/policy"
-)
-
-// SchemaVersion is the layout this package reads and writes.
-const SchemaVersion = 1
-
-const formatJSON byte = 1
-
-var (
-	bMeta        = []byte("meta")
-	bJobs        = []byte("jobs")
-	bRuns        = []byte("runs")
-	bRunsByJob   = []byte("runs-by-job")
-	bRunsOpen    = []byte("runs-open")
-	bVMState     = []byte("vmstate")
-	bMaintenance = []byte("maintenance")
-	bEvents      = []byte("events")
-	bScheduler   = []byte("scheduler")
-	allBuckets   = [][]byte{bMeta, bJobs, bRuns, bRunsByJob, bRunsOpen, bVMState, bMaintenance, bEvents, bScheduler}
-
-	kSchema     = []byte("schema")
-	kCheckpoint = []byte("checkpoint")
 )
 
 // DB is the appliance's state database. It is safe for concurrent use.
@@ -134,47 +113,15 @@ func notHeld(path string) error {
 	}
 }
 
-func schemaNotNewer(tx *bolt.Tx) error {
-	b := tx.Bucket(bMeta)
-	if b == nil {
-		return nil
-	}
-	if v := b.Get(kSchema); len(v) == 4 && binary.BigEndian.Uint32(v) > SchemaVersion {
-		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
-	}
-	return nil
-}
-
-func initSchema(tx *bolt.Tx) error {
-	if err := failpoint.Hit("state.open"); err != nil {
-		return err
-	}
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("create bucket %s: %w", name, err)
-		}
-	}
-	meta := tx.Bucket(bMeta)
-	v := meta.Get(kSchema)
-	switch {
-	case v == nil:
-		return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-	case len(v) != 4:
-		return fmt.Errorf("schema version: %w", ErrCorrupt)
-	case binary.BigEndian.Uint32(v) > SchemaVersion:
-		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
-	}
-	// Older schemas would be migrated here, explicitly, one version at a time.
-	return nil
-}
-
 // Path returns the database file's path.
 func (d *DB) Path() string { return d.path }
 
 // Bolt returns the underlying bbolt database so that the appliance's other
-// stores (sessions and tokens, tasks, settings) keep their buckets in this one
-// file: one lock, one backup, one place an operator has to know about. Those
-// stores own their bucket names; none may use one listed in this package.
+// stores (users and tokens, tasks, settings) keep their buckets in this one
+// file: one lock, one backup, one place an operator has to know about. Every
+// bucket they use is declared in internal/state/schema, with its owner and
+// value format; Open has created them all and migrated them to
+// SchemaVersion.
 func (d *DB) Bolt() *bolt.DB { return d.db }
 
 // Close closes the database.
@@ -231,21 +178,12 @@ func (d *DB) guarded(fn func() error) error {
 	return err
 }
 
-func encode(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
-	}
-	return append([]byte{formatJSON}, b...), nil
-}
+func encode(v any) ([]byte, error) { return schema.Encode(v) }
 
 // decode reads a record written by encode; bad input is ErrCorrupt, never a panic.
 func decode(b []byte, v any) error {
-	if len(b) == 0 || b[0] != formatJSON {
-		return fmt.Errorf("record format: %w", ErrCorrupt)
-	}
-	if err := json.Unmarshal(b[1:], v); err != nil {
-		return fmt.Errorf("record: %w (%v)", ErrCorrupt, err)
+	if err := schema.Decode(b, v); err != nil {
+		return fmt.Errorf("record: %w (%w)", ErrCorrupt, err)
 	}
 	return nil
 }
@@ -280,13 +218,7 @@ func timeKey(t time.Time) []byte {
 
 // timeBits maps a time to an unsigned, order-preserving integer (zero and
 // pre-1678 times sort first).
-func timeBits(t time.Time) uint64 {
-	if t.IsZero() {
-		return 0
-	}
-	n := t.UnixNano()
-	return uint64(n) ^ (1 << 63) // flip the sign bit: negative before positive
-}
+func timeBits(t time.Time) uint64 { return schema.TimeBits(t) }
 
 func join(parts ...[]byte) []byte { return bytes.Join(parts, []byte{0}) }
 
@@ -361,12 +293,12 @@ func (d *DB) PutRuns(ctx context.Context, rs []policy.JobRun) error {
 			if err := putRecord(tx.Bucket(bRuns), id, r); err != nil {
 				return fmt.Errorf("put run %s: %w", r.ID, err)
 			}
-			if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), nil); err != nil {
+			if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), schema.EncodeEmpty()); err != nil {
 				return err
 			}
 			var err error
 			if r.End.IsZero() {
-				err = tx.Bucket(bRunsOpen).Put(id, nil)
+				err = tx.Bucket(bRunsOpen).Put(id, schema.EncodeEmpty())
 			} else {
 				err = tx.Bucket(bRunsOpen).Delete(id)
 			}
@@ -474,12 +406,9 @@ func (d *DB) Checkpoint(ctx context.Context) (time.Time, error) {
 		if v == nil {
 			return nil
 		}
-		if len(v) != 8 {
-			return fmt.Errorf("checkpoint: %w", ErrCorrupt)
-		}
-		bits := binary.BigEndian.Uint64(v)
-		if bits != 0 {
-			t = time.Unix(0, int64(bits^(1<<63))).UTC()
+		var err error
+		if t, err = schema.DecodeTime(v); err != nil {
+			return fmt.Errorf("checkpoint: %w (%w)", ErrCorrupt, err)
 		}
 		return nil
 	})
@@ -489,8 +418,47 @@ func (d *DB) Checkpoint(ctx context.Context) (time.Time, error) {
 // SetCheckpoint records that the scheduler has evaluated everything up to t.
 func (d *DB) SetCheckpoint(ctx context.Context, t time.Time) error {
 	return d.update(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bScheduler).Put(kCheckpoint, timeKey(t))
+		return tx.Bucket(bScheduler).Put(kCheckpoint, schema.EncodeTime(t))
 	})
+}
+
+// LastReport returns when the last daily report was sent (zero if never);
+// with SetLastReport it is notify.ReportLog.
+func (d *DB) LastReport(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bNotify).Get(kLastDailyReport)
+		if v == nil {
+			return nil
+		}
+		p, err := schema.DecodeBytes(v)
+		if err == nil {
+			err = t.UnmarshalText(p)
+		}
+		if err != nil {
+			return fmt.Errorf("decode %q: %w (%w)", v, ErrCorrupt, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
+	}
+	return t, nil
+}
+
+// SetLastReport records when the last daily report was sent (RFC 3339, UTC).
+func (d *DB) SetLastReport(ctx context.Context, t time.Time) error {
+	v, err := t.UTC().MarshalText()
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	err = d.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bNotify).Put(kLastDailyReport, schema.EncodeBytes(v))
+	})
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	return nil
 }
 
 // PutMaintenance stores one repository's maintenance progress.
