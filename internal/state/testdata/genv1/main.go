@@ -141,8 +141,8 @@ func gen(path string) error {
 		return err
 	}
 	for _, tk := range []auth.Token{
-		{ID: "tok-ci", Name: "ci", Role: auth.RoleOperator, Owner: "alice", Hash: sha("secret-ci"), Created: t0.Add(-24 * time.Hour), Expires: t0.Add(89 * 24 * time.Hour)},
-		{ID: "tok-mon", Name: "monitoring", Role: auth.RoleRestoreOnly, Owner: "Bob.Admin", Hash: sha("secret-mon"), Created: t0.Add(-48 * time.Hour)},
+		{ID: "tok-ci", Name: "ci", Role: auth.RoleOperator, Owner: "alice", Hash: sha("vmv_secret-ci"), Created: t0.Add(-24 * time.Hour), Expires: t0.Add(89 * 24 * time.Hour)},
+		{ID: "tok-mon", Name: "monitoring", Role: auth.RoleRestoreOnly, Owner: "Bob.Admin", Hash: sha("vmv_secret-mon"), Created: t0.Add(-48 * time.Hour)},
 	} {
 		if err := as.PutToken(ctx, tk); err != nil {
 			return err
