@@ -148,3 +148,16 @@ func FuzzDecode(f *testing.F) {
 		_ = Value(b)
 	})
 }
+
+// The examples of internal/state/FORMAT.md.
+func TestFormatExamples(t *testing.T) {
+	if got, want := EncodeTime(time.Date(2026, 11, 30, 1, 5, 0, 0, time.UTC)), []byte{0x03, 0x98, 0xec, 0xad, 0x1e, 0xfb, 0xda, 0x58, 0x00}; !bytes.Equal(got, want) {
+		t.Errorf("checkpoint example: % x, FORMAT.md says % x", got, want)
+	}
+	if got, want := EncodeBytes([]byte("2026-11-30T07:00:00Z")), append([]byte{0x02}, "2026-11-30T07:00:00Z"...); !bytes.Equal(got, want) {
+		t.Errorf("notify example: %q", got)
+	}
+	if got := EncodeEmpty(); !bytes.Equal(got, []byte{0x04}) {
+		t.Errorf("empty: % x", got)
+	}
+}
