@@ -369,6 +369,10 @@ func checkFixtureRecords(t *testing.T, d *DB) {
 	if err != nil || settings.TimeZone != "Europe/Paris" || settings.EventRetentionDays != 30 {
 		t.Fatalf("settings %+v %v", settings, err)
 	}
+	settings.TimeZone = ""
+	if ok, err := d.GetSettings(ctx, &settings); !ok || err != nil || settings.TimeZone != "Europe/Paris" {
+		t.Fatalf("GetSettings %v %+v %v", ok, settings, err)
+	}
 }
 
 // A migration that fails half-way (here: I/O error before the n-th bucket)
@@ -605,6 +609,28 @@ func TestOpenChecksV2Formats(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("bucket %s: record \"k\"", c.bucket)) {
 			t.Fatalf("v2 value %q in %s: %v", c.v, c.bucket, err)
 		}
+	}
+}
+
+func TestSettings(t *testing.T) {
+	ctx := context.Background()
+	d, path := openTemp(t)
+	type doc struct {
+		TimeZone string `json:"timeZone"`
+	}
+	var s doc
+	if ok, err := d.GetSettings(ctx, &s); ok || err != nil {
+		t.Fatalf("never saved: %v %v", ok, err)
+	}
+	if err := d.PutSettings(ctx, doc{"Asia/Tokyo"}); err != nil {
+		t.Fatal(err)
+	}
+	d = reopen(t, d, path)
+	if ok, err := d.GetSettings(ctx, &s); !ok || err != nil || s.TimeZone != "Asia/Tokyo" {
+		t.Fatalf("after restart: %v %+v %v", ok, s, err)
+	}
+	if err := d.PutSettings(ctx, func() {}); err == nil {
+		t.Fatal("PutSettings took a value JSON cannot encode")
 	}
 }
 

@@ -32,10 +32,12 @@ var (
 	bEvents      = schema.BucketEvents
 	bScheduler   = schema.BucketScheduler
 	bNotify      = schema.BucketNotify
+	bSettings    = schema.BucketSettings
 
 	kSchema          = schema.KeySchema
 	kCheckpoint      = schema.KeyCheckpoint
 	kLastDailyReport = schema.KeyLastDailyReport
+	kSettings        = schema.KeySettings
 )
 
 // schemaErr maps schema's errors to this package's sentinels.

@@ -461,6 +461,38 @@ func (d *DB) SetLastReport(ctx context.Context, t time.Time) error {
 	return nil
 }
 
+// GetSettings decodes the appliance's settings document (web.Settings)
+// into v; false if it was never saved. With PutSettings it lets the daemon
+// keep web's settings without web touching the database.
+func (d *DB) GetSettings(ctx context.Context, v any) (bool, error) {
+	found := false
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSettings).Get(kSettings)
+		if b == nil {
+			return nil
+		}
+		found = true
+		return decode(b, v)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read settings: %w", err)
+	}
+	return found, nil
+}
+
+// PutSettings stores the appliance's settings document.
+func (d *DB) PutSettings(ctx context.Context, v any) error {
+	b, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("store settings: %w", err)
+	}
+	err = d.update(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put(kSettings, b) })
+	if err != nil {
+		return fmt.Errorf("store settings: %w", err)
+	}
+	return nil
+}
+
 // PutMaintenance stores one repository's maintenance progress.
 func (d *DB) PutMaintenance(ctx context.Context, m policy.MaintenanceState) error {
 	if m.Repository == "" {

@@ -47,9 +47,10 @@ type Bucket struct {
 	Format byte   // the format byte of every value (FormatRaw: meta only)
 	Value  string // what a value holds
 	// RawWriter names the file that still writes this bucket's values
-	// without a format byte (it cannot be switched in the same change);
-	// while it is set the verifier accepts such values. The migration
-	// covers the bucket all the same. Empty once the owner is switched.
+	// itself, without a format byte, instead of through Owner (it could
+	// not change together with this schema); while it is set the verifier
+	// accepts such values. The migration covers the bucket all the same.
+	// Empty once that file goes through Owner or the codec.
 	RawWriter string
 }
 
@@ -71,7 +72,7 @@ var Buckets = []Bucket{
 	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},
-	{Name: BucketSettings, Owner: "web/settings.go", Key: `"settings"`, Format: FormatJSON, Value: "web.Settings",
+	{Name: BucketSettings, Owner: "internal/state (DB.GetSettings, DB.PutSettings)", Key: `"settings"`, Format: FormatJSON, Value: "web.Settings",
 		RawWriter: "web/settings.go"},
 }
 
