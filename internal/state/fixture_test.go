@@ -657,3 +657,28 @@ func TestLastReport(t *testing.T) {
 		t.Fatalf("bad stored time: %v", err)
 	}
 }
+
+// The stored last-report time: any bytes decode to a time or ErrCorrupt,
+// and a decoded time stores back to the same instant.
+func FuzzLastReport(f *testing.F) {
+	for _, s := range []string{"\x022026-05-05T07:00:00Z", "\x022026-05-05T07:00:00.5+02:00", "", "\x02", "2026-05-05T07:00:00Z", "\x02yesterday", "\x029999-12-31T23:59:59Z", "\x022026-13-01T00:00:00Z"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		tm, err := decodeLastReport(v)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error is not ErrCorrupt: %v", err)
+			}
+			return
+		}
+		b, err := tm.UTC().MarshalText()
+		if err != nil {
+			return // a year MarshalText cannot write: SetLastReport reports it
+		}
+		back, err := decodeLastReport(schema.EncodeBytes(b))
+		if err != nil || !back.Equal(tm) {
+			t.Fatalf("%q -> %v -> %q -> %v, %v", v, tm, b, back, err)
+		}
+	})
+}

@@ -431,17 +431,25 @@ func (d *DB) LastReport(ctx context.Context) (time.Time, error) {
 		if v == nil {
 			return nil
 		}
-		p, err := schema.DecodeBytes(v)
-		if err == nil {
-			err = t.UnmarshalText(p)
-		}
-		if err != nil {
-			return fmt.Errorf("decode %q: %w (%w)", v, ErrCorrupt, err)
-		}
-		return nil
+		var err error
+		t, err = decodeLastReport(v)
+		return err
 	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
+	}
+	return t, nil
+}
+
+// decodeLastReport decodes the stored time (bytes: RFC 3339, UTC).
+func decodeLastReport(v []byte) (time.Time, error) {
+	var t time.Time
+	p, err := schema.DecodeBytes(v)
+	if err == nil {
+		err = t.UnmarshalText(p)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("decode %q: %w (%w)", v, ErrCorrupt, err)
 	}
 	return t, nil
 }
