@@ -149,13 +149,62 @@ func TestMigrateV1Fixture(t *testing.T) {
 	if v, err := d.Schema(ctx); err != nil || v != schema.Version {
 		t.Fatalf("schema after migration %d %v", v, err)
 	}
-	checkFixtureRecords(t, d)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The file as it was before the migration is kept as a verified copy.
+	copies, err := ListCopies(CopiesDir(path), true)
+	if err != nil || len(copies) != 1 || copies[0].Err != nil {
+		t.Fatalf("copies after the migration: %+v %v", copies, err)
+	}
+	if !reflect.DeepEqual(dump(t, copies[0].Path), dump(t, fixtureV1)) || !strings.HasSuffix(copies[0].Path, "-v1.db") {
+		t.Fatalf("the copy taken before the migration (%s) is not the v1 file", copies[0].Path)
+	}
+	// The daemon's own copy right after Open, in the same second, does not replace it.
+	d, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteCopy(CopiesDir(path), copies[0].Time); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if cs, err := ListCopies(CopiesDir(path), true); err != nil || len(cs) != 2 || cs[0].Err != nil || cs[1].Err != nil {
+		t.Fatalf("copies after the daemon's copy in the same second: %+v %v", cs, err)
+	}
+	if err := os.Remove(filepath.Join(CopiesDir(path), copyName(copies[0].Time))); err != nil {
+		t.Fatal(err)
+	}
 
-	// Every value now carries its bucket's format byte and decodes.
+	// Every value now carries its bucket's format byte and decodes, and
+	// the migration did nothing else: each value is its v1 bytes behind
+	// one format byte (this package's v1 records unchanged), no key added
+	// or lost, and meta says 2.
 	after := dump(t, path)
+	before := dump(t, fixtureV1)
+	for name, kvs := range before {
+		if len(after[name]) != len(kvs) {
+			t.Errorf("bucket %s: %d keys before, %d after", name, len(kvs), len(after[name]))
+		}
+		b, _ := schema.Lookup([]byte(name))
+		for k, v := range kvs {
+			got, ok := after[name][k]
+			switch {
+			case !ok:
+				t.Errorf("%s/%q lost", name, k)
+			case name == "meta":
+			case v != "" && v[0] == schema.FormatJSON && (name == "jobs" || name == "runs" || name == "vmstate" || name == "maintenance" || name == "events"):
+				if got != v {
+					t.Errorf("%s/%q rewritten", name, k)
+				}
+			case got != string(b.Format)+v:
+				t.Errorf("%s/%q: %q became %q, want its format byte %#02x before it", name, k, v, got, b.Format)
+			}
+		}
+	}
+	if storedSchema(t, after) != 2 {
+		t.Fatal("meta/schema is not 2")
+	}
 	for _, b := range schema.Buckets {
 		for k, v := range after[string(b.Name)] {
 			if err := schema.Check(b.Format, []byte(v)); err != nil {
@@ -163,6 +212,16 @@ func TestMigrateV1Fixture(t *testing.T) {
 			}
 		}
 	}
+	// Every record reads back through its owner's API.
+	if d, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	checkFixtureRecords(t, d) // (the auth manager moves admin-hash into users)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after = dump(t, path)
+
 	// The daemon's raw readers read a migrated value through schema.Value.
 	var last time.Time
 	if err := last.UnmarshalText(schema.Value([]byte(after["notify"]["last-daily-report"]))); err != nil || !last.Equal(time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)) {
@@ -178,6 +237,9 @@ func TestMigrateV1Fixture(t *testing.T) {
 	d.Close()
 	if again := dump(t, path); !reflect.DeepEqual(again, after) {
 		t.Fatal("reopening a migrated file changed its values")
+	}
+	if copies, _ := ListCopies(CopiesDir(path), false); len(copies) != 1 {
+		t.Fatalf("opening a current file took a copy: %d copies", len(copies))
 	}
 
 	// The migrated file takes writes as a new one does.

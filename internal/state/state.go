@@ -78,6 +78,23 @@ func Open(path string) (*DB, error) {
 		_ = bdb.Close()
 		return nil, newCorruptError(path, err)
 	}
+	// Before a migration rewrites the file, a verified copy of it as it is
+	// goes with the rolling copies: the way back to the program that wrote
+	// it (`serve --restore-state`), whatever the new version does.
+	var from uint32
+	if err := guard(func() error {
+		return bdb.View(func(tx *bolt.Tx) (err error) { from, err = fileVersion(tx); return err })
+	}); err != nil {
+		_ = bdb.Close()
+		return nil, newCorruptError(path, err)
+	}
+	if from < SchemaVersion {
+		now := time.Now()
+		if _, err := (&DB{db: bdb, path: path}).writeCopy(CopiesDir(path), now, schemaCopyName(now, from)); err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("open state db %s: copy it before migrating schema %d to %d: %w", path, from, SchemaVersion, err)
+		}
+	}
 	err = guard(func() error { return bdb.Update(initSchema) })
 	if err != nil {
 		_ = bdb.Close()
