@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	"errors"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -159,5 +161,19 @@ func TestFormatExamples(t *testing.T) {
 	}
 	if got := EncodeEmpty(); !bytes.Equal(got, []byte{0x04}) {
 		t.Errorf("empty: % x", got)
+	}
+}
+
+// schema stays a leaf: auth and task import it and must not reach policy
+// (or anything else of vmvault) through it.
+func TestImportsOnlyLeaves(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if rest, ok := strings.CutPrefix(p, "github.com/vmvault/vmvault/"); ok && rest != "internal/state/schema" && rest != "internal/failpoint" {
+			t.Errorf("internal/state/schema depends on %s", rest)
+		}
 	}
 }
