@@ -9,7 +9,8 @@
 // lockout episodes it reports (OnLockout).
 //
 // It knows nothing of HTTP: web maps its errors to status codes. auth
-// imports only internal/clock, x/crypto and bbolt; it must never import
-// web, policy, vsphere, repository, backup or restore — the vCenter
-// credential check is an injected function.
+// imports only internal/clock, internal/state/schema (its buckets and value
+// format in state.db), x/crypto and bbolt; it must never import web,
+// policy, internal/state, vsphere, repository, backup or restore — the
+// vCenter credential check is an injected function.
 package auth

@@ -2,34 +2,38 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/state/schema"
 )
 
+// The buckets of auth, declared with the rest of state.db in
+// internal/state/schema (internal/state/FORMAT.md).
 var (
-	bAuth       = []byte("auth")
-	bTokens     = []byte("tokens")
-	bTokenHash  = []byte("token-hash")
-	bUsers      = []byte("users")
-	kAdminHash  = []byte("admin-hash")
+	bAuth       = schema.BucketAuth
+	bTokens     = schema.BucketTokens
+	bTokenHash  = schema.BucketTokenHash
+	bUsers      = schema.BucketUsers
+	kAdminHash  = schema.KeyAdminHash
 	authBuckets = [][]byte{bAuth, bTokens, bTokenHash, bUsers}
 )
 
 // BoltStore implements Store in buckets of a bbolt database the caller owns
-// (the daemon's state.db):
+// (the daemon's state.db), every value led by its format byte:
 //
-//	auth        "admin-hash" -> PHC Argon2id string (the single administrator
-//	            of earlier versions; moved into users by MigrateAdmin)
-//	users       lower-case user name -> JSON of User plus its hash
-//	tokens      token id -> JSON of Token plus its hash
-//	token-hash  hex SHA-256 of the secret -> token id
+//	auth        "admin-hash" -> bytes: PHC Argon2id string (the single
+//	            administrator of earlier versions; moved into users by MigrateAdmin)
+//	users       lower-case user name -> json: User plus its hash
+//	tokens      token id -> json: Token plus its hash
+//	token-hash  hex SHA-256 of the secret -> bytes: token id
 type BoltStore struct{ db *bolt.DB }
 
-// NewBoltStore creates the buckets if needed.
+// NewBoltStore creates the buckets if needed (state.Open has created them
+// in the daemon's state.db; a bare bbolt file gets them here).
 func NewBoltStore(db *bolt.DB) (*BoltStore, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range authBuckets {
@@ -54,7 +58,15 @@ type tokenRecord struct {
 func (s *BoltStore) AdminHash(ctx context.Context) (string, error) {
 	var h string
 	err := s.db.View(func(tx *bolt.Tx) error {
-		h = string(tx.Bucket(bAuth).Get(kAdminHash))
+		v := tx.Bucket(bAuth).Get(kAdminHash)
+		if v == nil {
+			return nil
+		}
+		p, err := schema.DecodeBytes(v)
+		if err != nil {
+			return fmt.Errorf("decode administrator hash: %w", err)
+		}
+		h = string(p)
 		return nil
 	})
 	return h, err
@@ -66,7 +78,7 @@ func (s *BoltStore) SetAdminHash(ctx context.Context, hash string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bAuth).Put(kAdminHash, []byte(hash)) })
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bAuth).Put(kAdminHash, schema.EncodeBytes([]byte(hash))) })
 }
 
 // PutToken implements Store.
@@ -74,7 +86,7 @@ func (s *BoltStore) PutToken(ctx context.Context, t Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(tokenRecord{Token: t, Hash: t.Hash})
+	b, err := schema.Encode(tokenRecord{Token: t, Hash: t.Hash})
 	if err != nil {
 		return err
 	}
@@ -82,13 +94,13 @@ func (s *BoltStore) PutToken(ctx context.Context, t Token) error {
 		if err := tx.Bucket(bTokens).Put([]byte(t.ID), b); err != nil {
 			return err
 		}
-		return tx.Bucket(bTokenHash).Put([]byte(t.Hash), []byte(t.ID))
+		return tx.Bucket(bTokenHash).Put([]byte(t.Hash), schema.EncodeBytes([]byte(t.ID)))
 	})
 }
 
 func decodeToken(v []byte) (Token, error) {
 	var r tokenRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := schema.Decode(v, &r); err != nil {
 		return Token{}, fmt.Errorf("decode token: %w", err)
 	}
 	r.Token.Hash = r.Hash
@@ -99,15 +111,18 @@ func decodeToken(v []byte) (Token, error) {
 func (s *BoltStore) TokenByHash(ctx context.Context, hash string) (Token, error) {
 	var t Token
 	err := s.db.View(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bTokenHash).Get([]byte(hash))
-		if id == nil {
+		ref := tx.Bucket(bTokenHash).Get([]byte(hash))
+		if ref == nil {
 			return ErrNotFound
+		}
+		id, err := schema.DecodeBytes(ref)
+		if err != nil {
+			return fmt.Errorf("decode token reference: %w", err)
 		}
 		v := tx.Bucket(bTokens).Get(id)
 		if v == nil {
 			return ErrNotFound
 		}
-		var err error
 		t, err = decodeToken(v)
 		return err
 	})
@@ -157,7 +172,7 @@ func userKey(name string) []byte { return []byte(strings.ToLower(name)) }
 
 func decodeUser(v []byte) (User, error) {
 	var r userRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := schema.Decode(v, &r); err != nil {
 		return User{}, fmt.Errorf("decode user: %w", err)
 	}
 	r.User.Hash = r.Hash
@@ -200,7 +215,7 @@ func (s *BoltStore) PutUser(ctx context.Context, u User) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(userRecord{User: u, Hash: u.Hash})
+	b, err := schema.Encode(userRecord{User: u, Hash: u.Hash})
 	if err != nil {
 		return err
 	}
@@ -225,13 +240,17 @@ func (s *BoltStore) DeleteUser(ctx context.Context, name string) error {
 func (s *BoltStore) MigrateAdmin(ctx context.Context, name string, created time.Time) (bool, error) {
 	migrated := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		h := tx.Bucket(bAuth).Get(kAdminHash)
-		if h == nil {
+		v := tx.Bucket(bAuth).Get(kAdminHash)
+		if v == nil {
 			return nil
+		}
+		h, err := schema.DecodeBytes(v)
+		if err != nil {
+			return fmt.Errorf("decode administrator hash: %w", err)
 		}
 		users := tx.Bucket(bUsers)
 		if users.Get(userKey(name)) == nil {
-			b, err := json.Marshal(userRecord{User: User{Username: name, Role: RoleAdministrator, Source: SourceLocal, Created: created}, Hash: string(h)})
+			b, err := schema.Encode(userRecord{User: User{Username: name, Role: RoleAdministrator, Source: SourceLocal, Created: created}, Hash: string(h)})
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/state/schema"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -129,7 +130,8 @@ func TestUsers(t *testing.T) {
 
 // The state database of the single-administrator version (committed as
 // testdata/single-admin-v1.db: buckets auth/admin-hash, tokens, token-hash;
-// password "legacy-password") opens, its administrator becomes user "admin"
+// password "legacy-password") opens, upgraded to the current schema as
+// state.Open does (schema.Upgrade), its administrator becomes user "admin"
 // and logs in, and the old key is gone so deleting the user sticks.
 func TestMigrateSingleAdmin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -149,6 +151,9 @@ func TestMigrateSingleAdmin(t *testing.T) {
 	open := func() (*Manager, *bolt.DB) {
 		db, err := bolt.Open(path, 0o600, nil)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(schema.Upgrade); err != nil {
 			t.Fatal(err)
 		}
 		st, err := NewBoltStore(db)

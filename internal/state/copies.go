@@ -56,6 +56,32 @@ type Copy struct {
 
 func copyName(t time.Time) string { return copyPrefix + t.UTC().Format(copyLayout) + copySuffix }
 
+// schemaCopyName names the copy Open takes before it migrates a file of
+// schema version v: state-YYYYMMDDTHHMMSSZ-vN.db, so that the copy the
+// daemon takes right after Open, in the same second, does not replace it.
+func schemaCopyName(t time.Time, v uint32) string {
+	return fmt.Sprintf("%s%s-v%d%s", copyPrefix, t.UTC().Format(copyLayout), v, copySuffix)
+}
+
+// copyTime parses the time of a copy's name (with or without -vN).
+func copyTime(name string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(name, copyPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	if rest, ok = strings.CutSuffix(rest, copySuffix); !ok || len(rest) < len(copyLayout) {
+		return time.Time{}, false
+	}
+	if v := rest[len(copyLayout):]; v != "" {
+		n, ok := strings.CutPrefix(v, "-v")
+		if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+			return time.Time{}, false
+		}
+	}
+	t, err := time.Parse(copyLayout, rest[:len(copyLayout)])
+	return t, err == nil
+}
+
 // ListCopies returns the copies in dir, newest first, each verified if
 // verify is set. A missing dir has no copies.
 func ListCopies(dir string, verify bool) ([]Copy, error) {
@@ -69,11 +95,11 @@ func ListCopies(dir string, verify bool) ([]Copy, error) {
 	var out []Copy
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(name, copyPrefix) || !strings.HasSuffix(name, copySuffix) {
+		if !e.Type().IsRegular() {
 			continue
 		}
-		t, err := time.Parse(copyLayout, strings.TrimSuffix(strings.TrimPrefix(name, copyPrefix), copySuffix))
-		if err != nil {
+		t, ok := copyTime(name)
+		if !ok {
 			continue
 		}
 		c := Copy{Path: filepath.Join(dir, name), Time: t}
@@ -107,6 +133,10 @@ func NewestGoodCopy(dir string) (Copy, bool, error) {
 // now, and returns it once it is durable and verified. Writers are not held
 // up: the copy comes from one read transaction.
 func (d *DB) WriteCopy(dir string, now time.Time) (Copy, error) {
+	return d.writeCopy(dir, now, copyName(now))
+}
+
+func (d *DB) writeCopy(dir string, now time.Time, name string) (Copy, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Copy{}, fmt.Errorf("state copies directory: %w", err)
 	}
@@ -124,7 +154,7 @@ func (d *DB) WriteCopy(dir string, now time.Time) (Copy, error) {
 	fail := func(err error) (Copy, error) {
 		_ = f.Close()
 		_ = os.Remove(tmp)
-		return Copy{}, fmt.Errorf("state copy %s: %w", filepath.Join(dir, copyName(now)), err)
+		return Copy{}, fmt.Errorf("state copy %s: %w", filepath.Join(dir, name), err)
 	}
 	var size int64
 	if err := d.guarded(func() error {
@@ -146,7 +176,7 @@ func (d *DB) WriteCopy(dir string, now time.Time) (Copy, error) {
 		_ = os.Remove(tmp)
 		return Copy{}, fmt.Errorf("state copy does not verify: %w", err)
 	}
-	c := Copy{Path: filepath.Join(dir, copyName(now)), Time: now.UTC().Truncate(time.Second), Size: size}
+	c := Copy{Path: filepath.Join(dir, name), Time: now.UTC().Truncate(time.Second), Size: size}
 	if err := os.Rename(tmp, c.Path); err != nil {
 		_ = os.Remove(tmp)
 		return Copy{}, fmt.Errorf("state copy: %w", err)

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vmvault/vmvault/internal/state/schema"
 )
 
 var (
 	// ErrNotFound is returned when a job or run id does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrSchemaTooNew is returned by Open for a database written by a newer vmvault.
-	ErrSchemaTooNew = errors.New("state database schema is newer than this program")
+	ErrSchemaTooNew = schema.ErrTooNew
 	// ErrCorrupt is returned when a stored record cannot be decoded.
 	ErrCorrupt = errors.New("state database record corrupt")
 )

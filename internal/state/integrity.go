@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -323,15 +322,23 @@ func (w *treeWalker) nodes(where string, buf []byte, depth int) error {
 }
 
 // walk reads every bucket, key and value in tx, checks that keys ascend and
-// that the records this package owns decode, so that a damaged page shows
-// up here (under guard) rather than in a later request.
+// that every declared bucket's values are what the file's schema version
+// says (valueRule), so that a damaged page shows up here (under guard)
+// rather than in a later request.
 func walk(tx *bolt.Tx) error {
+	version, err := fileVersion(tx)
+	if err != nil {
+		return err
+	}
 	var visit func(path string, b *bolt.Bucket, depth int) error
 	visit = func(path string, b *bolt.Bucket, depth int) error {
 		if depth > 16 {
 			return fmt.Errorf("bucket %s: nested deeper than any vmvault writes", path)
 		}
-		own := depth == 1 && ownsRecords[path]
+		var rule func([]byte) error
+		if depth == 1 {
+			rule = valueRule(version, path)
+		}
 		var prev []byte
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -349,8 +356,10 @@ func walk(tx *bolt.Tx) error {
 				}
 				continue
 			}
-			if own && (len(v) == 0 || v[0] != formatJSON || !json.Valid(v[1:])) {
-				return fmt.Errorf("bucket %s: record %q: %w", path, k, ErrCorrupt)
+			if rule != nil {
+				if err := rule(v); err != nil {
+					return fmt.Errorf("bucket %s: record %q: %w (%w)", path, k, ErrCorrupt, err)
+				}
 			}
 			readSink += crc32.ChecksumIEEE(v) // reads the whole value, under guard
 		}
@@ -363,10 +372,6 @@ func walk(tx *bolt.Tx) error {
 
 // readSink keeps the reads of walk from being optimised away.
 var readSink uint32
-
-// ownsRecords names the buckets whose values are this package's records
-// (a format byte and JSON); the others hold keys only or raw values.
-var ownsRecords = map[string]bool{"jobs": true, "runs": true, "vmstate": true, "maintenance": true, "events": true}
 
 // check runs bbolt's own consistency check (page accounting, key order,
 // freelist) after walk has read every page it will touch.

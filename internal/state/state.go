@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -17,28 +16,8 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/policy"
-)
-
-// SchemaVersion is the layout this package reads and writes.
-const SchemaVersion = 1
-
-const formatJSON byte = 1
-
-var (
-	bMeta        = []byte("meta")
-	bJobs        = []byte("jobs")
-	bRuns        = []byte("runs")
-	bRunsByJob   = []byte("runs-by-job")
-	bRunsOpen    = []byte("runs-open")
-	bVMState     = []byte("vmstate")
-	bMaintenance = []byte("maintenance")
-	bEvents      = []byte("events")
-	bScheduler   = []byte("scheduler")
-	allBuckets   = [][]byte{bMeta, bJobs, bRuns, bRunsByJob, bRunsOpen, bVMState, bMaintenance, bEvents, bScheduler}
-
-	kSchema     = []byte("schema")
-	kCheckpoint = []byte("checkpoint")
 )
 
 // DB is the appliance's state database. It is safe for concurrent use.
@@ -99,6 +78,23 @@ func Open(path string) (*DB, error) {
 		_ = bdb.Close()
 		return nil, newCorruptError(path, err)
 	}
+	// Before a migration rewrites the file, a verified copy of it as it is
+	// goes with the rolling copies: the way back to the program that wrote
+	// it (`serve --restore-state`), whatever the new version does.
+	var from uint32
+	if err := guard(func() error {
+		return bdb.View(func(tx *bolt.Tx) (err error) { from, err = fileVersion(tx); return err })
+	}); err != nil {
+		_ = bdb.Close()
+		return nil, newCorruptError(path, err)
+	}
+	if from < SchemaVersion {
+		now := time.Now()
+		if _, err := (&DB{db: bdb, path: path}).writeCopy(CopiesDir(path), now, schemaCopyName(now, from)); err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("open state db %s: copy it before migrating schema %d to %d: %w", path, from, SchemaVersion, err)
+		}
+	}
 	err = guard(func() error { return bdb.Update(initSchema) })
 	if err != nil {
 		_ = bdb.Close()
@@ -134,47 +130,15 @@ func notHeld(path string) error {
 	}
 }
 
-func schemaNotNewer(tx *bolt.Tx) error {
-	b := tx.Bucket(bMeta)
-	if b == nil {
-		return nil
-	}
-	if v := b.Get(kSchema); len(v) == 4 && binary.BigEndian.Uint32(v) > SchemaVersion {
-		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
-	}
-	return nil
-}
-
-func initSchema(tx *bolt.Tx) error {
-	if err := failpoint.Hit("state.open"); err != nil {
-		return err
-	}
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("create bucket %s: %w", name, err)
-		}
-	}
-	meta := tx.Bucket(bMeta)
-	v := meta.Get(kSchema)
-	switch {
-	case v == nil:
-		return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-	case len(v) != 4:
-		return fmt.Errorf("schema version: %w", ErrCorrupt)
-	case binary.BigEndian.Uint32(v) > SchemaVersion:
-		return fmt.Errorf("state db schema %d, this program knows %d: %w", binary.BigEndian.Uint32(v), SchemaVersion, ErrSchemaTooNew)
-	}
-	// Older schemas would be migrated here, explicitly, one version at a time.
-	return nil
-}
-
 // Path returns the database file's path.
 func (d *DB) Path() string { return d.path }
 
 // Bolt returns the underlying bbolt database so that the appliance's other
-// stores (sessions and tokens, tasks, settings) keep their buckets in this one
-// file: one lock, one backup, one place an operator has to know about. Those
-// stores own their bucket names; none may use one listed in this package.
+// stores (users and tokens, tasks, settings) keep their buckets in this one
+// file: one lock, one backup, one place an operator has to know about. Every
+// bucket they use is declared in internal/state/schema, with its owner and
+// value format; Open has created them all and migrated them to
+// SchemaVersion.
 func (d *DB) Bolt() *bolt.DB { return d.db }
 
 // Close closes the database.
@@ -231,21 +195,12 @@ func (d *DB) guarded(fn func() error) error {
 	return err
 }
 
-func encode(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
-	}
-	return append([]byte{formatJSON}, b...), nil
-}
+func encode(v any) ([]byte, error) { return schema.Encode(v) }
 
 // decode reads a record written by encode; bad input is ErrCorrupt, never a panic.
 func decode(b []byte, v any) error {
-	if len(b) == 0 || b[0] != formatJSON {
-		return fmt.Errorf("record format: %w", ErrCorrupt)
-	}
-	if err := json.Unmarshal(b[1:], v); err != nil {
-		return fmt.Errorf("record: %w (%v)", ErrCorrupt, err)
+	if err := schema.Decode(b, v); err != nil {
+		return fmt.Errorf("record: %w (%w)", ErrCorrupt, err)
 	}
 	return nil
 }
@@ -280,13 +235,7 @@ func timeKey(t time.Time) []byte {
 
 // timeBits maps a time to an unsigned, order-preserving integer (zero and
 // pre-1678 times sort first).
-func timeBits(t time.Time) uint64 {
-	if t.IsZero() {
-		return 0
-	}
-	n := t.UnixNano()
-	return uint64(n) ^ (1 << 63) // flip the sign bit: negative before positive
-}
+func timeBits(t time.Time) uint64 { return schema.TimeBits(t) }
 
 func join(parts ...[]byte) []byte { return bytes.Join(parts, []byte{0}) }
 
@@ -361,12 +310,12 @@ func (d *DB) PutRuns(ctx context.Context, rs []policy.JobRun) error {
 			if err := putRecord(tx.Bucket(bRuns), id, r); err != nil {
 				return fmt.Errorf("put run %s: %w", r.ID, err)
 			}
-			if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), nil); err != nil {
+			if err := tx.Bucket(bRunsByJob).Put(join([]byte(r.Job), timeKey(r.Start), id), schema.EncodeEmpty()); err != nil {
 				return err
 			}
 			var err error
 			if r.End.IsZero() {
-				err = tx.Bucket(bRunsOpen).Put(id, nil)
+				err = tx.Bucket(bRunsOpen).Put(id, schema.EncodeEmpty())
 			} else {
 				err = tx.Bucket(bRunsOpen).Delete(id)
 			}
@@ -474,12 +423,9 @@ func (d *DB) Checkpoint(ctx context.Context) (time.Time, error) {
 		if v == nil {
 			return nil
 		}
-		if len(v) != 8 {
-			return fmt.Errorf("checkpoint: %w", ErrCorrupt)
-		}
-		bits := binary.BigEndian.Uint64(v)
-		if bits != 0 {
-			t = time.Unix(0, int64(bits^(1<<63))).UTC()
+		var err error
+		if t, err = schema.DecodeTime(v); err != nil {
+			return fmt.Errorf("checkpoint: %w (%w)", ErrCorrupt, err)
 		}
 		return nil
 	})
@@ -489,8 +435,87 @@ func (d *DB) Checkpoint(ctx context.Context) (time.Time, error) {
 // SetCheckpoint records that the scheduler has evaluated everything up to t.
 func (d *DB) SetCheckpoint(ctx context.Context, t time.Time) error {
 	return d.update(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bScheduler).Put(kCheckpoint, timeKey(t))
+		return tx.Bucket(bScheduler).Put(kCheckpoint, schema.EncodeTime(t))
 	})
+}
+
+// LastReport returns when the last daily report was sent (zero if never);
+// with SetLastReport it is notify.ReportLog.
+func (d *DB) LastReport(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bNotify).Get(kLastDailyReport)
+		if v == nil {
+			return nil
+		}
+		var err error
+		t, err = decodeLastReport(v)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
+	}
+	return t, nil
+}
+
+// decodeLastReport decodes the stored time (bytes: RFC 3339, UTC).
+func decodeLastReport(v []byte) (time.Time, error) {
+	var t time.Time
+	p, err := schema.DecodeBytes(v)
+	if err == nil {
+		err = t.UnmarshalText(p)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("decode %q: %w (%w)", v, ErrCorrupt, err)
+	}
+	return t, nil
+}
+
+// SetLastReport records when the last daily report was sent (RFC 3339, UTC).
+func (d *DB) SetLastReport(ctx context.Context, t time.Time) error {
+	v, err := t.UTC().MarshalText()
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	err = d.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bNotify).Put(kLastDailyReport, schema.EncodeBytes(v))
+	})
+	if err != nil {
+		return fmt.Errorf("record the daily report's time: %w", err)
+	}
+	return nil
+}
+
+// GetSettings decodes the appliance's settings document (web.Settings)
+// into v; false if it was never saved. With PutSettings it lets the daemon
+// keep web's settings without web touching the database.
+func (d *DB) GetSettings(ctx context.Context, v any) (bool, error) {
+	found := false
+	err := d.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bSettings).Get(kSettings)
+		if b == nil {
+			return nil
+		}
+		found = true
+		return decode(b, v)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read settings: %w", err)
+	}
+	return found, nil
+}
+
+// PutSettings stores the appliance's settings document.
+func (d *DB) PutSettings(ctx context.Context, v any) error {
+	b, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("store settings: %w", err)
+	}
+	err = d.update(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put(kSettings, b) })
+	if err != nil {
+		return fmt.Errorf("store settings: %w", err)
+	}
+	return nil
 }
 
 // PutMaintenance stores one repository's maintenance progress.

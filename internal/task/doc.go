@@ -8,7 +8,9 @@
 // A summary of every finished task is persisted through Store, so the task
 // list survives a restart.
 //
-// task imports only internal/clock (and bbolt for BoltStore); it must never
-// import policy, backup, restore, repository, vsphere or web: engines report
-// through the plain Reporter methods and know nothing of this package.
+// task imports only internal/clock (and bbolt and internal/state/schema, its
+// bucket and value format in state.db, for BoltStore); it must never import
+// policy, internal/state, backup, restore, repository, vsphere or web:
+// engines report through the plain Reporter methods and know nothing of
+// this package.
 package task

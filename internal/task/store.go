@@ -2,17 +2,21 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/state/schema"
 )
 
-var bTasks = []byte("tasks")
+// bTasks is declared with the rest of state.db in internal/state/schema
+// (internal/state/FORMAT.md).
+var bTasks = schema.BucketTasks
 
 // BoltStore keeps task summaries in a bucket "tasks" of a bbolt database the
-// caller owns (the daemon's state.db): task id -> JSON of Info. Ids start with
-// the creation time in hex, so key order is creation order.
+// caller owns (the daemon's state.db): task id -> format byte json, then the
+// JSON of Info. Ids start with the creation time in hex, so key order is
+// creation order.
 type BoltStore struct {
 	db *bolt.DB
 }
@@ -34,7 +38,7 @@ func (s *BoltStore) PutTask(ctx context.Context, t Info) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(t)
+	b, err := schema.Encode(t)
 	if err != nil {
 		return fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
@@ -52,7 +56,7 @@ func (s *BoltStore) Task(ctx context.Context, id string) (Info, error) {
 		if v == nil {
 			return fmt.Errorf("task %s: %w", id, ErrNotFound)
 		}
-		if err := json.Unmarshal(v, &t); err != nil {
+		if err := schema.Decode(v, &t); err != nil {
 			return fmt.Errorf("decode task %s: %w", id, err)
 		}
 		return nil
@@ -70,7 +74,7 @@ func (s *BoltStore) Tasks(ctx context.Context, limit int) ([]Info, error) {
 		c := tx.Bucket(bTasks).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			var t Info
-			if err := json.Unmarshal(v, &t); err != nil {
+			if err := schema.Decode(v, &t); err != nil {
 				return fmt.Errorf("decode task %s: %w", k, err)
 			}
 			out = append(out, t)
