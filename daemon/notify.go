@@ -21,7 +21,6 @@ import (
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web"
-	bolt "go.etcd.io/bbolt"
 )
 
 // startNotifier builds the notifier from the smtp section and starts it;
@@ -61,7 +60,7 @@ func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.I
 	}
 	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog}
 	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: d.opts.AlertDebounce,
-		RepeatAfter: repeatAfter(sc), ReportLog: boltReportLog{db.Bolt()}, Logger: mlog}
+		RepeatAfter: repeatAfter(sc), ReportLog: db, Logger: mlog}
 	if at := *sc.DailyReportAt; at != "off" {
 		tod, err := notify.ParseTimeOfDay(at)
 		if err != nil {
@@ -130,71 +129,6 @@ func repeatAfter(sc *SMTPConfig) time.Duration {
 	}
 	d, _ := time.ParseDuration(*sc.RepeatAfter)
 	return d
-}
-
-// The daily report's memory in state.db: a bucket of the notifier's own
-// (the other buckets: internal/state, internal/auth, internal/task,
-// settings/).
-var (
-	bNotify          = []byte("notify")
-	kLastDailyReport = []byte("last-daily-report")
-)
-
-// boltReportLog is notify.ReportLog over the state database.
-type boltReportLog struct{ db *bolt.DB }
-
-func (l boltReportLog) LastReport(ctx context.Context) (time.Time, error) {
-	var t time.Time
-	if err := ctx.Err(); err != nil {
-		return t, err
-	}
-	err := l.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bNotify)
-		if b == nil {
-			return nil
-		}
-		v := b.Get(kLastDailyReport)
-		if v == nil {
-			return nil
-		}
-		var err error
-		t, err = decodeLastReport(v)
-		return err
-	})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read the last daily report's time: %w", err)
-	}
-	return t, nil
-}
-
-// decodeLastReport decodes the stored time (RFC 3339, UTC).
-func decodeLastReport(v []byte) (time.Time, error) {
-	var t time.Time
-	if err := t.UnmarshalText(v); err != nil {
-		return time.Time{}, fmt.Errorf("decode %q: %w", v, err)
-	}
-	return t, nil
-}
-
-func (l boltReportLog) SetLastReport(ctx context.Context, t time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	v, err := t.UTC().MarshalText()
-	if err != nil {
-		return fmt.Errorf("record the daily report's time: %w", err)
-	}
-	err = l.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bNotify)
-		if err != nil {
-			return err
-		}
-		return b.Put(kLastDailyReport, v)
-	})
-	if err != nil {
-		return fmt.Errorf("record the daily report's time: %w", err)
-	}
-	return nil
 }
 
 // notifyObserve returns an OnEvent observer that feeds nt, then next.

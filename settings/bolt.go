@@ -2,17 +2,19 @@ package settings
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
 
+// The bucket and key internal/state/schema declares; values carry its
+// format byte (internal/state/FORMAT.md).
 var (
-	bSettings = []byte("settings")
-	kSettings = []byte("settings")
+	bSettings = schema.BucketSettings
+	kSettings = schema.KeySettings
 )
 
 // Bolt keeps api.Settings as JSON in a bucket "settings" of a bbolt
@@ -38,7 +40,7 @@ func (b *Bolt) Settings(ctx context.Context) (api.Settings, bool, error) {
 			return nil
 		}
 		ok = true
-		return json.Unmarshal(v, &s)
+		return schema.Decode(v, &s)
 	})
 	if err != nil {
 		return api.Settings{}, false, fmt.Errorf("read settings: %w", err)
@@ -48,7 +50,7 @@ func (b *Bolt) Settings(ctx context.Context) (api.Settings, bool, error) {
 
 // PutSettings saves s, replacing what was saved.
 func (b *Bolt) PutSettings(ctx context.Context, s api.Settings) error {
-	v, err := json.Marshal(s)
+	v, err := schema.Encode(s)
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)
 	}

@@ -46,11 +46,11 @@ func TestBoltSettings(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if raw != `{"timeZone":"Europe/Paris","eventRetentionDays":30}` {
+	if raw != "\x01"+`{"timeZone":"Europe/Paris","eventRetentionDays":30}` { // schema.FormatJSON, then JSON
 		t.Fatalf("stored value %s", raw)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte(`{"timeZone":"Asia/Tokyo","eventRetentionDays":7}`))
+		return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte("\x01"+`{"timeZone":"Asia/Tokyo","eventRetentionDays":7}`))
 	}); err != nil {
 		t.Fatal(err)
 	}

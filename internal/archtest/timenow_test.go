@@ -45,7 +45,7 @@ var timeNowExceptions = map[string]timeNowException{
 	"vsphere/snapshot.go":     {1, "the snapshot description's marker stamp, read by vCenter operators"},
 	"vsphere/client.go":       {2, "keep-alive: time of the session's last use"},
 	"filerestore/service.go":  {4, "idle expiry of open restore points"},
-	"internal/state/state.go": {2, "open retry deadline while another process holds state.db's lock"},
+	"internal/state/state.go": {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},
 	// The binary: CLI progress and elapsed time, and the real clock handed
 	// to caches and progress bars (moved to daemon/ by issue 13).
 	"cmd/appliance/cmd_restore.go":  {2, "CLI elapsed time and progress interval"},

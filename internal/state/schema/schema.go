@@ -65,15 +65,13 @@ var Buckets = []Bucket{
 	{Name: BucketMaintenance, Owner: "internal/state", Key: "repository name", Format: FormatJSON, Value: "policy.MaintenanceState"},
 	{Name: BucketEvents, Owner: "internal/state", Key: "time (8 bytes, time order) sequence (8 bytes BE)", Format: FormatJSON, Value: "policy.Event (scheduler events and the audit trail)"},
 	{Name: BucketScheduler, Owner: "internal/state", Key: `"checkpoint"`, Format: FormatTime, Value: "the scheduler's checkpoint"},
-	{Name: BucketNotify, Owner: "internal/state (notify.ReportLog)", Key: `"last-daily-report"`, Format: FormatBytes, Value: "RFC 3339 text (UTC) of when the last daily report was sent",
-		RawWriter: "cmd/appliance/serve_notify.go"},
+	{Name: BucketNotify, Owner: "internal/state (notify.ReportLog)", Key: `"last-daily-report"`, Format: FormatBytes, Value: "RFC 3339 text (UTC) of when the last daily report was sent"},
 	{Name: BucketAuth, Owner: "internal/auth", Key: `"admin-hash"`, Format: FormatBytes, Value: "PHC Argon2id string of the single administrator of earlier versions"},
 	{Name: BucketUsers, Owner: "internal/auth", Key: "lower-case user name", Format: FormatJSON, Value: "auth.User with its hash"},
 	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},
-	{Name: BucketSettings, Owner: "internal/state (DB.GetSettings, DB.PutSettings)", Key: `"settings"`, Format: FormatJSON, Value: "web.Settings",
-		RawWriter: "web/settings.go"},
+	{Name: BucketSettings, Owner: "settings (settings.Bolt; internal/state's DB.GetSettings, DB.PutSettings read the same value)", Key: `"settings"`, Format: FormatJSON, Value: "web/api.Settings"},
 }
 
 // Lookup returns the declared bucket named name.
