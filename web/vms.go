@@ -6,7 +6,6 @@ import (
 	"github.com/vmvault/vmvault/vmstatus"
 
 	"github.com/gin-gonic/gin"
-
 )
 
 // VMs: /vms, each VM with its protection status.
