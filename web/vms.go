@@ -3,9 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/vmstatus"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/vmstatus"
 )
 
 // VMs: /vms, each VM with its protection status.
