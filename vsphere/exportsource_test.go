@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"bytes"
+	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"os"
 	"testing"
@@ -19,7 +20,7 @@ func newTestExportSource(t *testing.T, size int64, keep []Extent) *ExportSource 
 	}
 	s := &ExportSource{f: f, size: size}
 	if keep != nil {
-		s.keep = mergeExtents(append([]Extent(nil), keep...), size)
+		s.keep = extent.Normalize(keep, size)
 		if s.keep == nil {
 			s.keep = []Extent{}
 		}

@@ -1,19 +1,8 @@
 package main
 
 import (
-	"slices"
-
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
-func sortExtents(exts []dedup.Extent) {
-	slices.SortFunc(exts, func(a, b dedup.Extent) int {
-		switch {
-		case a.Offset < b.Offset:
-			return -1
-		case a.Offset > b.Offset:
-			return 1
-		}
-		return 0
-	})
-}
+func sortExtents(exts []dedup.Extent) { extent.Sort(exts) }

@@ -22,7 +22,8 @@ type rule struct {
 // reaches the binary only through `appliance demo`: no engine may import it. allowed == nil means "anything
 // but denied".
 var rules = []rule{
-	{pkg: "dedup/...", allowed: []string{"dedup/..."}},
+	{pkg: "dedup/...", allowed: []string{"dedup/...", "internal/extent"}},
+	{pkg: "internal/extent/...", allowed: []string{"internal/extent/..."}},
 	{pkg: "repository/...", allowed: []string{"repository/...", "internal/failpoint"}},
 	{pkg: "internal/failpoint/...", allowed: []string{"internal/failpoint/..."}},
 	{pkg: "vmdk/...", allowed: []string{"vmdk/..."}},
