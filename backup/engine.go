@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vsphere"
 )

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 )
 

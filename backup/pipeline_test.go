@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"math/rand/v2"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 // slowDisk is a disk whose every read takes a round trip.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 const (

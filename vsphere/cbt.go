@@ -3,10 +3,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"strconv"
 	"strings"
 
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"

@@ -3,10 +3,11 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"os"
 	"sort"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 // ExportOptions tune OpenExport.

@@ -2,10 +2,11 @@ package vsphere
 
 import (
 	"bytes"
-	"github.com/vmvault/vmvault/internal/extent"
 	"io"
 	"os"
 	"testing"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 func newTestExportSource(t *testing.T, size int64, keep []Extent) *ExportSource {
