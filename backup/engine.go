@@ -7,7 +7,6 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
@@ -863,7 +863,7 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	if in.Parent != nil {
 		// Touching CBT areas are one read: the chunker reads a changed run
 		// (cut with CDC when long) or a window piece across their edges.
-		plan = coalescePlan(in.Parent.Changed)
+		plan = extent.Normalize(in.Parent.Changed, extent.NoLimit)
 	} else {
 		plan = in.Allocated
 	}
@@ -1004,18 +1004,14 @@ func parentDisk(p *repository.Point, key int32) (int, repository.Disk, bool) {
 	return 0, repository.Disk{}, false
 }
 
+// toDedup converts vSphere extents to the chunker's, normalised (CBT
+// answers are, but a VSphere implementation need not be).
 func toDedup(in []vsphere.Extent) []dedup.Extent {
-	if len(in) == 0 {
-		return nil
+	out := make([]dedup.Extent, len(in))
+	for i, e := range in {
+		out[i] = dedup.Extent(e)
 	}
-	out := make([]dedup.Extent, 0, len(in))
-	for _, e := range in {
-		if e.Length > 0 {
-			out = append(out, dedup.Extent{Offset: e.Offset, Length: e.Length})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
-	return out
+	return extent.Normalize(out, extent.NoLimit)
 }
 
 func vmMode(disks []DiskReport) string {

@@ -2,15 +2,14 @@ package backup
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -216,22 +215,7 @@ func coalescedMap(m []repository.Extent) bool {
 	return false
 }
 
-func mergeExtents(exts []dedup.Extent) []dedup.Extent {
-	// CBT reports sorted extents; the benchmarks' random writes are not, and
-	// an insertion sort of 10,000 of them took ~50 ms inside the timed
-	// incremental.
-	s := append([]dedup.Extent(nil), exts...)
-	slices.SortFunc(s, func(a, b dedup.Extent) int { return cmp.Compare(a.Offset, b.Offset) })
-	var out []dedup.Extent
-	for _, e := range s {
-		if n := len(out); n > 0 && e.Offset <= out[n-1].Offset+out[n-1].Length {
-			out[n-1].Length = max(out[n-1].Offset+out[n-1].Length, e.Offset+e.Length) - out[n-1].Offset
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
+func mergeExtents(exts []dedup.Extent) []dedup.Extent { return extent.Normalize(exts, extent.NoLimit) }
 
 // streamCheck restores through the streaming path (the job planner).
 func streamCheck(t testing.TB, r *repository.Repository, id string, want []byte) {

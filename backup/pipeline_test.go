@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -209,22 +210,7 @@ func TestWriteDiskIncremental(t *testing.T) {
 	}
 }
 
-func merge(exts []dedup.Extent) []dedup.Extent {
-	for i := 1; i < len(exts); i++ {
-		for j := i; j > 0 && exts[j].Offset < exts[j-1].Offset; j-- {
-			exts[j], exts[j-1] = exts[j-1], exts[j]
-		}
-	}
-	var out []dedup.Extent
-	for _, e := range exts {
-		if n := len(out); n > 0 && e.Offset <= out[n-1].Offset+out[n-1].Length {
-			out[n-1].Length = max(out[n-1].Offset+out[n-1].Length, e.Offset+e.Length) - out[n-1].Offset
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
+func merge(exts []dedup.Extent) []dedup.Extent { return extent.Normalize(exts, extent.NoLimit) }
 
 // failingStore fails the n-th PutChunk.
 type failingStore struct {

@@ -210,25 +210,6 @@ func (p *prefetchReader) Close() {
 	p.wg.Wait()
 }
 
-// coalescePlan returns the extents sorted, with touching or overlapping ones
-// merged (the input is not modified).
-func coalescePlan(exts []dedup.Extent) []dedup.Extent {
-	s := append([]dedup.Extent(nil), exts...)
-	sort.Slice(s, func(i, j int) bool { return s[i].Offset < s[j].Offset })
-	out := s[:0]
-	for _, e := range s {
-		if e.Length <= 0 {
-			continue
-		}
-		if n := len(out); n > 0 && e.Offset <= out[n-1].Offset+out[n-1].Length {
-			out[n-1].Length = max(out[n-1].Offset+out[n-1].Length, e.Offset+e.Length) - out[n-1].Offset
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // rechunkParentPlan lists the parent chunks Rechunk will read: every data
 // chunk a change touches and the chunk after each run of them (where the
 // chain falls back onto the parent's cuts), in disk order.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 // slowDisk is a disk whose every read takes a round trip.
@@ -141,12 +142,14 @@ func TestRechunkParentPlan(t *testing.T) {
 	}
 }
 
+// TestCoalescePlan: the prefetch plan of an incremental is the changed
+// extents normalised.
 func TestCoalescePlan(t *testing.T) {
 	in := []dedup.Extent{{Offset: 128, Length: 64}, {Offset: 0, Length: 64}, {Offset: 64, Length: 64}, {Offset: 300, Length: 0}, {Offset: 400, Length: 10}, {Offset: 405, Length: 2}}
-	got := coalescePlan(in)
+	got := extent.Normalize(in, extent.NoLimit)
 	want := []dedup.Extent{{Offset: 0, Length: 192}, {Offset: 400, Length: 10}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("coalescePlan = %v, want %v", got, want)
+		t.Fatalf("Normalize = %v, want %v", got, want)
 	}
 	if in[0].Offset != 128 {
 		t.Fatal("the input was modified")

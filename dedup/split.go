@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 const (
@@ -41,8 +42,9 @@ func (c *impl) zeroRunLength() (int64, error) {
 	return z, nil
 }
 
-// normalizeExtents validates extents against the disk size, drops empty ones, sorts and merges
-// overlapping or touching ones. The input is not modified.
+// normalizeExtents validates extents against the disk size, then normalises them
+// (extent.Normalize: sorted, empty ones dropped, overlapping or touching ones merged).
+// The input is not modified.
 func normalizeExtents(exts []Extent, size int64, what string) ([]Extent, error) {
 	out := make([]Extent, 0, len(exts))
 	for _, x := range exts {
@@ -53,24 +55,7 @@ func normalizeExtents(exts []Extent, size int64, what string) ([]Extent, error) 
 			out = append(out, x)
 		}
 	}
-	slices.SortFunc(out, func(a, b Extent) int {
-		switch {
-		case a.Offset < b.Offset:
-			return -1
-		case a.Offset > b.Offset:
-			return 1
-		}
-		return 0
-	})
-	m := out[:0]
-	for _, x := range out {
-		if n := len(m); n > 0 && x.Offset <= m[n-1].Offset+m[n-1].Length {
-			m[n-1].Length = max(m[n-1].Offset+m[n-1].Length, x.Offset+x.Length) - m[n-1].Offset
-			continue
-		}
-		m = append(m, x)
-	}
-	return m, nil
+	return extent.Normalize(out, size), nil
 }
 
 func sumExtents(exts []Extent) int64 {

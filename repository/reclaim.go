@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
@@ -156,17 +156,47 @@ func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
 	return false
 }
 
-type packPlan struct {
-	info      packInfo
-	liveBytes int64
-	live      []packEntry // live blobs indexed in this pack
-	dead      []ID
+// PlanReclaim is a dry run of Reclaim: it marks the live set and returns
+// what a reclaim would delete, repack and free now, changing nothing. It
+// waits for a running reclaim (one maintenance at a time).
+func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (ReclaimPlan, error) {
+	if err := r.enter(); err != nil {
+		return ReclaimPlan{}, err
+	}
+	defer r.leave()
+	r.maintMu.Lock()
+	defer r.maintMu.Unlock()
+	defer r.startMark()()
+	live := map[ID]struct{}{}
+	if err := r.markPoints(ctx, live, progress); err != nil {
+		return ReclaimPlan{}, fmt.Errorf("plan reclaim: mark: %w", err)
+	}
+	r.mu.Lock()
+	snap, err := r.reclaimSnapshot(live)
+	r.mu.Unlock()
+	if err != nil {
+		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
+	}
+	pl, err := planReclaim(snap)
+	if err != nil {
+		return ReclaimPlan{}, err
+	}
+	if err := r.findOrphans(&pl, snap, live); err != nil {
+		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
+	}
+	return pl, nil
 }
 
 // reclaim removes what no restore point references and repacks mostly-dead
 // packs. It is safe while sessions write (see the package documentation).
 // Reclaim refuses to delete anything when a restore point cannot be read,
 // because then the live set is unknown. Reclaim wraps it (diskfull.go).
+//
+// The decisions come from planReclaim (pure); the phases below carry them
+// out in the order FORMAT.md's deletion protocol requires: mark, condemn
+// (atomic with dedup lookups), repack (new packs indexed before anything
+// is deleted), barrier (sessions older than the condemn end), delete the
+// files and sync their directories, and only then drop catalog entries.
 func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*ReclaimReport, error) {
 	if err := r.enter(); err != nil {
 		return nil, err
@@ -182,14 +212,8 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	}
 
 	// 1. Mark.
-	r.mu.Lock()
-	r.marking, r.markExtra = true, map[ID]struct{}{}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.marking, r.markExtra = false, nil
-		r.mu.Unlock()
-	}()
+	endMark := r.startMark()
+	defer endMark()
 	live := map[ID]struct{}{}
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
@@ -198,10 +222,66 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
 
-	// 2. Condemn, atomically with respect to sessions' dedup lookups. State
-	// left by an earlier, cancelled reclaim is recomputed from scratch.
+	// 2. Plan and condemn.
+	pl, snap, condemned, gen, err := r.reclaimCondemn(live)
+	if err != nil {
+		return nil, err
+	}
+	rep.LiveBlobs = pl.LiveBlobs
+	if err := r.findOrphans(&pl, snap, live); err != nil {
+		return nil, fmt.Errorf("reclaim: %w", err)
+	}
+	rep.OrphanFilesKept = pl.OrphanFilesKept
+
+	// 3. Repack.
+	keep, err := r.reclaimRepack(ctx, &pl, rep, phase)
+	if err != nil {
+		return rep, err
+	}
+
+	// 4. Barrier.
+	if err := r.reclaimBarrier(ctx, gen, phase); err != nil {
+		return rep, err
+	}
+
+	// 5. Delete: files first, then catalog entries.
+	r.gcMu.Lock()
+	defer r.gcMu.Unlock()
+	gone, err := r.reclaimDelete(ctx, &pl, keep, rep, phase)
+	if err != nil {
+		return rep, err
+	}
+	removed, err := r.reclaimDropEntries(&pl, gone)
+	if err != nil {
+		return rep, err
+	}
+	rep.DeadBlobs, rep.DeadBlobsKept = removed, max(pl.DeadBlobs+pl.DeadBlobsKept-removed, 0)
 	r.mu.Lock()
-	r.condemned = map[ID]struct{}{}
+	for _, id := range condemned {
+		delete(r.condemned, id)
+	}
+	r.mu.Unlock()
+	phase("done", int64(len(pl.packs)), int64(len(pl.packs)))
+	return rep, nil
+}
+
+// startMark makes commits record the blobs of points committed while the
+// mark runs (they are live too); the returned func ends it.
+func (r *Repository) startMark() func() {
+	r.mu.Lock()
+	r.marking, r.markExtra = true, map[ID]struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.marking, r.markExtra = false, nil
+		r.mu.Unlock()
+	}
+}
+
+// reclaimSnapshot adds to live what sessions hold (points committed during
+// the mark, blobs open sessions use, pending blobs) and reads the catalog's
+// packs and blobs. The caller holds r.mu.
+func (r *Repository) reclaimSnapshot(live map[ID]struct{}) (reclaimSnapshot, error) {
 	for id := range r.markExtra {
 		live[id] = struct{}{}
 	}
@@ -213,15 +293,14 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	for id := range r.pending {
 		live[id] = struct{}{}
 	}
-	plans := map[packID]*packPlan{}
-	totalDead := 0
+	snap := reclaimSnapshot{packs: map[packID]packInfo{}, live: live, packSize: int64(r.cfg.PackSize)}
 	err := r.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
 			pi, err := decodePackInfo(v)
 			if err != nil {
 				return err
 			}
-			plans[packID(k)] = &packPlan{info: pi}
+			snap.packs[packID(k)] = pi
 			return nil
 		}); err != nil {
 			return err
@@ -231,170 +310,171 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 			if err != nil {
 				return err
 			}
-			pl := plans[l.Pack]
-			if pl == nil {
-				pl = &packPlan{}
-				plans[l.Pack] = pl
-			}
-			if _, ok := live[ID(k)]; ok {
-				pl.liveBytes += int64(l.StoredLen)
-				pl.live = append(pl.live, l.entry(ID(k)))
-				rep.LiveBlobs++
-			} else {
-				pl.dead = append(pl.dead, ID(k))
-				totalDead++
-			}
+			snap.blobs = append(snap.blobs, snapBlob{ID(k), l})
 			return nil
 		})
 	})
+	return snap, err
+}
+
+// reclaimCondemn plans the reclaim and condemns the doomed packs and their
+// dead blobs, atomically with respect to sessions' dedup lookups (under
+// r.mu). State left by an earlier, cancelled reclaim is recomputed from
+// scratch. It returns the plan, its snapshot, the condemned blob ids and
+// the generation sessions started from now on carry.
+func (r *Repository) reclaimCondemn(live map[ID]struct{}) (ReclaimPlan, reclaimSnapshot, []ID, uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.condemned = map[ID]struct{}{}
+	snap, err := r.reclaimSnapshot(live)
 	if err != nil {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("reclaim: %w", err)
+		return ReclaimPlan{}, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
-	doomed := map[packID]*packPlan{}
-	var small []packID
-	for id, pl := range plans {
-		if len(pl.live) == 0 || float64(pl.liveBytes) < repackThreshold*float64(pl.info.Size) {
-			doomed[id] = pl
-		} else if pl.info.Size < uint64(r.cfg.PackSize)/smallPackDivisor {
-			small = append(small, id)
-		}
+	pl, err := planReclaim(snap)
+	if err != nil {
+		return pl, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
-	// Tail packs (every Commit flushes one) accumulate: merge them once
-	// there are enough to fill a reasonable pack.
-	if len(small) >= smallPackMerge {
-		for _, id := range small {
-			doomed[id] = plans[id]
-		}
-	}
-	var condemnedIDs []ID
-	if len(doomed) > 0 {
+	var condemned []ID
+	if len(pl.packs) > 0 {
 		if err := failpoint.Hit("reclaim.condemn"); err != nil {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("reclaim: condemn: %w", err)
+			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
 		err = r.db.Update(func(tx *bolt.Tx) error {
+			condemned = condemned[:0]
 			if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
 				return err
 			}
-			for id, pl := range doomed {
-				if v := tx.Bucket(bucketPacks).Get(id[:]); v != nil {
+			for _, pp := range pl.packs {
+				if v := tx.Bucket(bucketPacks).Get(pp.id[:]); v != nil {
 					pi, err := decodePackInfo(v)
 					if err != nil {
 						return err
 					}
 					pi.State = blobStateCondemned
-					if err := tx.Bucket(bucketPacks).Put(id[:], encodePackInfo(pi)); err != nil {
+					if err := tx.Bucket(bucketPacks).Put(pp.id[:], encodePackInfo(pi)); err != nil {
 						return err
 					}
 				}
-				for _, bid := range pl.dead {
+				for _, bid := range pp.dead {
 					l, ok := lookupTx(tx, bid)
-					if !ok || l.Pack != id {
+					if !ok || l.Pack != pp.id {
 						continue
 					}
 					l.State = blobStateCondemned
 					if err := tx.Bucket(bucketBlobs).Put(bid[:], encodeBlobLoc(l)); err != nil {
 						return err
 					}
-					condemnedIDs = append(condemnedIDs, bid)
+					condemned = append(condemned, bid)
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("reclaim: condemn: %w", err)
+			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
-		for _, id := range condemnedIDs {
+		for _, id := range condemned {
 			r.condemned[id] = struct{}{}
 		}
 	}
 	r.gen++
-	gen := r.gen
-	r.mu.Unlock()
+	return pl, snap, condemned, r.gen, nil
+}
 
-	// Orphan files: on disk, not in the catalog, not being written.
+// findOrphans adds the orphan pack files to the plan: on disk, not in the
+// catalog (at the snapshot nor now), not being written.
+func (r *Repository) findOrphans(pl *ReclaimPlan, snap reclaimSnapshot, live map[ID]struct{}) error {
 	onDisk, err := r.listPackFiles()
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: %w", err)
+		return err
 	}
+	known := map[packID]bool{}
+	for id := range snap.packs {
+		known[id] = true
+	}
+	for _, b := range snap.blobs {
+		known[b.loc.Pack] = true
+	}
+	// Open packs before the catalog: a pack sealed and indexed between the
+	// two reads is then seen by the second.
 	r.mu.Lock()
-	var orphans []packID
 	for id := range onDisk {
-		if _, ok := plans[id]; ok {
-			continue
-		}
 		if _, ok := r.openPacks[id]; ok {
-			continue
+			known[id] = true
 		}
-		orphans = append(orphans, id)
 	}
 	r.mu.Unlock()
-	if len(orphans) > 0 {
-		// Re-check against the catalog: a pack indexed since the scan is not an orphan.
-		_ = r.db.View(func(tx *bolt.Tx) error {
-			kept := orphans[:0]
-			for _, id := range orphans {
-				if tx.Bucket(bucketPacks).Get(id[:]) == nil {
-					kept = append(kept, id)
-				}
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		for id := range onDisk {
+			if !known[id] && tx.Bucket(bucketPacks).Get(id[:]) != nil {
+				known[id] = true
 			}
-			orphans = kept
-			return nil
-		})
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	if len(orphans) > 0 && r.liveBlobMissing(live) {
-		// A restore point needs a blob the catalog lacks: it may be in one
-		// of these unindexed files (a pack whose header could not be
-		// salvaged), so none of them is deleted.
-		rep.OrphanFilesKept, orphans = len(orphans), nil
-	}
+	planOrphans(pl, onDisk, known, func() bool { return r.liveBlobMissing(live) })
+	return nil
+}
 
-	// 3. Repack live blobs of doomed packs (normal write order: new packs are
-	// indexed before the old ones are deleted).
+// reclaimRepack copies the live blobs of the planned packs into new packs
+// (normal write order: they are indexed before the old ones are deleted).
+// A pack whose live blob cannot be read or does not verify is kept (never
+// propagate corruption); keep says which.
+func (r *Repository) reclaimRepack(ctx context.Context, pl *ReclaimPlan, rep *ReclaimReport, phase func(string, int64, int64)) (map[packID]bool, error) {
 	keep := map[packID]bool{}
-	ids := make([]packID, 0, len(doomed))
-	for id := range doomed {
-		ids = append(ids, id)
+	// Object lock (objectlock.go): packs still under retention are kept,
+	// orphans among them too.
+	ids := make([]packID, len(pl.packs))
+	for n, pp := range pl.packs {
+		ids[n] = pp.id
 	}
-	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
-	// Object lock (objectlock.go): packs still under retention are kept.
-	if orphans, err = r.holdLockedPacks(ctx, ids, orphans, keep, rep); err != nil {
-		return rep, fmt.Errorf("reclaim: %w", err)
+	orphanIDs := make([]packID, len(pl.orphans))
+	for n, o := range pl.orphans {
+		orphanIDs[n] = o.id
+	}
+	kept, err := r.holdLockedPacks(ctx, ids, orphanIDs, keep, rep)
+	if err != nil {
+		return keep, fmt.Errorf("reclaim: %w", err)
+	}
+	if len(kept) != len(pl.orphans) {
+		stay := map[packID]bool{}
+		for _, id := range kept {
+			stay[id] = true
+		}
+		pl.orphans = slices.DeleteFunc(pl.orphans, func(o orphanFile) bool { return !stay[o.id] })
 	}
 	written := map[*packWriter]struct{}{}
-	for n, id := range ids {
-		pl := doomed[id]
-		phase("repack", int64(n), int64(len(ids)))
-		if keep[id] { // held by its object lock
+	for n, pp := range pl.packs {
+		phase("repack", int64(n), int64(len(pl.packs)))
+		if keep[pp.id] { // held by its object lock
 			continue
 		}
-		if len(pl.live) > 0 {
+		if len(pp.live) > 0 {
 			rep.PacksRepacked++
 		}
-		for _, e := range pl.live {
+		for _, e := range pp.live {
 			if err := ctx.Err(); err != nil {
-				return rep, err
+				return keep, err
 			}
 			buf := make([]byte, e.StoredLen)
-			if err := r.readPackAt(id, buf, int64(e.Offset)); err != nil {
-				keep[id] = true
+			if err := r.readPackAt(pp.id, buf, int64(e.Offset)); err != nil {
+				keep[pp.id] = true
 				break
 			}
-			// Verify before copying: never propagate corruption. The stored
-			// bytes are position independent, so they are copied verbatim.
+			// The stored bytes are position independent, so they are copied
+			// verbatim once verified.
 			stored := append([]byte(nil), buf...)
 			if _, err := r.codec.decode(nil, e, buf); err != nil {
-				keep[id] = true
+				keep[pp.id] = true
 				break
 			}
 			if err := failpoint.Hit("reclaim.repack"); err != nil {
-				return rep, fmt.Errorf("reclaim: repack: %w", err)
+				return keep, fmt.Errorf("reclaim: repack: %w", err)
 			}
 			pw, err := r.appendBlob(e, stored, nil)
 			if err != nil {
-				return rep, fmt.Errorf("reclaim: repack: %w", err)
+				return keep, fmt.Errorf("reclaim: repack: %w", err)
 			}
 			written[pw] = struct{}{}
 			rep.BytesRepacked += int64(e.StoredLen)
@@ -406,14 +486,18 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	for pw := range written {
 		<-pw.done
 		if pw.err != nil {
-			return rep, fmt.Errorf("reclaim: repack: %w", pw.err)
+			return keep, fmt.Errorf("reclaim: repack: %w", pw.err)
 		}
 	}
+	return keep, nil
+}
 
-	// 4. Barrier: every session that started before the condemn step must
-	// end before anything it might read is deleted.
+// reclaimBarrier waits until every session that started before the
+// condemn step (generation < gen) has ended: it may read what is deleted
+// next.
+func (r *Repository) reclaimBarrier(ctx context.Context, gen uint64, phase func(string, int64, int64)) error {
 	if err := failpoint.Hit("reclaim.barrier"); err != nil {
-		return rep, fmt.Errorf("reclaim: %w", err)
+		return fmt.Errorf("reclaim: %w", err)
 	}
 	for {
 		r.mu.Lock()
@@ -426,73 +510,84 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		}
 		r.mu.Unlock()
 		if !old {
-			break
+			return nil
 		}
 		phase("wait for backups", 0, 0)
 		select {
 		case <-ctx.Done():
-			return rep, fmt.Errorf("reclaim: waiting for running backups: %w", ctx.Err())
+			return fmt.Errorf("reclaim: waiting for running backups: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
 
-	// 5. Delete: files first, then catalog entries.
-	r.gcMu.Lock()
-	defer r.gcMu.Unlock()
-	var deleted []packID
-	for n, id := range ids {
-		phase("delete", int64(n), int64(len(ids)))
-		if keep[id] {
+// reclaimDelete deletes the planned packs not kept and the orphan files,
+// then syncs their directories. The caller holds gcMu. It returns the
+// packs deleted.
+func (r *Repository) reclaimDelete(ctx context.Context, pl *ReclaimPlan, keep map[packID]bool, rep *ReclaimReport, phase func(string, int64, int64)) (map[packID]bool, error) {
+	gone := map[packID]bool{}
+	dirs := map[string]bool{}
+	for n, pp := range pl.packs {
+		phase("delete", int64(n), int64(len(pl.packs)))
+		if keep[pp.id] {
 			continue
 		}
 		if err := failpoint.Hit("reclaim.delete"); err != nil {
-			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
+			return gone, fmt.Errorf("reclaim: delete pack %s: %w", pp.id, err)
 		}
-		if err := r.store.Delete(ctx, packName(id)); err != nil {
-			return rep, fmt.Errorf("reclaim: delete pack %s: %w", id, err)
+		if err := r.store.Delete(ctx, packName(pp.id)); err != nil {
+			return gone, fmt.Errorf("reclaim: delete pack %s: %w", pp.id, err)
 		}
-		r.files.forget(id)
-		deleted = append(deleted, id)
+		r.files.forget(pp.id)
+		gone[pp.id] = true
+		dirs[packDir(pp.id)] = true
 		rep.PacksDeleted++
-		rep.BytesFreed += int64(doomed[id].info.Size)
+		rep.BytesFreed += int64(pp.info.Size)
 	}
-	for _, id := range orphans {
+	for _, o := range pl.orphans {
 		if err := failpoint.Hit("reclaim.delete"); err != nil {
-			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
+			return gone, fmt.Errorf("reclaim: delete orphan pack %s: %w", o.id, err)
 		}
-		if err := r.store.Delete(ctx, packName(id)); err != nil {
-			return rep, fmt.Errorf("reclaim: delete orphan pack %s: %w", id, err)
+		if err := r.store.Delete(ctx, packName(o.id)); err != nil {
+			return gone, fmt.Errorf("reclaim: delete orphan pack %s: %w", o.id, err)
 		}
+		dirs[packDir(o.id)] = true
 		rep.OrphanFiles++
-		rep.BytesFreed += onDisk[id]
+		rep.BytesFreed += o.size
 	}
-	if !r.opts.NoFsync && (len(deleted) > 0 || len(orphans) > 0) {
-		dirs := map[string]bool{}
-		for _, id := range append(deleted, orphans...) {
-			s := id.String()
-			dirs["packs/"+s[:2]+"/"] = true
+	if r.opts.NoFsync {
+		return gone, nil
+	}
+	for d := range dirs {
+		if err := failpoint.Hit("reclaim.dirsync"); err != nil {
+			return gone, fmt.Errorf("reclaim: %w", err)
 		}
-		for d := range dirs {
-			if err := failpoint.Hit("reclaim.dirsync"); err != nil {
-				return rep, fmt.Errorf("reclaim: %w", err)
-			}
-			if err := r.store.SyncDeletes(ctx, d); err != nil {
-				return rep, err
-			}
+		if err := r.store.SyncDeletes(ctx, d); err != nil {
+			return gone, err
 		}
 	}
-	gone := map[packID]bool{}
-	for _, id := range deleted {
-		gone[id] = true
-	}
+	return gone, nil
+}
+
+// packDir is the directory of a pack file, as the store names it.
+func packDir(id packID) string {
+	s := id.String()
+	return "packs/" + s[:2] + "/"
+}
+
+// reclaimDropEntries drops the catalog entries of the deleted packs that
+// still point at them, returns the packs kept to ordinary (live) state,
+// and ends the reclaim's catalog mark. It returns the dead blobs dropped.
+func (r *Repository) reclaimDropEntries(pl *ReclaimPlan, gone map[packID]bool) (int, error) {
 	if err := failpoint.Hit("reclaim.catalog"); err != nil {
-		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
+		return 0, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
 	removed := 0
-	err = r.db.Update(func(tx *bolt.Tx) error {
+	err := r.db.Update(func(tx *bolt.Tx) error {
 		removed = 0
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)
-		for id, pl := range doomed {
+		for _, pp := range pl.packs {
+			id := pp.id
 			if !gone[id] {
 				// Kept (unreadable live blob): back to an ordinary pack.
 				if v := packs.Get(id[:]); v != nil {
@@ -503,7 +598,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 						}
 					}
 				}
-				for _, bid := range pl.dead {
+				for _, bid := range pp.dead {
 					if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
 						l.State = blobStateLive
 						if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
@@ -513,14 +608,14 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 				}
 				continue
 			}
-			for _, e := range pl.live {
+			for _, e := range pp.live {
 				if l, ok := lookupTx(tx, e.ID); ok && l.Pack == id {
 					if err := blobs.Delete(e.ID[:]); err != nil {
 						return err
 					}
 				}
 			}
-			for _, bid := range pl.dead {
+			for _, bid := range pp.dead {
 				if l, ok := lookupTx(tx, bid); ok && l.Pack == id {
 					if err := blobs.Delete(bid[:]); err != nil {
 						return err
@@ -535,14 +630,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		return tx.Bucket(bucketMeta).Delete(metaReclaim)
 	})
 	if err != nil {
-		return rep, fmt.Errorf("reclaim: update catalog: %w", err)
+		return 0, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
-	rep.DeadBlobs, rep.DeadBlobsKept = removed, max(totalDead-removed, 0)
-	r.mu.Lock()
-	for _, id := range condemnedIDs {
-		delete(r.condemned, id)
-	}
-	r.mu.Unlock()
-	phase("done", int64(len(ids)), int64(len(ids)))
-	return rep, nil
+	return removed, nil
 }

@@ -17,6 +17,10 @@
 // (holes as zeros) is computed while streaming and reported, and DiskDigest
 // computes the same value from the repository alone.
 //
+// The engine sees vCenter through small interfaces declared here (Finder,
+// VMBuilder, DiskSink; VCenter is all three), which *vsphere.Client
+// implements; unit tests drive the engine against an in-memory fake of them.
+//
 // restore imports repository, vsphere, vmconfig and vmdk; it never imports
 // backup, policy, web or cmd.
 package restore

@@ -39,13 +39,18 @@ type Options struct {
 // Engine restores restore points to one vCenter.
 type Engine struct {
 	repo Points
-	vc   *vsphere.Client
+	vc   VCenter // nil: downloads only
 	opts Options
 }
 
 // New returns an Engine over a repository and a vCenter connection (vc may
-// be nil for downloads only).
-func New(repo Points, vc *vsphere.Client, opts Options) *Engine {
+// be nil, or a nil *vsphere.Client, for downloads only).
+func New(repo Points, vc VCenter, opts Options) *Engine {
+	// A nil *vsphere.Client in a non-nil interface must read as "no
+	// vCenter", not crash on the first call.
+	if c, ok := vc.(*vsphere.Client); ok && c == nil {
+		vc = nil
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -3,10 +3,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -97,7 +97,7 @@ func (c *Client) ChangedAreas(ctx context.Context, snap *Snapshot, diskKey int32
 		}
 		off = next
 	}
-	return mergeExtents(out, d.CapacityBytes), nil
+	return extent.Normalize(out, d.CapacityBytes), nil
 }
 
 func seqOf(id string) int64 {
@@ -107,27 +107,4 @@ func seqOf(id string) int64 {
 	}
 	n, _ := strconv.ParseInt(id[i+1:], 10, 64)
 	return n
-}
-
-// mergeExtents sorts, clips to capacity and joins overlapping or adjacent
-// extents.
-func mergeExtents(in []Extent, capacity int64) []Extent {
-	sort.Slice(in, func(i, j int) bool { return in[i].Offset < in[j].Offset })
-	var out []Extent
-	for _, e := range in {
-		if e.Length <= 0 || e.Offset >= capacity || e.Offset < 0 {
-			continue
-		}
-		if e.End() > capacity {
-			e.Length = capacity - e.Offset
-		}
-		if n := len(out); n > 0 && e.Offset <= out[n-1].End() {
-			if e.End() > out[n-1].End() {
-				out[n-1].Length = e.End() - out[n-1].Offset
-			}
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 // ExportOptions tune OpenExport.
@@ -49,7 +51,7 @@ func (c *Client) OpenExport(ctx context.Context, snap *Snapshot, diskKey int32, 
 	_ = os.Remove(f.Name()) // unlinked now: a crash leaves nothing behind
 	src := &ExportSource{f: f, size: d.CapacityBytes}
 	if keep != nil {
-		src.keep = mergeExtents(append([]Extent(nil), keep...), d.CapacityBytes)
+		src.keep = extent.Normalize(keep, d.CapacityBytes)
 		if src.keep == nil {
 			src.keep = []Extent{} // nothing to keep, not everything
 		}

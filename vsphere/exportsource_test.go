@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 func newTestExportSource(t *testing.T, size int64, keep []Extent) *ExportSource {
@@ -19,7 +21,7 @@ func newTestExportSource(t *testing.T, size int64, keep []Extent) *ExportSource 
 	}
 	s := &ExportSource{f: f, size: size}
 	if keep != nil {
-		s.keep = mergeExtents(append([]Extent(nil), keep...), size)
+		s.keep = extent.Normalize(keep, size)
 		if s.keep == nil {
 			s.keep = []Extent{}
 		}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +21,8 @@ import (
 // NFCOptions tune ExportDisk.
 type NFCOptions struct {
 	// KeepAlive is how often lease progress is reported so the lease does
-	// not time out (default 10 s; vSphere's lease timeout is 300 s).
+	// not time out (default defaultLeaseKeepAlive, 10 s; vSphere's lease
+	// timeout is 300 s).
 	KeepAlive time.Duration
 	// Progress, if set, gets the compressed bytes received so far.
 	Progress func(received int64)
@@ -50,31 +50,16 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 			ordinal = i
 		}
 	}
-	if opts.KeepAlive <= 0 {
-		opts.KeepAlive = 10 * time.Second
-	}
 	res, err := methods.ExportSnapshot(ctx, c.vim, &types.ExportSnapshot{This: types.ManagedObjectReference{Type: "VirtualMachineSnapshot", Value: snap.MoRef}})
 	if err != nil {
 		return mapFault(op, err)
 	}
-	lease := nfc.NewLease(c.vim, res.Returnval)
-	info, err := lease.Wait(ctx, nil)
+	k, err := holdLease(ctx, c.vim, op, res.Returnval, opts.KeepAlive, func(info *nfc.LeaseInfo) int64 { return info.TotalDiskCapacityInKB * 1024 })
 	if err != nil {
-		return mapFault(op+": lease", err)
+		return err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
-		defer cancel()
-		if err != nil {
-			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
-			return
-		}
-		if cerr := lease.Complete(dctx); cerr != nil {
-			err = mapFault(op+": complete lease", cerr)
-			// A lease left open holds the disks until it times out.
-			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
-		}
-	}()
+	defer k.end(ctx, &err)
+	info := k.info
 	// Match the device URL: by target file name when the server gives one,
 	// else by the disk's position among the disks.
 	var target *url.URL
@@ -93,29 +78,6 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 		return fmt.Errorf("%s: the lease has no URL for this disk: %w", op, ErrNotFound)
 	}
 
-	var received atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(opts.KeepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				total := max(info.TotalDiskCapacityInKB*1024, 1)
-				pct := int32(min(99, received.Load()*100/total))
-				_ = lease.Progress(ctx, pct)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
-
 	resp, err := c.sc.DownloadRequest(ctx, target, &soap.Download{Method: http.MethodGet})
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -124,7 +86,7 @@ func (c *Client) ExportDisk(ctx context.Context, snap *Snapshot, diskKey int32, 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %w", op, &httpStatusError{code: resp.StatusCode, status: resp.Status, url: target.Path})
 	}
-	body := &progressReader{r: resp.Body, n: &received, fn: opts.Progress}
+	body := &progressReader{r: resp.Body, n: &k.done, fn: opts.Progress}
 	sr, err := vmdk.NewStreamReader(body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)

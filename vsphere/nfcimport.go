@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmware/govmomi/nfc"
@@ -43,49 +42,16 @@ func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller, pro
 	if err != nil {
 		return VM{}, mapFault(op, err)
 	}
-	lease := nfc.NewLease(c.vim, res.Returnval)
-	info, err := lease.Wait(ctx, nil)
-	if err != nil {
-		return VM{}, mapFault(op+": lease", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultCallTimeout)
-		defer cancel()
-		if err != nil {
-			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
-			return
-		}
-		if cerr := lease.Complete(dctx); cerr != nil {
-			err = mapFault(op+": complete lease", cerr)
-			// A lease left open holds the disks until it times out.
-			_ = lease.Abort(dctx, &types.LocalizedMethodFault{Fault: &types.SystemError{Reason: err.Error()}, LocalizedMessage: err.Error()})
-		}
-	}()
-
-	var sent atomic.Int64
 	var total int64
 	for _, d := range spec.Disks {
 		total += d.CapacityBytes
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = lease.Progress(ctx, int32(min(99, sent.Load()*100/max(total, 1))))
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	k, err := holdLease(ctx, c.vim, op, res.Returnval, 0, func(*nfc.LeaseInfo) int64 { return total })
+	if err != nil {
+		return VM{}, err
+	}
+	defer k.end(ctx, &err)
+	info := k.info
 
 	disk := 0
 	for i, du := range info.DeviceUrl {
@@ -95,7 +61,7 @@ func (c *Client) ImportVM(ctx context.Context, spec VMSpec, fill DiskFiller, pro
 		if disk >= len(spec.Disks) {
 			return VM{}, fmt.Errorf("%s: the lease has more disks than the spec", op)
 		}
-		if err := c.uploadStream(ctx, info.Items[i], du.TargetId, spec.Disks[disk].CapacityBytes, disk, fill, &sent, progress); err != nil {
+		if err := c.uploadStream(ctx, info.Items[i], du.TargetId, spec.Disks[disk].CapacityBytes, disk, fill, &k.done, progress); err != nil {
 			return VM{}, fmt.Errorf("%s: disk %d: %w", op, disk, err)
 		}
 		disk++

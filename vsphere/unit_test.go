@@ -50,14 +50,6 @@ func FuzzParseContentRange(f *testing.F) {
 	})
 }
 
-func TestMergeExtents(t *testing.T) {
-	in := []Extent{{100, 50}, {0, 10}, {10, 5}, {120, 100}, {300, 0}, {990, 100}, {2000, 5}}
-	got := fmt.Sprint(mergeExtents(in, 1000))
-	if want := "[{0 15} {100 120} {990 10}]"; got != want {
-		t.Errorf("mergeExtents = %s, want %s", got, want)
-	}
-}
-
 func TestChangeIDParts(t *testing.T) {
 	id := "52 3c 4b 16 7a 28 20 5e-d9 24 6e 33 5b 73 0b 2d/12"
 	if changeIDEpoch(id) != "52 3c 4b 16 7a 28 20 5e-d9 24 6e 33 5b 73 0b 2d" || seqOf(id) != 12 {

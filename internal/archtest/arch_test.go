@@ -167,6 +167,7 @@ var plantedCases = []struct {
 	{"daemon-below-cmd", graph{testOf("daemon", "cmd/appliance")}, "daemon (tests) -> cmd/appliance"},
 	{"daemon-no-lab", graph{lib("daemon", "vcsim-tests/lab")}, "daemon -> vcsim-tests/lab"},
 	{"imagebackup-engine", graph{lib("imagebackup", "web")}, "imagebackup -> web"},
+	{"extent-leaf", graph{lib("internal/extent", "policy")}, "internal/extent -> policy"},
 	{"schema-leaf", graph{lib("internal/state/schema", "policy")}, "internal/state/schema -> policy"},
 	{"vmstatus-pure", graph{lib("vmstatus", "repository")}, "vmstatus -> repository"},
 	{"progress-nothing", graph{lib("internal/progress", "internal/clock")}, "internal/progress -> internal/clock"},
