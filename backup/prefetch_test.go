@@ -68,7 +68,6 @@ func TestPrefetchReader(t *testing.T) {
 			d := &slowDisk{data: data, delay: time.Millisecond, failAt: tc.failAt}
 			p := newPrefetchReader(context.Background(), d, plan)
 			defer p.Close()
-			start := time.Now()
 			for i, e := range plan {
 				buf := make([]byte, e.Length)
 				n, err := p.ReadAt(buf, e.Offset)
@@ -87,12 +86,10 @@ func TestPrefetchReader(t *testing.T) {
 			if _, err := p.ReadAt(buf, 7); err != nil || !bytes.Equal(buf, data[7:107]) {
 				t.Fatalf("unplanned read: %v", err)
 			}
-			took := time.Since(start)
+			// Parallel reads in flight, not wall time, prove the prefetch: a
+			// timing bound failed on a loaded machine (speed is for benchmarks).
 			if d.peak.Load() < 4 {
 				t.Errorf("peak parallel reads %d: nothing was prefetched", d.peak.Load())
-			}
-			if serial := time.Duration(len(plan)) * time.Millisecond; took > serial {
-				t.Errorf("%d reads took %v, not faster than serial %v", len(plan), took, serial)
 			}
 		})
 	}

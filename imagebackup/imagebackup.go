@@ -15,14 +15,12 @@
 package imagebackup
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/diskimage"
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -335,29 +334,10 @@ func ParseChanged(b []byte, size int64) ([]dedup.Extent, error) {
 			exts = append(exts, dedup.Extent{Offset: o, Length: l})
 		}
 	}
-	return normalizeExtents(exts), nil
+	// CBT results may come in any order.
+	return extent.Normalize(exts, extent.NoLimit), nil
 }
 
-// normalizeExtents sorts and merges overlapping or adjacent extents, as CBT
-// results may come in any order.
-func normalizeExtents(exts []dedup.Extent) []dedup.Extent {
-	if len(exts) == 0 {
-		return exts
-	}
-	slices.SortFunc(exts, func(a, b dedup.Extent) int { return cmp.Compare(a.Offset, b.Offset) })
-	out := exts[:1]
-	for _, e := range exts[1:] {
-		last := &out[len(out)-1]
-		if e.Offset <= last.Offset+last.Length {
-			if end := e.Offset + e.Length; end > last.Offset+last.Length {
-				last.Length = end - last.Offset
-			}
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
 
 // sourceTag names the restore point tag that records where disk i came from.
 func sourceTag(i int) string { return fmt.Sprintf("source.%d", i) }
