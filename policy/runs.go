@@ -307,12 +307,22 @@ func (s *Scheduler) finishIfDone(ar *activeRun) {
 		return
 	}
 	if !ar.closing {
-		if !ar.rec.Manual {
-			return
-		}
 		for _, o := range ar.rec.VMs {
 			if o.Status == OutcomePending || o.Status == OutcomeRunning {
 				return
+			}
+			// A scheduled run retries its failed VMs until its slot ends.
+			if !ar.rec.Manual && o.Status != OutcomeSucceeded {
+				return
+			}
+		}
+		if !ar.rec.Manual {
+			// Every VM is backed up: the run is over, and no other starts in
+			// its slot (a run that stayed "running" until the window closed
+			// read as a backup still going).
+			s.doneSlot[ar.rec.Job] = ar.rec.WindowID
+			if s.current[ar.rec.Job] == ar {
+				delete(s.current, ar.rec.Job)
 			}
 		}
 	}

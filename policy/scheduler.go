@@ -127,6 +127,7 @@ type Scheduler struct {
 	states       map[stateKey]*VMState
 	runs         map[string]*activeRun
 	current      map[string]*activeRun // job -> open scheduled run
+	doneSlot     map[string]string     // job -> the slot whose run ended with every VM backed up
 	busyVM       map[string]*backupTask
 	jobRunning   map[string]int
 	repoRunning  map[string]int
@@ -411,6 +412,7 @@ func (s *Scheduler) load(ctx context.Context) error {
 	s.runs, s.current = map[string]*activeRun{}, map[string]*activeRun{}
 	s.busyVM, s.jobRunning, s.repoRunning = map[string]*backupTask{}, map[string]int{}, map[string]int{}
 	s.resolveWait, s.resolving = map[string]time.Time{}, map[string]bool{}
+	s.doneSlot = map[string]string{}
 	s.maint, s.mstate, s.maintFailed = map[string]*maintTask{}, map[string]MaintenanceState{}, map[string]string{}
 	s.dirty = map[*activeRun]bool{}
 	if checkpoint.IsZero() || checkpoint.After(now) {
@@ -465,7 +467,35 @@ func (s *Scheduler) load(ctx context.Context) error {
 	for i := range open {
 		s.recoverRun(open[i], checkpoint, now)
 	}
+	s.loadDoneSlots(now)
 	return nil
+}
+
+// loadDoneSlots remembers, across a restart, the slots whose run ended
+// early with every VM backed up: every selected VM of the job is done in
+// the slot open now, and no run of it is open. Without it a new run would
+// open in the same slot (and end at once: done VMs are never redone).
+func (s *Scheduler) loadDoneSlots(now time.Time) {
+	for id, j := range s.jobs {
+		occ, open := j.Slot(now)
+		if !open || s.current[id] != nil {
+			continue
+		}
+		any, all := false, true
+		for k, st := range s.states {
+			if k.job != id || !st.Selected {
+				continue
+			}
+			any = true
+			if st.WindowID != occ.ID() || !st.Done {
+				all = false
+				break
+			}
+		}
+		if any && all {
+			s.doneSlot[id] = occ.ID()
+		}
+	}
 }
 
 // Messages of the outcomes an appliance stop leaves.
@@ -666,7 +696,7 @@ func (s *Scheduler) step() time.Time {
 			}
 			cur = nil
 		}
-		if open && cur == nil && !s.resolving[j.ID] {
+		if open && cur == nil && !s.resolving[j.ID] && s.doneSlot[j.ID] != occ.ID() {
 			if wait, ok := s.resolveWait[j.ID]; ok && now.Before(wait) {
 				continue
 			}

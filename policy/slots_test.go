@@ -154,3 +154,37 @@ func TestSchedulerRunNowJoinsBusyRun(t *testing.T) {
 		t.Fatalf("%d backups, want 2", n)
 	}
 }
+
+// A window run whose VMs are all backed up ends then (it read as "running"
+// until the window closed), and no other run opens in its slot, before or
+// after a restart; the next night opens one again.
+func TestSchedulerRunEndsWhenEveryVMIsDone(t *testing.T) {
+	h := newHarness(t, monday, vms("v1", "v2"), nightlyJob("a", 0, policy.Selection{VMs: []string{"v1", "v2"}}))
+	h.cfg.MaxConcurrent = 1
+	h.start()
+	h.set(at(0, 22, 0))
+	c := h.started(1)[0]
+	h.finish(c, errors.New("snapshot failed")) // a failure keeps the run open for its retry
+	if runs, _ := h.db.Runs(h.ctx, "a", 0); len(runs) != 1 || !runs[0].End.IsZero() {
+		t.Fatalf("after a failure: %+v, want the run still open", runs)
+	}
+	h.finish(h.started(1)[0], nil)
+	h.set(at(0, 22, 10)) // the retry
+	h.finish(h.started(1)[0], nil)
+	runs, _ := h.db.Runs(h.ctx, "a", 0)
+	if len(runs) != 1 || runs[0].End.IsZero() || !runs[0].End.Before(at(1, 6, 0)) {
+		t.Fatalf("every VM backed up: runs %+v, want one run ended before the window closes", runs)
+	}
+	h.set(at(0, 23, 0))
+	h.restart()
+	h.set(at(1, 1, 0))
+	h.expectRunning()
+	if runs, _ := h.db.Runs(h.ctx, "a", 0); len(runs) != 1 {
+		t.Fatalf("%d runs in one slot (after a restart), want 1", len(runs))
+	}
+	h.set(at(1, 22, 0))
+	h.started(1) // one at a time (MaxConcurrent 1)
+	if runs, _ := h.db.Runs(h.ctx, "a", 0); len(runs) != 2 {
+		t.Fatalf("the next night: %d runs, want 2", len(runs))
+	}
+}
