@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/demo"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
@@ -153,7 +154,7 @@ func waitPoints(t *testing.T, api *apiClient, what string, want func([]demoPoint
 	began := time.Now()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, body := api.call("GET", "/api/v1/restore-points?job="+demoJobID, nil, nil)
+		code, body := api.call("GET", "/api/v1/restore-points?job="+demo.JobID, nil, nil)
 		var pts []demoPoint
 		if err := json.Unmarshal(body, &pts); code != 200 || err != nil {
 			t.Fatalf("restore points: %d %s", code, body)
@@ -223,7 +224,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("GET / (the console): %d", code)
 	}
 
-	code, body := api.call("GET", "/api/v1/jobs/"+demoJobID, nil, nil)
+	code, body := api.call("GET", "/api/v1/jobs/"+demo.JobID, nil, nil)
 	var job struct {
 		Enabled   bool
 		Selection struct{ VMs []string }
@@ -252,7 +253,7 @@ func TestDemo(t *testing.T) {
 		sample := slices.Contains(sampleNames, v.Name)
 		if sample {
 			seen++
-			if !v.Protected || !slices.Contains(v.Jobs, demoJobID) {
+			if !v.Protected || !slices.Contains(v.Jobs, demo.JobID) {
 				t.Errorf("sample VM %s: protected %v, jobs %v", v.Name, v.Protected, v.Jobs)
 			}
 		} else if v.Protected {
@@ -273,11 +274,11 @@ func TestDemo(t *testing.T) {
 		t.Errorf("%s: snapshots left after stop: %v", vm, snaps)
 	}
 	mu.Unlock()
-	fi, err := os.Stat(filepath.Join(state, demoPassFile))
+	fi, err := os.Stat(filepath.Join(state, demo.PassFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("passphrase file: %v %v", fi, err)
 	}
-	if _, err := os.Stat(filepath.Join(state, demoAdminPwFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(state, demo.AdminPasswordFile)); !os.IsNotExist(err) {
 		t.Errorf("the administrator password from the environment was written to disk: %v", err)
 	}
 	checkDemoRepo(t, state, 3)
@@ -294,7 +295,7 @@ func TestDemo(t *testing.T) {
 	d = startDemo(t, vars, args...)
 	api, _ = demoLogin(t, d.demoLines)
 	_, body = api.call("GET", "/api/v1/jobs", nil, nil)
-	if n := strings.Count(string(body), `"id":"`+demoJobID+`"`); n != 1 {
+	if n := strings.Count(string(body), `"id":"`+demo.JobID+`"`); n != 1 {
 		t.Errorf("after restart, %d demo jobs: %s", n, body)
 	}
 	_, body = api.call("GET", "/api/v1/vms", nil, nil)
@@ -326,7 +327,7 @@ func dataContent(t *testing.T, l *lab.Lab, s lab.Sample) []byte {
 // wants at least minPoints restore points and a clean full check.
 func checkDemoRepo(t *testing.T, state string, minPoints int) {
 	t.Helper()
-	pass, err := os.ReadFile(filepath.Join(state, demoPassFile))
+	pass, err := os.ReadFile(filepath.Join(state, demo.PassFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestDemoChurn(t *testing.T) {
 	// A new run; the scheduler may still be busy with the first ones.
 	start := time.Now()
 	for {
-		code, body := api.call("POST", "/api/v1/jobs/"+demoJobID+"/run", nil, csrf)
+		code, body := api.call("POST", "/api/v1/jobs/"+demo.JobID+"/run", nil, csrf)
 		if code == 202 {
 			break
 		}
