@@ -13,16 +13,16 @@ func init() {
 	register(&command{name: "demo", summary: "try vmvault with no configuration: a lab vCenter with sample VMs, a repository, a job, the console (--listen, --state, --vms)", run: runDemo})
 }
 
-// demoHooks, set by tests, see the lab once the sample VMs exist, and again
-// after the daemon stopped, before the lab closes (demo.Options).
-var demoHooks struct {
+// demoHooks, set by tests in cliEnv, see the lab once the sample VMs
+// exist, and again after the daemon stopped, before the lab closes.
+type demoHooks struct {
 	started func(l *lab.Lab, samples []lab.Sample)
 	stopped func(l *lab.Lab)
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "demo")
-	o := demo.Options{Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv, Started: demoHooks.started, Stopped: demoHooks.stopped}
+	o := demo.Options{Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv, Started: env.demo.started, Stopped: env.demo.stopped}
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the API and console (plain HTTP, loopback only; port 0 picks a free port)")
 	fs.StringVar(&o.StateDir, "state", "", "keep the demo's repository and database in `DIR` (default: a temporary directory removed on exit)")
 	fs.IntVar(&o.VMs, "vms", 3, "number of sample VMs (web-01, db-01, files-01, then app-01 on GPT+LVM+XFS and win-01 on GPT+NTFS, which need root, web-02, ...)")

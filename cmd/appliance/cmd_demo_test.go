@@ -75,11 +75,11 @@ type demoRun struct {
 
 // startDemo runs `appliance demo args...` in process and waits for its
 // printed lines. The demo is stopped at the end of the test.
-func startDemo(t *testing.T, vars map[string]string, args ...string) *demoRun {
+func startDemo(t *testing.T, hooks demoHooks, vars map[string]string, args ...string) *demoRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &demoRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1), cancel: cancel}
-	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }}
+	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }, demo: hooks}
 	go func() { d.done <- run(ctx, env, append([]string{"demo"}, args...)) }()
 	t.Cleanup(func() {
 		cancel()
@@ -193,8 +193,9 @@ func TestDemo(t *testing.T) {
 	var mu sync.Mutex
 	var samples []lab.Sample
 	snapshotsLeft := map[string][]string{}
-	demoHooks.started = func(l *lab.Lab, s []lab.Sample) { mu.Lock(); samples = s; mu.Unlock() }
-	demoHooks.stopped = func(l *lab.Lab) {
+	var hooks demoHooks
+	hooks.started = func(l *lab.Lab, s []lab.Sample) { mu.Lock(); samples = s; mu.Unlock() }
+	hooks.stopped = func(l *lab.Lab) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, s := range samples {
@@ -207,12 +208,11 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
-	t.Cleanup(func() { demoHooks.started, demoHooks.stopped = nil, nil })
 
 	state := filepath.Join(t.TempDir(), "demo")
 	vars := map[string]string{"VMVAULT_ADMIN_PASSWORD": "demo-admin-secret"}
 	args := []string{"--listen", "127.0.0.1:0", "--state", state, "--disk-mib", "16", "--churn", "0"}
-	d := startDemo(t, vars, args...)
+	d := startDemo(t, hooks, vars, args...)
 	if !strings.HasPrefix(d.console, "http://127.0.0.1:") || !strings.HasSuffix(d.console, "/") || strings.HasSuffix(d.console, ":0/") {
 		t.Errorf("console line %q", d.console)
 	}
@@ -292,7 +292,7 @@ func TestDemo(t *testing.T) {
 
 	// Restarted on its state directory: the same job, the same VMs, still
 	// protected by the points of the first run, and a new run.
-	d = startDemo(t, vars, args...)
+	d = startDemo(t, hooks, vars, args...)
 	api, _ = demoLogin(t, d.demoLines)
 	_, body = api.call("GET", "/api/v1/jobs", nil, nil)
 	if n := strings.Count(string(body), `"id":"`+demo.JobID+`"`); n != 1 {
@@ -376,14 +376,14 @@ func TestDemoChurn(t *testing.T) {
 	var web lab.Sample
 	var before []byte
 	var changeID string
-	demoHooks.started = func(l *lab.Lab, s []lab.Sample) {
+	var hooks demoHooks
+	hooks.started = func(l *lab.Lab, s []lab.Sample) {
 		mu.Lock()
 		defer mu.Unlock()
 		theLab, web = l, s[0]
 		before = dataContent(t, l, web)
 	}
-	t.Cleanup(func() { demoHooks.started = nil })
-	d := startDemo(t, nil, "--listen", "127.0.0.1:0", "--vms", "1", "--disk-mib", "16", "--churn", "100ms")
+	d := startDemo(t, hooks, nil, "--listen", "127.0.0.1:0", "--vms", "1", "--disk-mib", "16", "--churn", "100ms")
 	if !strings.HasPrefix(d.state, os.TempDir()) {
 		t.Errorf("state %s is not temporary", d.state)
 	}

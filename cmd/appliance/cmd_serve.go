@@ -14,10 +14,6 @@ func init() {
 	register(&command{name: "serve", summary: "run the appliance daemon: REST API, repositories, scheduler (--config FILE)", run: runServe})
 }
 
-// serveReady, when set (tests of the command), is called with the
-// listening address once the daemon accepts connections.
-var serveReady func(addr string)
-
 func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -39,6 +35,6 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts.Stdout, opts.Stderr, opts.Getenv, opts.Ready = env.stdout, env.stderr, env.getenv, serveReady
+	opts.Stdout, opts.Stderr, opts.Getenv, opts.Ready = env.stdout, env.stderr, env.getenv, env.serveReady
 	return daemon.Serve(ctx, cfg, opts)
 }
