@@ -26,9 +26,8 @@ type backupRunner struct {
 
 func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
 	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv}
-	src := backup.FromClient(client, vsphere.ReaderOptions{})
 	for _, n := range names {
-		br.engines[n] = backup.NewEngine(src, backup.RepoStore(repos[n]), backup.EngineOptions{VCenter: client.Host()})
+		br.engines[n] = backup.ForClient(client, repos[n], backup.EngineOptions{})
 	}
 	if len(names) > 0 {
 		br.first = names[0]

@@ -194,7 +194,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	clk := d.clk
-	dbPath := filepath.Join(cfg.StateDir, "state.db")
+	dbPath := StatePath(cfg.StateDir)
 	if opts.RestoreState != "" {
 		if err := restoreStateCopy(dbPath, opts.RestoreState, clk.Now(), log); err != nil {
 			return nil, err

@@ -3,10 +3,23 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/state"
 )
+
+// StatePath is the daemon's state.db in its state directory.
+func StatePath(stateDir string) string { return filepath.Join(stateDir, "state.db") }
+
+// StateCopies lists the daemon's copies of state.db kept under stateDir
+// (`appliance state backups`), newest first, each verified; it returns the
+// directory that holds them too.
+func StateCopies(stateDir string) (dir string, copies []state.Copy, err error) {
+	dir = state.CopiesDir(StatePath(stateDir))
+	copies, err = state.ListCopies(dir, true)
+	return dir, copies, err
+}
 
 // restoreStateCopy installs a copy of state.db before the daemon opens it
 // (serve --restore-state): from is a copy's path or "newest". The file it

@@ -570,3 +570,40 @@ func (s *Service) Hold(ctx context.Context, point, volume string) (fsys flr.FS, 
 	}
 	return o.fs, release, nil
 }
+
+// Unheld is a volume HoldAll left out, and why.
+type Unheld struct {
+	Volume flr.Volume
+	Reason string // the volume's Reason when it cannot be browsed, else the error opening it
+}
+
+// HoldAll holds every browsable volume of a point, as Hold does, for a
+// mount of the whole point: it returns the file systems by volume id, the
+// volumes left out in volume order, and one release for all of them.
+func (s *Service) HoldAll(ctx context.Context, point string) (map[string]flr.FS, []Unheld, func(), error) {
+	vols, err := s.Volumes(ctx, point)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	held := map[string]flr.FS{}
+	var unheld []Unheld
+	var releases []func()
+	for _, v := range vols {
+		if !v.Browsable {
+			unheld = append(unheld, Unheld{Volume: v, Reason: v.Reason})
+			continue
+		}
+		f, release, err := s.Hold(ctx, point, v.ID)
+		if err != nil {
+			unheld = append(unheld, Unheld{Volume: v, Reason: err.Error()})
+			continue
+		}
+		releases = append(releases, release)
+		held[v.ID] = f
+	}
+	return held, unheld, func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}, nil
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/backup"
-	"github.com/vmvault/vmvault/vsphere"
 )
 
 func init() {
@@ -81,18 +80,13 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer closeAll()
 
-	// VMs named and VMs in containers, each once.
-	targets := append([]string(nil), vms...)
-	if len(containers) > 0 {
-		refs, err := c.VMsIn(ctx, containers...)
-		if err != nil {
-			return fmt.Errorf("--all-in: %w", err)
-		}
-		for _, ref := range refs {
-			targets = append(targets, ref.MoRef)
-		}
+	targets, err := backup.Targets(ctx, c, vms, containers)
+	if err != nil {
+		return fmt.Errorf("--all-in: %w", err)
 	}
-	seen := map[string]bool{}
+	if len(targets) == 0 {
+		return fmt.Errorf("no VM found in %s", strings.Join(containers, ", "))
+	}
 	var reqs []backup.Request
 	bar := newProgress(env, *asJSON || *progress)
 	defer bar.Finish()
@@ -101,10 +95,6 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	var pmu sync.Mutex
 	last := map[string]time.Time{}
 	for _, v := range targets {
-		if seen[v] {
-			continue
-		}
-		seen[v] = true
 		req := backup.Request{VM: v, Quiesce: mode}
 		if *progress {
 			req.Progress = func(p backup.VMProgress) {
@@ -138,12 +128,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		reqs = append(reqs, req)
 	}
-	if len(reqs) == 0 {
-		return fmt.Errorf("no VM found in %s", strings.Join(containers, ", "))
-	}
-	e := backup.NewEngine(backup.FromClient(c, vsphere.ReaderOptions{}), backup.RepoStore(r), backup.EngineOptions{
-		Workers: *workers, MaxActiveDisks: *activeDisks, PerDatastore: *perDatastore, VCenter: c.Host(),
-	})
+	e := backup.ForClient(c, r, backup.EngineOptions{Workers: *workers, MaxActiveDisks: *activeDisks, PerDatastore: *perDatastore})
 	outs := e.BackupVMs(ctx, reqs, *parallel)
 	bar.Finish()
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/demo"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
@@ -74,11 +75,11 @@ type demoRun struct {
 
 // startDemo runs `appliance demo args...` in process and waits for its
 // printed lines. The demo is stopped at the end of the test.
-func startDemo(t *testing.T, vars map[string]string, args ...string) *demoRun {
+func startDemo(t *testing.T, hooks demoHooks, vars map[string]string, args ...string) *demoRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &demoRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1), cancel: cancel}
-	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }}
+	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }, demo: hooks}
 	go func() { d.done <- run(ctx, env, append([]string{"demo"}, args...)) }()
 	t.Cleanup(func() {
 		cancel()
@@ -153,7 +154,7 @@ func waitPoints(t *testing.T, api *apiClient, what string, want func([]demoPoint
 	began := time.Now()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, body := api.call("GET", "/api/v1/restore-points?job="+demoJobID, nil, nil)
+		code, body := api.call("GET", "/api/v1/restore-points?job="+demo.JobID, nil, nil)
 		var pts []demoPoint
 		if err := json.Unmarshal(body, &pts); code != 200 || err != nil {
 			t.Fatalf("restore points: %d %s", code, body)
@@ -192,8 +193,9 @@ func TestDemo(t *testing.T) {
 	var mu sync.Mutex
 	var samples []lab.Sample
 	snapshotsLeft := map[string][]string{}
-	demoHooks.started = func(l *lab.Lab, s []lab.Sample) { mu.Lock(); samples = s; mu.Unlock() }
-	demoHooks.stopped = func(l *lab.Lab) {
+	var hooks demoHooks
+	hooks.started = func(l *lab.Lab, s []lab.Sample) { mu.Lock(); samples = s; mu.Unlock() }
+	hooks.stopped = func(l *lab.Lab) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, s := range samples {
@@ -206,12 +208,11 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
-	t.Cleanup(func() { demoHooks.started, demoHooks.stopped = nil, nil })
 
 	state := filepath.Join(t.TempDir(), "demo")
 	vars := map[string]string{"VMVAULT_ADMIN_PASSWORD": "demo-admin-secret"}
 	args := []string{"--listen", "127.0.0.1:0", "--state", state, "--disk-mib", "16", "--churn", "0"}
-	d := startDemo(t, vars, args...)
+	d := startDemo(t, hooks, vars, args...)
 	if !strings.HasPrefix(d.console, "http://127.0.0.1:") || !strings.HasSuffix(d.console, "/") || strings.HasSuffix(d.console, ":0/") {
 		t.Errorf("console line %q", d.console)
 	}
@@ -223,7 +224,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("GET / (the console): %d", code)
 	}
 
-	code, body := api.call("GET", "/api/v1/jobs/"+demoJobID, nil, nil)
+	code, body := api.call("GET", "/api/v1/jobs/"+demo.JobID, nil, nil)
 	var job struct {
 		Enabled   bool
 		Selection struct{ VMs []string }
@@ -252,7 +253,7 @@ func TestDemo(t *testing.T) {
 		sample := slices.Contains(sampleNames, v.Name)
 		if sample {
 			seen++
-			if !v.Protected || !slices.Contains(v.Jobs, demoJobID) {
+			if !v.Protected || !slices.Contains(v.Jobs, demo.JobID) {
 				t.Errorf("sample VM %s: protected %v, jobs %v", v.Name, v.Protected, v.Jobs)
 			}
 		} else if v.Protected {
@@ -273,11 +274,11 @@ func TestDemo(t *testing.T) {
 		t.Errorf("%s: snapshots left after stop: %v", vm, snaps)
 	}
 	mu.Unlock()
-	fi, err := os.Stat(filepath.Join(state, demoPassFile))
+	fi, err := os.Stat(filepath.Join(state, demo.PassFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("passphrase file: %v %v", fi, err)
 	}
-	if _, err := os.Stat(filepath.Join(state, demoAdminPwFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(state, demo.AdminPasswordFile)); !os.IsNotExist(err) {
 		t.Errorf("the administrator password from the environment was written to disk: %v", err)
 	}
 	checkDemoRepo(t, state, 3)
@@ -291,10 +292,10 @@ func TestDemo(t *testing.T) {
 
 	// Restarted on its state directory: the same job, the same VMs, still
 	// protected by the points of the first run, and a new run.
-	d = startDemo(t, vars, args...)
+	d = startDemo(t, hooks, vars, args...)
 	api, _ = demoLogin(t, d.demoLines)
 	_, body = api.call("GET", "/api/v1/jobs", nil, nil)
-	if n := strings.Count(string(body), `"id":"`+demoJobID+`"`); n != 1 {
+	if n := strings.Count(string(body), `"id":"`+demo.JobID+`"`); n != 1 {
 		t.Errorf("after restart, %d demo jobs: %s", n, body)
 	}
 	_, body = api.call("GET", "/api/v1/vms", nil, nil)
@@ -326,7 +327,7 @@ func dataContent(t *testing.T, l *lab.Lab, s lab.Sample) []byte {
 // wants at least minPoints restore points and a clean full check.
 func checkDemoRepo(t *testing.T, state string, minPoints int) {
 	t.Helper()
-	pass, err := os.ReadFile(filepath.Join(state, demoPassFile))
+	pass, err := os.ReadFile(filepath.Join(state, demo.PassFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,14 +376,14 @@ func TestDemoChurn(t *testing.T) {
 	var web lab.Sample
 	var before []byte
 	var changeID string
-	demoHooks.started = func(l *lab.Lab, s []lab.Sample) {
+	var hooks demoHooks
+	hooks.started = func(l *lab.Lab, s []lab.Sample) {
 		mu.Lock()
 		defer mu.Unlock()
 		theLab, web = l, s[0]
 		before = dataContent(t, l, web)
 	}
-	t.Cleanup(func() { demoHooks.started = nil })
-	d := startDemo(t, nil, "--listen", "127.0.0.1:0", "--vms", "1", "--disk-mib", "16", "--churn", "100ms")
+	d := startDemo(t, hooks, nil, "--listen", "127.0.0.1:0", "--vms", "1", "--disk-mib", "16", "--churn", "100ms")
 	if !strings.HasPrefix(d.state, os.TempDir()) {
 		t.Errorf("state %s is not temporary", d.state)
 	}
@@ -403,7 +404,7 @@ func TestDemoChurn(t *testing.T) {
 	// A new run; the scheduler may still be busy with the first ones.
 	start := time.Now()
 	for {
-		code, body := api.call("POST", "/api/v1/jobs/"+demoJobID+"/run", nil, csrf)
+		code, body := api.call("POST", "/api/v1/jobs/"+demo.JobID+"/run", nil, csrf)
 		if code == 202 {
 			break
 		}

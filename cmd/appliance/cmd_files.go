@@ -219,23 +219,13 @@ func runFilesMount(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer done()
-	vols, err := svc.Volumes(ctx, p.ID)
+	open, unheld, release, err := svc.HoldAll(ctx, p.ID)
 	if err != nil {
 		return err
 	}
-	open := map[string]flr.FS{}
-	for _, v := range vols {
-		if !v.Browsable {
-			fmt.Fprintf(env.stderr, "%s (%s): not mounted: %s\n", v.ID, v.FS, v.Reason)
-			continue
-		}
-		f, release, err := svc.Hold(ctx, p.ID, v.ID)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "%s (%s): not mounted: %v\n", v.ID, v.FS, err)
-			continue
-		}
-		defer release()
-		open[v.ID] = f
+	defer release()
+	for _, u := range unheld {
+		fmt.Fprintf(env.stderr, "%s (%s): not mounted: %s\n", u.Volume.ID, u.Volume.FS, u.Reason)
 	}
 	srv, err := mount.Mount(pos[0], open)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 )
 
 func init() {
@@ -57,70 +59,33 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if pw != nil && *noEnc {
 		return fmt.Errorf("%w: --no-encryption and a passphrase exclude each other", errUsage)
 	}
-	p, err := dedup.DefaultParams()
-	if err != nil {
-		return err
-	}
-	p.Algorithm = *algo
+	req := reposvc.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
+		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem)}
 	if *pol != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
 		if err != nil {
 			return fmt.Errorf("%w: --chunker-polynomial %q is not a hex number", errUsage, *pol)
 		}
-		p.Polynomial = v
-	}
-	if *avg > 0 {
-		p = scaleParams(p, *avg)
-	}
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("%w: chunker: %v", errUsage, err)
-	}
-	kdf := repository.DefaultKDF
-	if *kdfTime > 0 {
-		kdf.Time = uint32(*kdfTime)
-	}
-	if *kdfMem > 0 {
-		kdf.MemoryKiB = uint32(*kdfMem)
-	}
-	opts := repository.InitOptions{
-		NoEncryption:     *noEnc,
-		Chunker:          chunkerConfig(p),
-		KDF:              kdf,
-		PackSize:         *packSize,
-		CompressionLevel: *level,
+		req.Polynomial = &v
 	}
 	if *immutable != 0 {
-		opts.ObjectLock = &repository.ObjectLock{Mode: *lockMode, Days: *immutable}
+		req.ObjectLock = &repository.ObjectLock{Mode: *lockMode, Days: *immutable}
 	}
-	if err := repository.Init(ctx, rf.dir, pw, opts); err != nil {
+	p, err := reposvc.Init(ctx, rf.dir, pw, req)
+	if errors.Is(err, dedup.ErrInvalidParams) {
+		return fmt.Errorf("%w: %v", errUsage, err) // it says "chunker: ..."
+	} else if err != nil {
 		return err // it says "init DIR"
 	}
 	enc := "encrypted"
 	if *noEnc {
 		enc = "unencrypted"
 	}
-	if opts.ObjectLock != nil {
-		enc = fmt.Sprintf("immutable (object lock %s, %d days) %s", opts.ObjectLock.Mode, opts.ObjectLock.Days, enc)
+	if req.ObjectLock != nil {
+		enc = fmt.Sprintf("immutable (object lock %s, %d days) %s", req.ObjectLock.Mode, req.ObjectLock.Days, enc)
 	}
 	fmt.Fprintf(env.stdout, "created %s repository at %s (chunker %s, average chunk %d bytes)\n", enc, rf.dir, p.Algorithm, p.AvgSize)
 	return nil
-}
-
-// scaleParams sets the average chunk size and keeps the CDC bounds in the
-// default proportions (min = avg/2, max = avg*8).
-func scaleParams(p dedup.Params, avg int) dedup.Params {
-	p.AvgSize = avg
-	p.MinSize = avg / 2
-	p.MaxSize = avg * 8
-	return p
-}
-
-func chunkerConfig(p dedup.Params) repository.ChunkerConfig {
-	return repository.ChunkerConfig{Algorithm: p.Algorithm, Polynomial: p.Polynomial, MinSize: p.MinSize, AvgSize: p.AvgSize, MaxSize: p.MaxSize}
-}
-
-func chunkerParams(c repository.ChunkerConfig) dedup.Params {
-	return dedup.Params{Algorithm: c.Algorithm, Polynomial: c.Polynomial, MinSize: c.MinSize, AvgSize: c.AvgSize, MaxSize: c.MaxSize}
 }
 
 // pointJSON is the documented `repo list --json` shape (README: "The command line").

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/vmvault/vmvault/daemon"
@@ -15,68 +14,27 @@ func init() {
 	register(&command{name: "serve", summary: "run the appliance daemon: REST API, repositories, scheduler (--config FILE)", run: runServe})
 }
 
-// serveReady, when set (tests of the command), is called with the
-// listening address once the daemon accepts connections.
-var serveReady func(addr string)
-
-// shutdownGrace bounds how long running requests and tasks may take to end
-// after SIGTERM.
-const shutdownGrace = daemon.ShutdownGrace
-
-// The daemon's configuration types, under the names the demo's literal
-// configuration uses (cmd_demo.go).
-type (
-	serveConfig    = daemon.Config
-	tlsConfig      = daemon.TLSConfig
-	adminConfig    = daemon.AdminConfig
-	vcenterConfig  = daemon.VCenterConfig
-	repoConfig     = daemon.RepoConfig
-	maintenanceCfg = daemon.MaintenanceConfig
-)
-
 func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
-	var opts serveOptions
-	fs.StringVar(&opts.restoreState, "restore-state", "", "before starting, install this copy of state.db (a path, or \"newest\": the newest copy that verifies); the file it replaces is kept as state.db.replaced-TIME")
-	fs.IntVar(&opts.stateBackups, "state-backups", state.DefaultKeep, "verified copies of state.db to keep in STATE_DIR/state.db.backups")
-	fs.DurationVar(&opts.stateBackupEvery, "state-backup-every", state.DefaultEvery, "interval between copies of state.db (one is also taken at every start)")
+	var opts daemon.Options
+	fs.StringVar(&opts.RestoreState, "restore-state", "", "before starting, install this copy of state.db (a path, or \"newest\": the newest copy that verifies); the file it replaces is kept as state.db.replaced-TIME")
+	fs.IntVar(&opts.StateBackups, "state-backups", state.DefaultKeep, "verified copies of state.db to keep in STATE_DIR/state.db.backups")
+	fs.DurationVar(&opts.StateBackupEvery, "state-backup-every", state.DefaultEvery, "interval between copies of state.db (one is also taken at every start)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *cfgPath == "" {
 		return fmt.Errorf("%w: --config is required", errUsage)
 	}
-	if opts.stateBackups < 1 || opts.stateBackupEvery < time.Minute {
+	if opts.StateBackups < 1 || opts.StateBackupEvery < time.Minute {
 		return fmt.Errorf("%w: --state-backups must be at least 1 and --state-backup-every at least 1m", errUsage)
 	}
 	cfg, err := daemon.LoadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
-	return serveWith(ctx, env, cfg, opts)
-}
-
-// serveOptions are the daemon's command-line settings beside its
-// configuration file (they concern one start, or the state directory).
-type serveOptions struct {
-	restoreState     string        // a copy of state.db to install first ("newest": the newest good one)
-	stateBackups     int           // copies kept; 0: state.DefaultKeep
-	stateBackupEvery time.Duration // 0: state.DefaultEvery
-}
-
-func newLogger(env *cliEnv, level string) *slog.Logger { return daemon.NewLogger(env.stderr, level) }
-
-// serve runs the daemon on cfg (validated) until ctx ends.
-func serve(ctx context.Context, env *cliEnv, cfg *daemon.Config) error {
-	return serveWith(ctx, env, cfg, serveOptions{})
-}
-
-func serveWith(ctx context.Context, env *cliEnv, cfg *daemon.Config, opts serveOptions) error {
-	return daemon.Serve(ctx, cfg, daemon.Options{
-		Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv,
-		RestoreState: opts.restoreState, StateBackups: opts.stateBackups, StateBackupEvery: opts.stateBackupEvery,
-		Ready: serveReady,
-	})
+	opts.Stdout, opts.Stderr, opts.Getenv, opts.Ready = env.stdout, env.stderr, env.getenv, env.serveReady
+	return daemon.Serve(ctx, cfg, opts)
 }

@@ -57,11 +57,11 @@ func startLoadDaemon(tb testing.TB, dir, cfgYAML string, vars map[string]string)
 		tb.Fatal(err)
 	}
 	ready := make(chan string, 1)
-	serveReady = func(addr string) { ready <- addr }
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	env := &cliEnv{stdout: io.Discard, stderr: &lockedWriter{w: &stderr}, getenv: func(k string) string { return vars[k] }}
+	env := &cliEnv{stdout: io.Discard, stderr: &lockedWriter{w: &stderr}, getenv: func(k string) string { return vars[k] },
+		serveReady: func(addr string) { ready <- addr }}
 	go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
 	tb.Cleanup(func() {
 		cancel()
@@ -73,7 +73,6 @@ func startLoadDaemon(tb testing.TB, dir, cfgYAML string, vars map[string]string)
 		case <-time.After(shutdownGrace + 10*time.Second):
 			tb.Error("serve did not stop")
 		}
-		serveReady = nil
 	})
 	select {
 	case addr := <-ready:

@@ -274,10 +274,10 @@ func TestServeGeneratesAdminPassword(t *testing.T) {
 	start := func() (stdout string, addr string, stop func()) {
 		t.Helper()
 		ready := make(chan string, 1)
-		serveReady = func(a string) { ready <- a }
 		ctx, cancel := context.WithCancel(context.Background())
 		var out, errb bytes.Buffer
-		env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return map[string]string{"P": "repo-pass"}[k] }}
+		env := &cliEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return map[string]string{"P": "repo-pass"}[k] },
+			serveReady: func(a string) { ready <- a }}
 		done := make(chan int, 1)
 		go func() { done <- run(ctx, env, []string{"serve", "--config", cfgPath}) }()
 		select {
@@ -292,7 +292,6 @@ func TestServeGeneratesAdminPassword(t *testing.T) {
 			if code := <-done; code != 0 {
 				t.Fatalf("serve exit %d: %s", code, errb.String())
 			}
-			serveReady = nil
 		}
 	}
 	out, addr, stop := start()
@@ -333,12 +332,10 @@ func startDaemon(t *testing.T, dir, cfgYAML string, vars map[string]string) *tes
 		t.Fatal(err)
 	}
 	ready := make(chan string, 1)
-	serveReady = func(addr string) { ready <- addr }
-	t.Cleanup(func() { serveReady = nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	t.Cleanup(cancel)
-	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }}
+	env := &cliEnv{stdout: d.stdout, stderr: d.stderr, getenv: func(k string) string { return vars[k] }, serveReady: func(addr string) { ready <- addr }}
 	go func() { d.done <- run(ctx, env, []string{"serve", "--config", d.cfgPath}) }()
 	select {
 	case d.addr = <-ready:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -40,8 +39,7 @@ func runStateBackups(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		dir = cfg.StateDir
 	}
-	copiesDir := state.CopiesDir(filepath.Join(dir, "state.db"))
-	copies, err := state.ListCopies(copiesDir, true)
+	copiesDir, copies, err := daemon.StateCopies(dir)
 	if err != nil {
 		return err
 	}

@@ -30,12 +30,10 @@ func startServe(t *testing.T, cfgPath string, vars map[string]string, extra ...s
 	t.Helper()
 	r := &serveRun{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan int, 1)}
 	ready := make(chan string, 1)
-	serveReady = func(addr string) { ready <- addr }
-	t.Cleanup(func() { serveReady = nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	t.Cleanup(cancel)
-	env := &cliEnv{stdout: r.stdout, stderr: r.stderr, getenv: func(k string) string { return vars[k] }}
+	env := &cliEnv{stdout: r.stdout, stderr: r.stderr, getenv: func(k string) string { return vars[k] }, serveReady: func(addr string) { ready <- addr }}
 	go func() { r.done <- run(ctx, env, append([]string{"serve", "--config", cfgPath}, extra...)) }()
 	select {
 	case r.addr = <-ready:

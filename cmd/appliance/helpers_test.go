@@ -13,7 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vmvault/vmvault/daemon"
 )
+
+// shutdownGrace bounds how long the daemon takes to stop after SIGTERM.
+const shutdownGrace = daemon.ShutdownGrace
 
 const testPassword = "correct horse battery staple"
 

@@ -26,11 +26,15 @@ type command struct {
 	run     func(ctx context.Context, env *cliEnv, args []string) error
 }
 
-// cliEnv carries the process streams so that tests can run commands in process.
+// cliEnv carries the process streams so that tests can run commands in
+// process, and the seams those tests watch a command through (nil in main).
 type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+
+	serveReady func(addr string) // serve: called with the address once it listens
+	demo       demoHooks
 }
 
 var commands = map[string]*command{}

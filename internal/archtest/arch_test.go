@@ -177,6 +177,8 @@ var plantedCases = []struct {
 	{"flrtest-tests-only", graph{lib("filerestore", "flr/flrtest")}, "filerestore (filerestore/x.go) imports"},
 	{"frtest-tests-only", graph{lib("web", "filerestore/frtest")}, "web (web/x.go) imports"},
 	{"lab-tests-and-demo-only", graph{lib("daemon", "vcsim-tests/lab")}, "daemon (daemon/x.go) imports"},
+	{"lab-tests-and-demo-only", graph{lib("reposvc", "vcsim-tests/lab")}, "reposvc (reposvc/x.go) imports"},
+	{"demo-from-cmd-only", graph{lib("daemon", "demo")}, "daemon (daemon/x.go) imports " + module + "/demo"},
 	{"daemon-from-cmd-only", graph{lib("web", "daemon")}, "web (web/x.go) imports " + module + "/daemon"},
 	{"backup-imported-from-above", graph{lib("policy", "backup")}, "policy (policy/x.go) imports"},
 	{"restore-imported-from-above", graph{lib("filerestore", "restore")}, "filerestore (filerestore/x.go) imports"},
@@ -246,7 +248,8 @@ func TestCleanGraphPasses(t *testing.T) {
 		webToday(), lib("web/console"),
 		libFiles("settings", map[string][]string{"settings/bolt.go": {"go.etcd.io/bbolt"}}),
 		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}}),
-		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "vcsim-tests/lab"}}),
+		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "demo", "vcsim-tests/lab"}}),
+		lib("demo", "daemon", "vcsim-tests/lab", "reposvc", "policy"), // the demo wires the lab to the daemon
 		lib("daemon", "web", "backup", "restore", "inventory", "policy", "vsphere"),
 		testOf("backup", "internal/testutil", "repository"),
 		testOf("web", "web/openapitest", "filerestore/frtest"),

@@ -177,8 +177,11 @@ var importerRules = []importerRule{
 	// frtest is itself test support: it builds flrtest's images into a repository.
 	{name: "flrtest-tests-only", source: "flr/flrtest/flrtest.go", target: "flr/flrtest/...", from: []string{"filerestore/frtest"}},
 	{name: "frtest-tests-only", source: "filerestore/frtest/frtest.go", target: "filerestore/frtest/..."},
-	{name: "lab-tests-and-demo-only", source: "vcsim-tests/lab/doc.go", target: "vcsim-tests/lab/...", from: []string{"cmd/appliance", "vcsim-tests/..."}},
-	{name: "daemon-from-cmd-only", source: "DESIGN.md (cmd/appliance imports the daemon, not the reverse)", target: "daemon/...", from: []string{"cmd/..."}},
+	{name: "lab-tests-and-demo-only", source: "vcsim-tests/lab/doc.go", target: "vcsim-tests/lab/...", from: []string{"cmd/appliance", "demo", "vcsim-tests/..."}},
+	// demo wires the lab to the daemon for `appliance demo`, so it sits
+	// above the daemon beside cmd/appliance, its only importer.
+	{name: "daemon-from-cmd-only", source: "DESIGN.md (cmd/appliance imports the daemon, not the reverse; demo/doc: the demo runs it)", target: "daemon/...", from: []string{"cmd/...", "demo"}},
+	{name: "demo-from-cmd-only", source: "demo/demo.go (only cmd/appliance imports it)", target: "demo/...", from: []string{"cmd/appliance"}},
 	// Engines are driven from above (the service, the CLI, test support),
 	// never imported by the layers they use.
 	{name: "backup-imported-from-above", source: "DESIGN.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "backup/...",

@@ -14,7 +14,7 @@ import (
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
-const h11DemoJob = "demo-vms" // cmd/appliance/cmd_demo.go's demoJobID
+const h11DemoJob = "demo-vms" // demo.JobID
 
 type h11Run struct {
 	ID    string `json:"id"`
