@@ -4,15 +4,19 @@ import "time"
 
 // RestorePoint is a restore point as the API shows it.
 type RestorePoint struct {
-	ID           string            `json:"id"`
-	Repository   string            `json:"repository"`
-	Job          string            `json:"job,omitempty"`
-	VM           VMRef             `json:"vm"`
-	Time         time.Time         `json:"time"`
-	Parent       string            `json:"parent,omitempty"`
-	Consistency  string            `json:"consistency,omitempty"`
-	Partial      bool              `json:"partial"`
-	Locked       bool              `json:"locked"`
+	ID          string    `json:"id"`
+	Repository  string    `json:"repository"`
+	Job         string    `json:"job,omitempty"`
+	VM          VMRef     `json:"vm"`
+	Time        time.Time `json:"time"`
+	Parent      string    `json:"parent,omitempty"`
+	Consistency string    `json:"consistency,omitempty"`
+	Partial     bool      `json:"partial"`
+	Locked      bool      `json:"locked"`
+	// LockedUntil is the end of a running time lock (POST
+	// /restore-points/{id}/lock with until): until then no role can unlock
+	// or delete the point. Absent when none runs; Locked is true with it.
+	LockedUntil  time.Time         `json:"lockedUntil,omitzero"`
 	LogicalBytes int64             `json:"logicalBytes"`
 	Disks        []PointDisk       `json:"disks"`
 	Warnings     []string          `json:"warnings,omitempty"`
