@@ -1,4 +1,4 @@
-package approval
+package web
 
 import (
 	"reflect"
@@ -7,7 +7,7 @@ import (
 	"github.com/vmvault/vmvault/policy"
 )
 
-func TestShortened(t *testing.T) {
+func TestRetentionShortened(t *testing.T) {
 	more := policy.Retention{Preset: "more", Last: 7, Weekly: 4, Monthly: 6, Quarterly: 4, Yearly: 1}
 	for _, tc := range []struct {
 		name       string
@@ -25,8 +25,8 @@ func TestShortened(t *testing.T) {
 		{"from nothing", policy.Retention{}, more, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Shortened(tc.prev, tc.next); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("Shortened = %q, want %q", got, tc.want)
+			if got := shortened(tc.prev, tc.next); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("shortened = %q, want %q", got, tc.want)
 			}
 		})
 	}
