@@ -52,3 +52,9 @@ func ShortenRetention(jobs JobStore, reload func(ctx context.Context) error) Exe
 		return nil
 	}
 }
+
+// The kinds, as api names them.
+const (
+	KindDeletePoint      = api.ApprovalDeletePoint
+	KindShortenRetention = api.ApprovalShortenRetention
+)
