@@ -4,19 +4,15 @@ import "time"
 
 // RestorePoint is a restore point as the API shows it.
 type RestorePoint struct {
-	ID          string    `json:"id"`
-	Repository  string    `json:"repository"`
-	Job         string    `json:"job,omitempty"`
-	VM          VMRef     `json:"vm"`
-	Time        time.Time `json:"time"`
-	Parent      string    `json:"parent,omitempty"`
-	Consistency string    `json:"consistency,omitempty"`
-	Partial     bool      `json:"partial"`
-	Locked      bool      `json:"locked"`
-	// LockedUntil is the end of a running time lock (POST
-	// /restore-points/{id}/lock with until): until then no role can unlock
-	// or delete the point. Absent when none runs; Locked is true with it.
-	LockedUntil  time.Time         `json:"lockedUntil,omitzero"`
+	ID           string            `json:"id"`
+	Repository   string            `json:"repository"`
+	Job          string            `json:"job,omitempty"`
+	VM           VMRef             `json:"vm"`
+	Time         time.Time         `json:"time"`
+	Parent       string            `json:"parent,omitempty"`
+	Consistency  string            `json:"consistency,omitempty"`
+	Partial      bool              `json:"partial"`
+	Locked       bool              `json:"locked"`
 	LogicalBytes int64             `json:"logicalBytes"`
 	Disks        []PointDisk       `json:"disks"`
 	Warnings     []string          `json:"warnings,omitempty"`
@@ -27,6 +23,10 @@ type RestorePoint struct {
 	Config *PointConfig `json:"config,omitempty"`
 	// ConfigError says why a saved configuration could not be read.
 	ConfigError string `json:"configError,omitempty"`
+	// LockedUntil is the end of a running time lock (POST
+	// /restore-points/{id}/lock with until): until then no role can unlock
+	// or delete the point. Absent when none runs; Locked is true with it.
+	LockedUntil time.Time `json:"lockedUntil,omitzero"`
 }
 
 // PointConfig is what a restore wizard needs of a point's saved VM
