@@ -80,21 +80,17 @@ func (m *Manager) Request(ctx context.Context, r api.ApprovalRequest) (api.Appro
 	if _, ok := m.cfg.Executors[r.Kind]; !ok {
 		return api.Approval{}, fmt.Errorf("approval kind %q is not known", r.Kind)
 	}
-	all, err := m.st.list()
-	if err != nil {
-		return api.Approval{}, err
-	}
-	for _, a := range all {
-		if a.Kind == r.Kind && a.Subject == r.Subject && open(a.Status) {
-			return api.Approval{}, api.Kind(fmt.Errorf("%s of %s is already waiting as approval %s (effective %s): approve or cancel it",
-				r.Kind, r.Subject, a.ID, a.EffectiveAt.UTC().Format(time.RFC3339)), api.ErrConflict)
-		}
-	}
 	now := m.cfg.Clock.Now().UTC()
 	a := api.Approval{ID: newID(), Kind: r.Kind, Subject: r.Subject, Summary: r.Summary, Repository: r.Repository,
 		Retention: r.Retention, RequestedBy: r.RequestedBy, RequestedAt: now, EffectiveAt: now.Add(m.cfg.Delay),
 		Status: api.ApprovalPending}
-	if err := m.st.put(a); err != nil {
+	if err := m.st.create(a, func(o api.Approval) error {
+		if o.Kind == r.Kind && o.Subject == r.Subject && open(o.Status) {
+			return api.Kind(fmt.Errorf("%s of %s is already waiting as approval %s (effective %s): approve or cancel it",
+				r.Kind, r.Subject, o.ID, o.EffectiveAt.UTC().Format(time.RFC3339)), api.ErrConflict)
+		}
+		return nil
+	}); err != nil {
 		return api.Approval{}, err
 	}
 	m.poke()
@@ -168,7 +164,10 @@ func (m *Manager) notPending(id, verb string) (api.Approval, error) {
 }
 
 // execute runs a claimed (executing) action and records how it ended.
+// The action is claimed: a caller that hangs up (or a daemon stopping)
+// must not leave it half-done and failed, so it runs detached from ctx.
 func (m *Manager) execute(ctx context.Context, a api.Approval) (api.Approval, error) {
+	ctx = context.WithoutCancel(ctx)
 	var err error
 	if ex, ok := m.cfg.Executors[a.Kind]; ok {
 		err = ex(ctx, a)

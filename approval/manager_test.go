@@ -221,3 +221,33 @@ func TestReopenInterrupted(t *testing.T) {
 		t.Fatalf("after the restart: %+v", got)
 	}
 }
+
+// Requests for the same point at once: exactly one waits, the others are
+// conflicts (the check and the save are one transaction).
+func TestRequestConcurrentOnce(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.m.Request(context.Background(), api.ApprovalRequest{Kind: api.ApprovalDeletePoint, Subject: "p1", RequestedBy: "alice"})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, api.ErrConflict):
+			t.Errorf("request: %v", err)
+		}
+	}
+	if list, _ := f.m.List(context.Background(), api.ApprovalPending); ok != 1 || len(list) != 1 {
+		t.Fatalf("%d requests accepted, %d pending; want 1", ok, len(list))
+	}
+}

@@ -56,15 +56,30 @@ func decode(k, v []byte) (api.Approval, error) {
 	return a, nil
 }
 
-func (s *store) put(a api.Approval) error {
+// create saves a new action unless clash finds an existing one it
+// conflicts with (checked in the same transaction, so two requests at
+// once cannot both pass); clash's error is returned as is.
+func (s *store) create(a api.Approval, clash func(api.Approval) error) error {
 	v, err := encode(a)
 	if err != nil {
 		return err
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bApprovals).Put([]byte(a.ID), v) }); err != nil {
-		return fmt.Errorf("save approval %s: %w", a.ID, err)
-	}
-	return nil
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bApprovals)
+		if err := b.ForEach(func(k, v []byte) error {
+			old, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			return clash(old)
+		}); err != nil {
+			return err
+		}
+		if err := b.Put([]byte(a.ID), v); err != nil {
+			return fmt.Errorf("save approval %s: %w", a.ID, err)
+		}
+		return nil
+	})
 }
 
 func (s *store) get(id string) (api.Approval, error) {
