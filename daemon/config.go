@@ -39,6 +39,7 @@ type Config struct {
 	API          APIConfig         `json:"api"`
 	Maintenance  MaintenanceConfig `json:"maintenance"`
 	SMTP         *SMTPConfig       `json:"smtp"` // absent: no email
+	Approvals    ApprovalsConfig   `json:"approvals"`
 
 	// OnReady, set in code (appliance demo), is called with the listening
 	// address once the daemon accepts connections; it must not block.
@@ -53,6 +54,21 @@ type MaintenanceConfig struct {
 	Window *policy.Window `json:"window"`
 	// FullCheckDays is how often a full (read every blob) check runs; default 7.
 	FullCheckDays int `json:"full_check_days"`
+}
+
+// ApprovalsConfig delays administrators' destructive actions (deleting a
+// restore point, shortening a job's retention; package approval), e.g.
+// {delay: 24h}: such an action waits that long unless a second
+// administrator approves it, and any administrator can cancel it meanwhile.
+// Absent or 0: they act at once.
+type ApprovalsConfig struct {
+	Delay string `json:"delay"` // Go duration, 0 to 720h
+}
+
+// delay is the validated delay (0 when absent).
+func (a ApprovalsConfig) delay() time.Duration {
+	d, _ := time.ParseDuration(a.Delay)
+	return d
 }
 
 // TLSConfig is the API listener's certificate (tls section).
@@ -494,6 +510,11 @@ func (c *Config) Validate() error {
 	}
 	if c.SMTP != nil {
 		c.SMTP.validate(bad)
+	}
+	if c.Approvals.Delay != "" {
+		if d, err := time.ParseDuration(c.Approvals.Delay); err != nil || d < 0 || d > 30*24*time.Hour {
+			bad("approvals.delay", "a duration from 0 (act at once) to 720h, e.g. 24h")
+		}
 	}
 	return errors.Join(errs...)
 }

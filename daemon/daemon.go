@@ -26,6 +26,7 @@ import (
 
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/vmvault/vmvault/approval"
 	"github.com/vmvault/vmvault/filerestore"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/cache"
@@ -125,6 +126,9 @@ type Daemon struct {
 	observe func(policy.Event)
 
 	repos map[string]*repository.Repository
+	// approvals holds administrators' destructive actions for
+	// approvals.delay and runs them when due (approvals.go).
+	approvals *approval.Manager
 
 	closers []func() error
 	ran     bool
@@ -369,6 +373,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if err != nil {
 		return nil, err
 	}
+	if wcfg.Approvals, err = d.newApprovals(rs, rec); err != nil {
+		return nil, err
+	}
 	d.srv, err = web.New(wcfg)
 	if err != nil {
 		return nil, err
@@ -447,6 +454,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer close(spaceDone)
 		watchSpace(schedCtx, spaceReaders(d.repos), cfg.Limits.lowSpace(), clk, log, d.record)
 	}()
+	approvalsDone := make(chan struct{})
+	go func() {
+		defer close(approvalsDone)
+		_ = d.approvals.Run(schedCtx, func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) })
+	}()
 	copiesDone := make(chan struct{})
 	go func() {
 		defer close(copiesDone)
@@ -459,6 +471,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-pruneDone
 		<-spaceDone
 		<-copiesDone
+		<-approvalsDone
 		<-sweepDone
 	}
 

@@ -177,7 +177,7 @@ func PointView(repo string, p repository.Point) api.RestorePoint {
 	rp := api.RestorePoint{
 		ID: p.ID, Repository: repo, Job: p.Tags[JobTag],
 		VM:   api.VMRef{Name: p.VM.Name, InstanceUUID: p.VM.InstanceUUID, MoRef: p.VM.MoRef},
-		Time: p.Time, Parent: p.Parent, Consistency: p.Consistency, Partial: p.Partial, Locked: p.Locked,
+		Time: p.Time, Parent: p.Parent, Consistency: p.Consistency, Partial: p.Partial, Locked: p.Locked, LockedUntil: p.LockedUntil,
 		LogicalBytes: p.LogicalBytes, Warnings: p.Warnings, Tags: p.Tags,
 		Disks: make([]api.PointDisk, len(p.Disks)),
 	}
@@ -289,7 +289,24 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 	if locked {
 		return kind(s.repos[name].Lock(ctx, p.ID))
 	}
+	// The repository keeps a time lock whatever the record's flag says;
+	// clearing the flag would answer "unlocked" for a point that stays
+	// locked, so an unlock before the date is refused for every caller.
+	if !p.LockedUntil.IsZero() {
+		return kind(fmt.Errorf("unlock %s: no role can remove a time lock before its date: %w", p.ID,
+			&repository.PointLockedError{Point: p.ID, Until: p.LockedUntil, By: "time lock"}))
+	}
 	return kind(s.repos[name].Unlock(ctx, p.ID))
+}
+
+// LockUntil implements web.TimeLocker: a time lock until the date (kept
+// to the second; extended, never shortened).
+func (s *Set) LockUntil(ctx context.Context, id string, until time.Time) error {
+	name, p, err := s.find(ctx, id)
+	if err != nil {
+		return err
+	}
+	return kind(s.repos[name].LockUntil(ctx, p.ID, until))
 }
 
 // Delete implements web.Points; a locked point is refused (api.ErrPointLocked).

@@ -41,6 +41,8 @@ var auditKinds = map[string]string{
 	"POST /api/v1/repositories/:id/check":                 "repository.check",
 	"POST /api/v1/repositories/:id/reclaim":               "repository.reclaim",
 	"POST /api/v1/tasks/:id/cancel":                       "task.cancel",
+	"POST /api/v1/approvals/:id/approve":                  "approval.approve",
+	"POST /api/v1/approvals/:id/cancel":                   "approval.cancel",
 	"PUT /api/v1/settings":                                "settings.update",
 	"POST /api/v1/settings/vcenter/test":                  "settings.test-vcenter",
 	"POST /api/v1/settings/smtp/test":                     "settings.test-smtp",
@@ -60,6 +62,7 @@ var auditVerbs = map[string]string{
 	"repository.check": "checked a repository", "repository.reclaim": "reclaimed a repository's space",
 	"task.cancel": "cancelled a task", "settings.update": "changed the settings",
 	"settings.test-vcenter": "tested the vCenter connection", "settings.test-smtp": "tested the SMTP settings",
+	"approval.request": "asked for a delayed action", "approval.approve": "approved", "approval.cancel": "cancelled",
 	"backup.adhoc": "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
 }
 

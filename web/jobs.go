@@ -134,8 +134,12 @@ func (s *Server) putJob(c *gin.Context) (any, error) {
 	if j.ID != id {
 		return nil, invalid("id", "must match the path (%q)", id)
 	}
-	if _, err := s.cfg.Jobs.Job(c.Request.Context(), id); err != nil {
+	prev, err := s.cfg.Jobs.Job(c.Request.Context(), id)
+	if err != nil {
 		return nil, err
+	}
+	if res, held, err := s.holdShorterRetention(c, prev, j); held { // approvals.go: a delay is configured
+		return res, err
 	}
 	return s.saveJob(c, j, http.StatusOK)
 }

@@ -90,7 +90,7 @@ func (s *Server) setLocked(c *gin.Context, locked bool) (any, error) {
 	return s.cfg.Points.Point(c.Request.Context(), id)
 }
 
-func (s *Server) lockPoint(c *gin.Context) (any, error) { return s.setLocked(c, true) }
+func (s *Server) lockPoint(c *gin.Context) (any, error) { return s.lockPointUntil(c) } // approvals.go
 
 func (s *Server) unlockPoint(c *gin.Context) (any, error) { return s.setLocked(c, false) }
 
@@ -100,6 +100,9 @@ func (s *Server) deletePoint(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	s.auditPoint(c, id)
+	if res, held, err := s.holdPointDelete(c, id); held { // approvals.go: a delay is configured
+		return res, err
+	}
 	if err := s.cfg.Points.Delete(c.Request.Context(), id); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,10 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/repositories/:id/check", op, s.checkRepository},
 		{"POST", "/api/v1/repositories/:id/reclaim", op, s.reclaimRepository},
 
+		{"GET", "/api/v1/approvals", ro, s.listApprovals},
+		{"POST", "/api/v1/approvals/:id/approve", adm, s.approveAction},
+		{"POST", "/api/v1/approvals/:id/cancel", adm, s.cancelAction},
+
 		{"GET", "/api/v1/tasks", ro, s.listTasks},
 		{"GET", "/api/v1/tasks/:id", ro, s.getTask},
 		{"GET", "/api/v1/tasks/:id/events", ro, s.taskEvents},

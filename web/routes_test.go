@@ -139,10 +139,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 	// Request examples, in an order where the valid ones can succeed.
 	ids := map[string]string{
-		"/api/v1/jobs/{id}":         "/api/v1/jobs/nightly",
-		"/api/v1/auth/tokens/{id}":  "/api/v1/auth/tokens/x",
-		"/api/v1/repositories/{id}": "/api/v1/repositories/main",
-		"/api/v1/users/{name}":      "/api/v1/users/operator1", // made by the POST /users example
+		"/api/v1/jobs/{id}":           "/api/v1/jobs/nightly",
+		"/api/v1/auth/tokens/{id}":    "/api/v1/auth/tokens/x",
+		"/api/v1/repositories/{id}":   "/api/v1/repositories/main",
+		"/api/v1/users/{name}":        "/api/v1/users/operator1", // made by the POST /users example
+		"/api/v1/restore-points/{id}": "/api/v1/restore-points/" + f.points[0].ID,
 	}
 	subst := func(p string) string {
 		for k, v := range ids {

@@ -54,6 +54,9 @@ type Config struct {
 	// Files serves file-level restore (browse, download, search); nil: 501.
 	// Downloads are recorded through Events when it has AddEvent.
 	Files FileService
+	// Approvals holds destructive actions (delete a point, shorten a
+	// retention) for a delay; nil or a zero delay: they act at once.
+	Approvals Approvals
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.

@@ -23,6 +23,10 @@ type RestorePoint struct {
 	Config *PointConfig `json:"config,omitempty"`
 	// ConfigError says why a saved configuration could not be read.
 	ConfigError string `json:"configError,omitempty"`
+	// LockedUntil is the end of a running time lock (POST
+	// /restore-points/{id}/lock with until): until then no role can unlock
+	// or delete the point. Absent when none runs; Locked is true with it.
+	LockedUntil time.Time `json:"lockedUntil,omitzero"`
 }
 
 // PointConfig is what a restore wizard needs of a point's saved VM

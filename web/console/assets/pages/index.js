@@ -13,6 +13,7 @@ import points from "./points.js";
 import repositories from "./repositories.js";
 import files from "./files.js";
 import vm from "./vm.js";
+import approvals from "./approvals.js";
 
 export default [
   dashboard,
@@ -22,6 +23,7 @@ export default [
   restore,
   files,
   points,
+  approvals,
   repositories,
   tasks,
   events,

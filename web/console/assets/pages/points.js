@@ -3,6 +3,8 @@
 // a locked point cannot be deleted and the page says why).
 import { ensureCSS, pick, errorText } from "./jobs-common.js";
 import { consistency, pointVM, vmChoices } from "./restore-timeline.js";
+import { lockBadge, timeLockButton } from "./points-timelock.js";
+import { pendingText } from "./approvals.js";
 
 const LOCKED_WHY = "Locked restore points cannot be deleted: retention and deletion leave them alone until they are unlocked.";
 
@@ -109,6 +111,7 @@ export default {
         );
         d.addEventListener("click", () => del(p));
         actions.append(d, why);
+        actions.append(timeLockButton(ctx, p, (np) => { Object.assign(p, np); draw(); status.textContent = `Restore point of ${ctx.fmt.time(p.time)} locked until ${ctx.fmt.time(p.lockedUntil)}.`; }));
       }
       const u = unique.get(p.id);
       return h(
@@ -121,7 +124,7 @@ export default {
         h("td", { "data-label": "Size", class: "num" }, ctx.fmt.bytes(p.logicalBytes)),
         h("td", { "data-label": "Unique", class: "num" }, u === undefined ? "…" : ctx.fmt.bytes(u)),
         h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label)),
-        h("td", { "data-label": "Lock" }, p.locked ? h("span", { class: "badge p2-state-running" }, "locked") : "unlocked"),
+        h("td", { "data-label": "Lock" }, lockBadge(ctx, p)),
         h("td", { "data-label": "Actions" }, actions, h("div", { class: "p2-point-msg", id: `msg-${p.id}`, role: "status" })),
       );
     }
@@ -202,7 +205,8 @@ export default {
       const ok = await ctx.confirm(`Delete the restore point of ${(p.vm && p.vm.name) || "this VM"} taken ${ctx.fmt.time(p.time)}? It cannot be restored afterwards; its space is freed by the next reclaim.`, { danger: true, title: "Delete restore point?" });
       if (!ok) return;
       try {
-        await ctx.api("DELETE", `/restore-points/${encodeURIComponent(p.id)}`);
+        const res = await ctx.api("DELETE", `/restore-points/${encodeURIComponent(p.id)}`);
+        if (res && res.status === "pending") return say(p, `Not deleted yet. ${pendingText(ctx, res)}`, false); // approvals.delay
         points = points.filter((x) => x.id !== p.id);
         draw();
         status.textContent = `Restore point of ${ctx.fmt.time(p.time)} deleted.`;
