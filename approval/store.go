@@ -3,20 +3,19 @@ package approval
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
 
-// The bucket of this package in state.db; no other store may use the name.
-var bApprovals = []byte("approvals")
-
-const formatJSON byte = 1
+// The bucket of this package in state.db, declared with its format in
+// internal/state/schema.
+var bApprovals = schema.BucketApprovals
 
 // errStatus is a transition from a status the action no longer has.
 var errStatus = errors.New("status changed")
@@ -38,19 +37,16 @@ func newID() string {
 }
 
 func encode(a api.Approval) ([]byte, error) {
-	b, err := json.Marshal(a)
+	b, err := schema.Encode(a)
 	if err != nil {
 		return nil, fmt.Errorf("encode approval %s: %w", a.ID, err)
 	}
-	return append([]byte{formatJSON}, b...), nil
+	return b, nil
 }
 
 func decode(k, v []byte) (api.Approval, error) {
 	var a api.Approval
-	if len(v) < 1 || v[0] != formatJSON {
-		return a, fmt.Errorf("approval %s: unknown record format", k)
-	}
-	if err := json.Unmarshal(v[1:], &a); err != nil {
+	if err := schema.Decode(v, &a); err != nil {
 		return a, fmt.Errorf("approval %s: %w", k, err)
 	}
 	return a, nil

@@ -192,7 +192,7 @@ var importerRules = []importerRule{
 	// the auth and task stores (web.db, through auth and task BoltStores),
 	// index.db (repository), the file catalog (flr/catalog).
 	{name: "bbolt-owners", source: "internal/state/doc.go, internal/auth/doc.go, internal/task/doc.go, repository/doc.go, flr/catalog/catalog.go", target: "go.etcd.io/bbolt", third: true,
-		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "repository", "flr/catalog"},
+		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "approval", "repository", "flr/catalog"},
 		exempt: map[string]string{
 			"settings/bolt.go": "settings persisted in web.db; removed when state.db has one owner (issue 13)",
 			"daemon/daemon.go": "tells bbolt's lock timeout (state.db held by another process) from other open errors; removed when internal/state returns its own sentinel (issue 13)",

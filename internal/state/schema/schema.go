@@ -28,6 +28,7 @@ var (
 	BucketTokenHash   = []byte("token-hash")
 	BucketTasks       = []byte("tasks")
 	BucketSettings    = []byte("settings")
+	BucketApprovals   = []byte("approvals") // new in schema 2: nothing to migrate
 )
 
 // Fixed keys.
@@ -52,6 +53,9 @@ type Bucket struct {
 	// accepts such values. The migration covers the bucket all the same.
 	// Empty once that file goes through Owner or the codec.
 	RawWriter string
+	// Since is the schema version that added the bucket (0 means 1): a
+	// newer bucket has nothing to migrate from older files.
+	Since uint32
 }
 
 // Buckets is every bucket of state.db, in FORMAT.md's order.
@@ -71,6 +75,7 @@ var Buckets = []Bucket{
 	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},
+	{Name: BucketApprovals, Owner: "approval", Key: "16 hex digits (the action's id)", Format: FormatJSON, Value: "web/api.Approval (a destructive action waiting for its delay or a second administrator)", Since: 2},
 	{Name: BucketSettings, Owner: "settings (settings.Bolt; internal/state's DB.GetSettings, DB.PutSettings read the same value)", Key: `"settings"`, Format: FormatJSON, Value: "web/api.Settings"},
 }
 
