@@ -134,11 +134,19 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
 		return nil, err
 	}
+	return s.startRestoreTask(c, "restore", "restores", req.Point, func(ctx context.Context, rep *task.Reporter) (*RestoreResult, error) {
+		return s.cfg.Restores.Restore(ctx, req, rep)
+	})
+}
+
+// startRestoreTask runs a restore of point as a task of kind, answering 202
+// with the task (501, naming what, without a restore engine).
+func (s *Server) startRestoreTask(c *gin.Context, kind, what, point string, run func(context.Context, *task.Reporter) (*RestoreResult, error)) (any, error) {
 	if s.cfg.Restores == nil {
-		return nil, fmt.Errorf("restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
+		return nil, fmt.Errorf("%s through the API: the restore engine is not wired into this daemon yet: %w", what, ErrNotImplemented)
 	}
-	info, err := s.startTask(c, "restore", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		res, err := s.cfg.Restores.Restore(ctx, req, rep)
+	info, err := s.startTask(c, kind, point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+		res, err := run(ctx, rep)
 		if res == nil {
 			return nil, err // a typed nil would be recorded as "result": null
 		}
@@ -163,18 +171,7 @@ func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
 	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
 		return nil, err
 	}
-	if s.cfg.Restores == nil {
-		return nil, fmt.Errorf("disk restores through the API: the restore engine is not wired into this daemon yet: %w", ErrNotImplemented)
-	}
-	info, err := s.startTask(c, "restore-disk", req.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		res, err := s.cfg.Restores.RestoreDisk(ctx, req, rep)
-		if res == nil {
-			return nil, err // a typed nil would be recorded as "result": null
-		}
-		return res, err
+	return s.startRestoreTask(c, "restore-disk", "disk restores", req.Point, func(ctx context.Context, rep *task.Reporter) (*RestoreResult, error) {
+		return s.cfg.Restores.RestoreDisk(ctx, req, rep)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return withStatus(http.StatusAccepted, info), nil
 }

@@ -166,18 +166,7 @@ func TestTablesFullCheckLooksFull(t *testing.T) {
 // tablesWeb01 returns web-01's instance UUID and its newest restore point.
 func tablesWeb01(t *testing.T, b *browsertest.Browser) (uuid, point string) {
 	t.Helper()
-	var vms []struct {
-		InstanceUUID string `json:"instanceUuid"`
-		Name         string `json:"name"`
-	}
-	if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
-		t.Fatalf("GET /vms: %d", st)
-	}
-	for _, v := range vms {
-		if v.Name == "web-01" {
-			uuid = v.InstanceUUID
-		}
-	}
+	uuid = p2VMUUID(t, b, "web-01")
 	var pts []struct {
 		ID string `json:"id"`
 		VM struct {
@@ -192,8 +181,8 @@ func tablesWeb01(t *testing.T, b *browsertest.Browser) (uuid, point string) {
 			point = p.ID
 		}
 	}
-	if uuid == "" || point == "" {
-		t.Fatalf("no web-01 with a restore point: vms %+v, points %+v", vms, pts)
+	if point == "" {
+		t.Fatalf("web-01 (%s) has no restore point: %+v", uuid, pts)
 	}
 	return uuid, point
 }
