@@ -65,8 +65,15 @@ repositories:
 	if code != 200 || !strings.Contains(string(body), `"status":"executed"`) {
 		t.Fatalf("approvals after the delay: %d %s", code, body)
 	}
-	code, body = api.call("GET", "/api/v1/events?kind=approval", nil, nil)
-	if code != 200 || !strings.Contains(string(body), `"approval.execute"`) || !strings.Contains(string(body), `"approval.request"`) {
-		t.Fatalf("audit events: %d %s", code, body)
+	// The execute event is recorded just after the status: wait for it.
+	for {
+		code, body = api.call("GET", "/api/v1/events?kind=approval", nil, nil)
+		if code == 200 && strings.Contains(string(body), `"approval.execute"`) && strings.Contains(string(body), `"approval.request"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit events: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
