@@ -61,11 +61,18 @@ repositories:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	code, body = api.call("GET", "/api/v1/approvals", nil, nil)
-	if code != 200 || !strings.Contains(string(body), `"status":"executed"`) {
-		t.Fatalf("approvals after the delay: %d %s", code, body)
+	// The status and the execute event are recorded just after the
+	// delete: wait for them.
+	for {
+		code, body = api.call("GET", "/api/v1/approvals", nil, nil)
+		if code == 200 && strings.Contains(string(body), `"status":"executed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approvals after the delay: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	// The execute event is recorded just after the status: wait for it.
 	for {
 		code, body = api.call("GET", "/api/v1/events?kind=approval", nil, nil)
 		if code == 200 && strings.Contains(string(body), `"approval.execute"`) && strings.Contains(string(body), `"approval.request"`) {
