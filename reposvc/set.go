@@ -40,6 +40,9 @@ type Set struct {
 
 	clk       clock.Clock
 	threshold capacity.Threshold
+
+	// idx is every repository's points in list order (index.go).
+	idx indexCache
 }
 
 type statsKey struct{ repo, sig string }
@@ -74,6 +77,9 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 		o.ttl = DefaultStatsTTL
 	}
 	s := &Set{repos: repos, clk: o.clk, threshold: o.threshold}
+	// The catalog's file times are the real clock's, whatever clock ages
+	// the statistics.
+	s.idx = indexCache{repos: map[string]*repoIndex{}, real: clock.Real()}
 	for n := range repos {
 		s.names = append(s.names, n)
 	}
@@ -187,33 +193,21 @@ func PointView(repo string, p repository.Point) api.RestorePoint {
 	return rp
 }
 
-// Points implements web.Points: newest first.
+// Points implements web.Points: newest first (api.PointLess), from the
+// point index.
 func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint, error) {
-	var out []api.RestorePoint
-	for _, name := range s.names {
-		if f.Repository != "" && f.Repository != name {
-			continue
-		}
-		pts, err := s.repos[name].List(ctx)
-		if err != nil {
-			return nil, kind(fmt.Errorf("list points of %s: %w", name, err))
-		}
-		for _, p := range pts {
-			switch {
-			case f.VM != "" && p.VM.InstanceUUID != f.VM && p.VM.Name != f.VM,
-				f.Job != "" && p.Tags[JobTag] != f.Job,
-				!f.From.IsZero() && p.Time.Before(f.From),
-				!f.To.IsZero() && !p.Time.Before(f.To):
-				continue
-			}
-			out = append(out, PointView(name, p))
-		}
-	}
 	if f.Repository != "" && !s.Has(f.Repository) {
 		return nil, fmt.Errorf("repository %q: %w", f.Repository, api.ErrNotFound)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
-	return out, nil
+	idx, err := s.index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pg := idx.page(api.PointQuery{PointFilter: f, Limit: len(idx.pts)})
+	if len(pg.Items) == 0 {
+		return nil, nil
+	}
+	return pg.Items, nil
 }
 
 // find returns the repository holding a point id.
@@ -286,6 +280,7 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 	if err != nil {
 		return err
 	}
+	defer s.idx.forget(name)
 	if locked {
 		return kind(s.repos[name].Lock(ctx, p.ID))
 	}
@@ -298,6 +293,7 @@ func (s *Set) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	defer s.idx.forget(name)
 	return kind(s.repos[name].Delete(ctx, p.ID))
 }
 
