@@ -71,7 +71,7 @@ type indexCache struct {
 	// builds counts index builds (merges) and lists the listings of a
 	// repository's points, for tests.
 	builds, lists int
-	real   clock.Clock
+	real          clock.Clock
 }
 
 func catalogStat(r *repository.Repository) catalogToken {
