@@ -3,6 +3,7 @@ package reposvc
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vmvault/vmvault/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web/api"
@@ -49,10 +51,13 @@ type pointIndex struct {
 
 // repoIndex is one repository's part of the index.
 type repoIndex struct {
+	listed  time.Time    // when the listing started
 	tok     catalogToken // the catalog file when it was listed
 	trusted bool         // tok can vouch that the points did not change
 	sig     [32]byte
 	pts     []api.RestorePoint // list order
+	// samples are the repository's growth (space.go), oldest first.
+	samples []capacity.Sample
 }
 
 type catalogToken struct {
@@ -103,8 +108,14 @@ func pointSig(pts []repository.Point) [32]byte {
 
 // part returns repository name's part of the index, listing its points
 // again unless its catalog vouches they did not change.
-func (c *indexCache) part(ctx context.Context, name string, r *repository.Repository) (*repoIndex, error) {
+//
+// A listing that started after the query arrived (asked) serves it too:
+// concurrent queries while the catalog is being written share one listing.
+func (c *indexCache) part(ctx context.Context, name string, r *repository.Repository, asked time.Time) (*repoIndex, error) {
 	old := c.repos[name]
+	if old != nil && !old.listed.Before(asked) {
+		return old, nil
+	}
 	tok := catalogStat(r)
 	if old != nil && old.trusted && tok.ok && tok == old.tok {
 		return old, nil
@@ -116,11 +127,12 @@ func (c *indexCache) part(ctx context.Context, name string, r *repository.Reposi
 		return nil, kind(fmt.Errorf("list points of %s: %w", name, err))
 	}
 	after := catalogStat(r)
-	ri := &repoIndex{tok: tok, sig: pointSig(pts),
+	ri := &repoIndex{listed: start, tok: tok, sig: pointSig(pts),
 		trusted: tok.ok && after == tok && tok.mtime.Before(start.Add(-racyWindow))}
 	if old != nil && old.sig == ri.sig {
-		ri.pts = old.pts // same points: keep the converted, sorted list
+		ri.pts, ri.samples = old.pts, old.samples // same points: keep the converted, sorted list
 	} else {
+		ri.samples = growthSamples(pts)
 		ri.pts = make([]api.RestorePoint, len(pts))
 		for i, p := range pts {
 			ri.pts[i] = PointView(name, p)
@@ -129,6 +141,25 @@ func (c *indexCache) part(ctx context.Context, name string, r *repository.Reposi
 	}
 	c.repos[name] = ri
 	return ri, nil
+}
+
+// part returns repository name's part of the index (listing its points
+// only when its catalog changed).
+func (s *Set) part(ctx context.Context, name string, r *repository.Repository) (*repoIndex, error) {
+	c := &s.idx
+	asked := c.real.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.part(ctx, name, r, asked)
+}
+
+// pointsSig returns the signature of repository name's points.
+func (s *Set) pointsSig(ctx context.Context, name string, r *repository.Repository) (string, error) {
+	p, err := s.part(ctx, name, r)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(p.sig[:]), nil
 }
 
 // forget drops a repository's part: the set itself changed its points.
@@ -141,12 +172,13 @@ func (c *indexCache) forget(name string) {
 // index returns the current index of every repository's points.
 func (s *Set) index(ctx context.Context) (*pointIndex, error) {
 	c := &s.idx
+	asked := c.real.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	parts := make([]*repoIndex, len(s.names))
 	same := c.merged != nil && len(c.parts) == len(parts)
 	for i, name := range s.names {
-		p, err := c.part(ctx, name, s.repos[name])
+		p, err := c.part(ctx, name, s.repos[name], asked)
 		if err != nil {
 			return nil, err
 		}

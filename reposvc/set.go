@@ -2,8 +2,6 @@ package reposvc
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/vmvault/vmvault/capacity"
@@ -132,16 +130,6 @@ func kind(err error) error {
 	return err
 }
 
-// pointsSig identifies a set of points: statistics stay valid while it does.
-func pointsSig(pts []repository.Point) string {
-	h := sha256.New()
-	for _, p := range pts {
-		h.Write([]byte(p.ID))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error) {
 	st, err := s.repos[k.repo].Stats(ctx)
 	if err != nil {
@@ -154,11 +142,13 @@ func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error)
 // the same points, and once for concurrent callers. A point added or
 // removed invalidates them at once.
 func (s *Set) cachedStats(ctx context.Context, name string, r *repository.Repository) (*api.RepoStats, error) {
-	pts, err := r.List(ctx)
+	// The point index's signature of r's points (ids, lock and partial
+	// flags), without listing them again while its catalog is at rest.
+	sig, err := s.pointsSig(ctx, name, r)
 	if err != nil {
-		return nil, fmt.Errorf("list points of %s: %w", name, err)
+		return nil, err
 	}
-	return s.stats.Get(ctx, statsKey{repo: name, sig: pointsSig(pts)})
+	return s.stats.Get(ctx, statsKey{repo: name, sig: sig})
 }
 
 // StatsView is the API's copy of a repository's statistics.
@@ -310,18 +300,18 @@ func (s *Set) info(ctx context.Context, name string, r *repository.Repository, w
 		}
 		ri.Stats = st
 		ri.Points = st.Points
-		sp, err := s.space(ctx, r)
+		sp, err := s.space(ctx, name, r)
 		if err != nil {
 			return ri, kind(fmt.Errorf("space of %s: %w", name, err))
 		}
 		ri.Space = sp
 		return ri, nil
 	}
-	pts, err := r.List(ctx)
+	part, err := s.part(ctx, name, r)
 	if err != nil {
-		return ri, kind(fmt.Errorf("list points of %s: %w", name, err))
+		return ri, err
 	}
-	ri.Points = len(pts)
+	ri.Points = len(part.pts)
 	return ri, nil
 }
 
