@@ -355,10 +355,11 @@ func (s *notifySource) VMs(ctx context.Context) ([]notify.VMStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Points = make([]vmstatus.Point, len(pts))
+	list := make([]vmstatus.Point, len(pts))
 	for i, p := range pts {
-		in.Points[i] = vmstatus.Point{InstanceUUID: p.VM.InstanceUUID, Name: p.VM.Name, MoRef: p.VM.MoRef, Time: p.Time, Partial: p.Partial}
+		list[i] = vmstatus.Point{InstanceUUID: p.VM.InstanceUUID, Name: p.VM.Name, MoRef: p.VM.MoRef, Time: p.Time, Partial: p.Partial}
 	}
+	in.Points = vmstatus.Summarize(list)
 	if in.States, err = s.db.VMStates(ctx); err != nil {
 		return nil, err
 	}
@@ -384,7 +385,7 @@ func (s *notifySource) VMs(ctx context.Context) ([]notify.VMStatus, error) {
 			v.Jobs = stateJobs[st.Key]
 		}
 		if st.LastPoint >= 0 {
-			v.LastPoint = in.Points[st.LastPoint].Time
+			v.LastPoint = in.Points[st.LastPoint].LastComplete
 		}
 		out = append(out, v)
 	}

@@ -114,6 +114,7 @@ func (m Maintainer) RemovePoints(ctx context.Context, repo string, ids []string)
 	if err != nil {
 		return err
 	}
+	defer m.Set.idx.forget(repo)
 	var errs []error
 	for _, id := range ids {
 		if err := r.Delete(ctx, id); err != nil && !errors.Is(err, repository.ErrNotFound) {

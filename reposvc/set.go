@@ -2,8 +2,6 @@ package reposvc
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/vmvault/vmvault/capacity"
@@ -40,6 +38,9 @@ type Set struct {
 
 	clk       clock.Clock
 	threshold capacity.Threshold
+
+	// idx is every repository's points in list order (index.go).
+	idx indexCache
 }
 
 type statsKey struct{ repo, sig string }
@@ -74,6 +75,9 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 		o.ttl = DefaultStatsTTL
 	}
 	s := &Set{repos: repos, clk: o.clk, threshold: o.threshold}
+	// The catalog's file times are the real clock's, whatever clock ages
+	// the statistics.
+	s.idx = indexCache{repos: map[string]*repoIndex{}, real: clock.Real()}
 	for n := range repos {
 		s.names = append(s.names, n)
 	}
@@ -126,16 +130,6 @@ func kind(err error) error {
 	return err
 }
 
-// pointsSig identifies a set of points: statistics stay valid while it does.
-func pointsSig(pts []repository.Point) string {
-	h := sha256.New()
-	for _, p := range pts {
-		h.Write([]byte(p.ID))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error) {
 	st, err := s.repos[k.repo].Stats(ctx)
 	if err != nil {
@@ -148,11 +142,13 @@ func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error)
 // the same points, and once for concurrent callers. A point added or
 // removed invalidates them at once.
 func (s *Set) cachedStats(ctx context.Context, name string, r *repository.Repository) (*api.RepoStats, error) {
-	pts, err := r.List(ctx)
+	// The point index's signature of r's points (ids, lock and partial
+	// flags), without listing them again while its catalog is at rest.
+	sig, err := s.pointsSig(ctx, name, r)
 	if err != nil {
-		return nil, fmt.Errorf("list points of %s: %w", name, err)
+		return nil, err
 	}
-	return s.stats.Get(ctx, statsKey{repo: name, sig: pointsSig(pts)})
+	return s.stats.Get(ctx, statsKey{repo: name, sig: sig})
 }
 
 // StatsView is the API's copy of a repository's statistics.
@@ -187,33 +183,21 @@ func PointView(repo string, p repository.Point) api.RestorePoint {
 	return rp
 }
 
-// Points implements web.Points: newest first.
+// Points implements web.Points: newest first (api.PointLess), from the
+// point index.
 func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint, error) {
-	var out []api.RestorePoint
-	for _, name := range s.names {
-		if f.Repository != "" && f.Repository != name {
-			continue
-		}
-		pts, err := s.repos[name].List(ctx)
-		if err != nil {
-			return nil, kind(fmt.Errorf("list points of %s: %w", name, err))
-		}
-		for _, p := range pts {
-			switch {
-			case f.VM != "" && p.VM.InstanceUUID != f.VM && p.VM.Name != f.VM,
-				f.Job != "" && p.Tags[JobTag] != f.Job,
-				!f.From.IsZero() && p.Time.Before(f.From),
-				!f.To.IsZero() && !p.Time.Before(f.To):
-				continue
-			}
-			out = append(out, PointView(name, p))
-		}
-	}
 	if f.Repository != "" && !s.Has(f.Repository) {
 		return nil, fmt.Errorf("repository %q: %w", f.Repository, api.ErrNotFound)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
-	return out, nil
+	idx, err := s.index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pg := idx.page(api.PointQuery{PointFilter: f, Limit: len(idx.pts)})
+	if len(pg.Items) == 0 {
+		return nil, nil
+	}
+	return pg.Items, nil
 }
 
 // find returns the repository holding a point id.
@@ -286,6 +270,7 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 	if err != nil {
 		return err
 	}
+	defer s.idx.forget(name)
 	if locked {
 		return kind(s.repos[name].Lock(ctx, p.ID))
 	}
@@ -315,6 +300,7 @@ func (s *Set) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	defer s.idx.forget(name)
 	return kind(s.repos[name].Delete(ctx, p.ID))
 }
 
@@ -331,18 +317,18 @@ func (s *Set) info(ctx context.Context, name string, r *repository.Repository, w
 		}
 		ri.Stats = st
 		ri.Points = st.Points
-		sp, err := s.space(ctx, r)
+		sp, err := s.space(ctx, name, r)
 		if err != nil {
 			return ri, kind(fmt.Errorf("space of %s: %w", name, err))
 		}
 		ri.Space = sp
 		return ri, nil
 	}
-	pts, err := r.List(ctx)
+	part, err := s.part(ctx, name, r)
 	if err != nil {
-		return ri, kind(fmt.Errorf("list points of %s: %w", name, err))
+		return ri, err
 	}
-	ri.Points = len(pts)
+	ri.Points = len(part.pts)
 	return ri, nil
 }
 

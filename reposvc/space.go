@@ -13,16 +13,18 @@ import (
 // space reads the volume's free space and forecasts from the points: the
 // stored bytes each point added, summed over time, is the growth that
 // retention has not yet taken back. Nil on a backend without free space.
-func (s *Set) space(ctx context.Context, r *repository.Repository) (*api.Space, error) {
+// The samples come from the point index, computed once per change of the
+// points.
+func (s *Set) space(ctx context.Context, name string, r *repository.Repository) (*api.Space, error) {
 	sp, ok, err := r.Space(ctx)
 	if err != nil || !ok {
 		return nil, err
 	}
-	pts, err := r.List(ctx)
+	part, err := s.part(ctx, name, r)
 	if err != nil {
 		return nil, err
 	}
-	return SpaceView(sp.Total, sp.Free, growthSamples(pts), s.clk.Now(), s.threshold), nil
+	return SpaceView(sp.Total, sp.Free, part.samples, s.clk.Now(), s.threshold), nil
 }
 
 // growthSamples is the running sum of the points' stored bytes, in time order.

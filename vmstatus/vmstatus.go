@@ -27,12 +27,48 @@ func (p Point) Key() string {
 	return p.Name
 }
 
+// VMPoints sums up one VM's restore points (in one repository, or all):
+// how many, and when its newest complete one was made. A caller with an
+// index of its points passes these; Summarize makes them from a list.
+type VMPoints struct {
+	InstanceUUID, Name, MoRef string
+	Points                    int
+	HasComplete               bool      // the VM has a complete point
+	LastComplete              time.Time // when the newest complete one was made
+}
+
+// Key identifies the VM: its instance UUID, else its name.
+func (v VMPoints) Key() string {
+	return Point{InstanceUUID: v.InstanceUUID, Name: v.Name}.Key()
+}
+
+// Summarize sums up points (newest first) per VM, in order of each VM's
+// newest point.
+func Summarize(points []Point) []VMPoints {
+	var out []VMPoints
+	at := map[string]int{}
+	for _, p := range points {
+		k := p.Key()
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, VMPoints{InstanceUUID: p.InstanceUUID, Name: p.Name, MoRef: p.MoRef})
+		}
+		out[i].Points++
+		if !p.Partial && !out[i].HasComplete {
+			out[i].HasComplete, out[i].LastComplete = true, p.Time
+		}
+	}
+	return out
+}
+
 // Input is everything the rules read.
 type Input struct {
 	Inventory     []policy.VM
 	HaveInventory bool         // false: vCenter is unavailable or not configured
 	Jobs          []policy.Job // every job, enabled or not
-	Points        []Point      // newest first
+	Points        []VMPoints   // per VM (a VM may come once per repository)
 	States        []policy.VMState
 }
 
@@ -106,8 +142,8 @@ func Compute(in Input) []Status {
 	}
 	for i, p := range in.Points {
 		s := add(p.Key(), p.Name, p.MoRef)
-		s.Points++
-		if !p.Partial && s.LastPoint < 0 {
+		s.Points += p.Points
+		if p.HasComplete && (s.LastPoint < 0 || p.LastComplete.After(in.Points[s.LastPoint].LastComplete)) {
 			s.LastPoint = i
 		}
 	}

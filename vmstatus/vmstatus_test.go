@@ -36,7 +36,7 @@ func TestCompute(t *testing.T) {
 		// a VM known only from a job state (vCenter lost it, no point yet) that failed.
 		{Job: "nightly", VM: "u-lost", Name: "lost", Selected: true, LastAttempt: h(2), LastError: "not found"},
 	}
-	got := Compute(Input{Inventory: inv, HaveInventory: true, Jobs: jobs, Points: pts, States: states})
+	got := Compute(Input{Inventory: inv, HaveInventory: true, Jobs: jobs, Points: Summarize(pts), States: states})
 	type want struct {
 		key, state  string
 		inInv       bool
@@ -44,11 +44,11 @@ func TestCompute(t *testing.T) {
 		points, idx int
 	}
 	wants := []want{
-		{"u-web", "protected", true, []string{"nightly", "off"}, []string{"nightly"}, 2, 1},
+		{"u-web", "protected", true, []string{"nightly", "off"}, []string{"nightly"}, 2, 0},
 		{"u-db", "failed", true, []string{"nightly"}, []string{"nightly"}, 0, -1},
 		{"u-new", "unprotected", true, []string{}, []string{}, 0, -1},
-		{"u-gone", "protected", false, []string{}, []string{}, 1, 2},
-		{"legacy", "protected", false, []string{}, []string{}, 1, 3},
+		{"u-gone", "protected", false, []string{}, []string{}, 1, 1},
+		{"legacy", "protected", false, []string{}, []string{}, 1, 2},
 		{"u-lost", "failed", false, []string{}, []string{}, 0, -1},
 	}
 	if len(got) != len(wants) {
@@ -62,5 +62,20 @@ func TestCompute(t *testing.T) {
 	}
 	if got[0].Tags[0] != "tag-prod" || got[1].LastError != "snapshot failed" {
 		t.Errorf("tags or error lost: %+v %+v", got[0], got[1])
+	}
+}
+
+// A VM with points in two repositories: counts add up and the newest
+// complete point wins, whichever repository holds it.
+func TestComputeAcrossRepositories(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	sums := []VMPoints{
+		{InstanceUUID: "u", Name: "web", Points: 3, HasComplete: true, LastComplete: t0},
+		{InstanceUUID: "u", Name: "web", Points: 2, HasComplete: true, LastComplete: t0.Add(time.Hour)},
+		{InstanceUUID: "u", Name: "web", Points: 1}, // only a partial point
+	}
+	got := Compute(Input{Points: sums})
+	if len(got) != 1 || got[0].Points != 6 || got[0].LastPoint != 1 {
+		t.Fatalf("%+v, want one VM, 6 points, the second summary's point newest", got)
 	}
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,45 +28,6 @@ type Points interface {
 	Point(ctx context.Context, id string) (RestorePoint, error)
 	SetLocked(ctx context.Context, id string, locked bool) error
 	Delete(ctx context.Context, id string) error
-}
-
-func (s *Server) listPoints(c *gin.Context) (any, error) {
-	f := PointFilter{VM: c.Query("vm"), Repository: c.Query("repository"), Job: c.Query("job")}
-	var err error
-	if f.From, err = parseTimeParam(c, "from"); err != nil {
-		return nil, err
-	}
-	if f.To, err = parseTimeParam(c, "to"); err != nil {
-		return nil, err
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		return nil, badRequest("to", "the end must be after the start (from)")
-	}
-	search := strings.ToLower(strings.TrimSpace(c.Query("q")))
-	if len(search) > 256 {
-		return nil, badRequest("q", "at most 256 bytes")
-	}
-	pts, err := s.cfg.Points.Points(c.Request.Context(), f)
-	if err != nil {
-		return nil, err
-	}
-	out := []RestorePoint{}
-	for _, p := range pts {
-		if search == "" || pointMatches(p, search) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// pointMatches is the search of GET /restore-points?q=: a point whose id
-// starts with q, or whose VM's name, instance UUID or job contains it
-// (q in lower case).
-func pointMatches(p RestorePoint, q string) bool {
-	return strings.HasPrefix(p.ID, q) ||
-		strings.Contains(strings.ToLower(p.VM.Name), q) ||
-		strings.HasPrefix(strings.ToLower(p.VM.InstanceUUID), q) ||
-		strings.Contains(strings.ToLower(p.Job), q)
 }
 
 func (s *Server) getPoint(c *gin.Context) (any, error) {

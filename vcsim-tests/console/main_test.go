@@ -98,6 +98,16 @@ func repoRoot() (string, error) {
 }
 
 func startDemo(tmp string) (stop func(), err error) {
+	return startDemoAt(tmp, &demo, filepath.Join(tmp, "state"))
+}
+
+// applianceBin is the appliance binary TestMain built (or
+// $VMVAULT_APPLIANCE_BIN), for the tests that start a demo of their own.
+var applianceBin string
+
+// startDemoAt starts `appliance demo --state state` into d, its log and
+// binary (when none was built yet) in tmp.
+func startDemoAt(tmp string, d *demoServer, state string, extra ...string) (stop func(), err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -106,26 +116,30 @@ func startDemo(tmp string) (stop func(), err error) {
 	// on the console, whose files are embedded: rebuild it after each change).
 	bin := os.Getenv("VMVAULT_APPLIANCE_BIN")
 	if bin == "" {
+		bin = applianceBin
+	}
+	if bin == "" {
 		bin = filepath.Join(tmp, "appliance")
 		build := exec.Command("go", "build", "-o", bin, "./cmd/appliance")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build ./cmd/appliance: %v\n%s", err, out)
 		}
+		applianceBin = bin
 	}
 	pw := make([]byte, 12)
 	if _, err := rand.Read(pw); err != nil {
 		return nil, err
 	}
-	demo.Password = "console-" + hex.EncodeToString(pw)
-	demo.State = filepath.Join(tmp, "state")
-	logf, err := os.Create(filepath.Join(tmp, "demo.log"))
+	d.Password = "console-" + hex.EncodeToString(pw)
+	d.State = state
+	logf, err := os.Create(filepath.Join(tmp, "d.log"))
 	if err != nil {
 		return nil, err
 	}
-	demo.log = logf
-	cmd := exec.Command(bin, "demo", "--listen", "127.0.0.1:0", "--state", demo.State)
-	cmd.Env = append(os.Environ(), "VMVAULT_ADMIN_PASSWORD="+demo.Password)
+	d.log = logf
+	cmd := exec.Command(bin, append([]string{"demo", "--listen", "127.0.0.1:0", "--state", d.State}, extra...)...)
+	cmd.Env = append(os.Environ(), "VMVAULT_ADMIN_PASSWORD="+d.Password)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -158,7 +172,7 @@ func startDemo(tmp string) (stop func(), err error) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	for demo.URL == "" || demo.User == "" {
+	for d.URL == "" || d.User == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -166,13 +180,13 @@ func startDemo(tmp string) (stop func(), err error) {
 				return nil, fmt.Errorf("appliance demo ended before printing its console URL and login")
 			}
 			if u, ok := strings.CutPrefix(l, "console: "); ok {
-				demo.URL = strings.TrimRight(strings.TrimSpace(u), "/")
+				d.URL = strings.TrimRight(strings.TrimSpace(u), "/")
 			}
 			if lg, ok := strings.CutPrefix(l, "login: "); ok {
 				user, pass, _ := strings.Cut(lg, " / ")
-				demo.User = strings.TrimSpace(user)
-				if p := strings.TrimSpace(pass); p != "" && p != demo.Password {
-					demo.Password = p
+				d.User = strings.TrimSpace(user)
+				if p := strings.TrimSpace(pass); p != "" && p != d.Password {
+					d.Password = p
 				}
 			}
 		case <-ctx.Done():
@@ -190,6 +204,20 @@ func startDemo(tmp string) (stop func(), err error) {
 
 // openSession logs in once over HTTP and creates the keyboard test's user.
 func openSession() error {
+	if err := demo.login(); err != nil {
+		return err
+	}
+	demo.KeyboardUser, demo.KeyboardPassword = "keyboard-admin", demo.Password+"-kbd"
+	demo.LoginUser, demo.LoginPassword = "login-admin", demo.Password+"-login"
+	if err := createUser(demo.KeyboardUser, demo.KeyboardPassword, "administrator"); err != nil {
+		return err
+	}
+	return createUser(demo.LoginUser, demo.LoginPassword, "administrator")
+}
+
+// login opens d's session over HTTP.
+func (d *demoServer) login() error {
+	demo := d
 	body := fmt.Sprintf(`{"username":%q,"password":%q}`, demo.User, demo.Password)
 	res, err := http.Post(demo.URL+"/api/v1/auth/login", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -210,12 +238,7 @@ func openSession() error {
 	if demo.session == "" || demo.csrf == "" {
 		return fmt.Errorf("login set no session and CSRF cookies")
 	}
-	demo.KeyboardUser, demo.KeyboardPassword = "keyboard-admin", demo.Password+"-kbd"
-	demo.LoginUser, demo.LoginPassword = "login-admin", demo.Password+"-login"
-	if err := createUser(demo.KeyboardUser, demo.KeyboardPassword, "administrator"); err != nil {
-		return err
-	}
-	return createUser(demo.LoginUser, demo.LoginPassword, "administrator")
+	return nil
 }
 
 // createUser adds a local user through the API with TestMain's session.

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // RestorePoint is a restore point as the API shows it.
 type RestorePoint struct {
@@ -83,4 +86,119 @@ type PointFilter struct {
 	Repository string    // repository name
 	Job        string    // job id (the "job" tag of the point)
 	From, To   time.Time // [From, To)
+}
+
+// PointQuery asks for one page of restore points in list order (newest
+// first; see PointLess): the filter, a search, and where the page starts.
+type PointQuery struct {
+	PointFilter
+	// Search, in lower case, keeps the points PointMatches; "" keeps all.
+	Search string
+	// Limit is the most points the page holds (at least 1).
+	Limit int
+	// After, when set, starts the page after this key (the previous
+	// page's last point), so a page does not shift when points are added
+	// or deleted in front of it.
+	After *PointKey
+}
+
+// PointKey is a point's place in list order.
+type PointKey struct {
+	Time       time.Time
+	Repository string
+	ID         string
+}
+
+// Key returns p's place in list order.
+func (p RestorePoint) Key() PointKey {
+	return PointKey{Time: p.Time, Repository: p.Repository, ID: p.ID}
+}
+
+// PointLess reports whether a point at a comes before one at b in list
+// order: newest first, then by repository name, then by id. It is the
+// order GET /restore-points has always answered in.
+func PointLess(a, b PointKey) bool {
+	if !a.Time.Equal(b.Time) {
+		return a.Time.After(b.Time)
+	}
+	if a.Repository != b.Repository {
+		return a.Repository < b.Repository
+	}
+	return a.ID < b.ID
+}
+
+// PointPage is one page of restore points.
+type PointPage struct {
+	Items []RestorePoint
+	// Total counts every point the query's filter and search keep, on
+	// every page.
+	Total int
+	// More says points follow the page's last.
+	More bool
+}
+
+// PointMatches is the search of GET /restore-points?q=: a point whose id
+// starts with q, or whose VM's name, instance UUID or job contains it
+// (q in lower case).
+func PointMatches(p RestorePoint, q string) bool {
+	return strings.HasPrefix(p.ID, q) ||
+		containsFold(p.VM.Name, q) ||
+		strings.HasPrefix(strings.ToLower(p.VM.InstanceUUID), q) ||
+		containsFold(p.Job, q)
+}
+
+// containsFold is strings.Contains(strings.ToLower(s), q) without
+// allocating for ASCII s (the common case, searched for every point).
+func containsFold(s, q string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return strings.Contains(strings.ToLower(s), q)
+		}
+	}
+	if len(q) > len(s) {
+		return false
+	}
+outer:
+	for i := 0; i+len(q) <= len(s); i++ {
+		for j := 0; j < len(q); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != q[j] {
+				continue outer
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Keep reports whether the filter keeps p.
+func (f PointFilter) Keep(p RestorePoint) bool {
+	switch {
+	case f.VM != "" && p.VM.InstanceUUID != f.VM && p.VM.Name != f.VM,
+		f.Repository != "" && p.Repository != f.Repository,
+		f.Job != "" && p.Job != f.Job,
+		!f.From.IsZero() && p.Time.Before(f.From),
+		!f.To.IsZero() && !p.Time.Before(f.To):
+		return false
+	}
+	return true
+}
+
+// VMPoints sums up one VM's restore points for GET /vms.
+type VMPoints struct {
+	VM     VMRef // as its newest point names it
+	Points int
+	// Last is the VM's newest complete point, nil when it has none.
+	Last *RestorePoint
+}
+
+// VMKey is how points are grouped by VM: the instance UUID, else the name.
+func VMKey(v VMRef) string {
+	if v.InstanceUUID != "" {
+		return v.InstanceUUID
+	}
+	return v.Name
 }

@@ -22,6 +22,7 @@ export default {
   title: "Dashboard",
   nav: true,
   async render(root, ctx) {
+    performance.mark("vmvault:dashboard:start");
     const { fmt } = ctx;
     const cards = h("div", { class: "dashboard-cards", "aria-label": "Protection summary", role: "group" });
     const running = h("div", { id: "dashboard-running" });
@@ -148,7 +149,11 @@ export default {
       clear(events).append(eventRows(ctx, recent));
     }
 
-    render(await ctx.api("GET", "/dashboard"));
+    // Marks for the scale test: data arrived, page drawn.
+    const first = await ctx.api("GET", "/dashboard");
+    performance.mark("vmvault:dashboard:data");
+    render(first);
+    performance.mark("vmvault:dashboard:ready");
 
     // The week: every job's recent runs and the ad-hoc backup tasks,
     // counted per day (at most 200 runs per job: a job running every hour

@@ -1,6 +1,10 @@
 // Inventory: the vSphere tree with each VM's protection status, filter and
-// search, and "Back up now".
+// search, and "Back up now". A folder draws its first VM_PAGE VMs and a
+// "Show more" button for the rest, so 1,000 VMs in one folder cost 100
+// rows to draw; filters match every VM, drawn or not.
 import { h, clear, field, badge } from "../lib/dom.js";
+
+const VM_PAGE = 100;
 
 const powerWords = { poweredOn: "on", poweredOff: "off", suspended: "suspended" };
 
@@ -14,6 +18,7 @@ export default {
   title: "Inventory",
   nav: true,
   async render(root, ctx) {
+    performance.mark("vmvault:inventory:start");
     const { fmt } = ctx;
     const search = h("input", { type: "search", name: "q", id: "inventory-search", placeholder: "VM name or path", value: ctx.query.get("q") || "" });
     const status = h("select", { name: "status", id: "inventory-status" },
@@ -36,6 +41,7 @@ export default {
         throw e;
       }),
     ]);
+    performance.mark("vmvault:inventory:data");
     const byUUID = new Map((vms || []).map(v => [v.instanceUuid, v]));
     const byMoref = new Map((vms || []).filter(v => v.moref).map(v => [v.moref, v]));
     const running = new Map(); // vm uuid -> progress element
@@ -79,6 +85,7 @@ export default {
       list.sort((a, b) => (a.type === "vm") - (b.type === "vm") || a.name.localeCompare(b.name));
     }
     const collapsed = new Set();
+    const shownVMs = new Map(); // folder id -> VMs drawn (default VM_PAGE)
 
     function vmMatches(n) {
       const q = search.value.trim().toLowerCase();
@@ -152,7 +159,32 @@ export default {
     // build returns the <li> for n, or null when nothing under it matches.
     function build(n, filtering) {
       if (n.type === "vm") return vmMatches(n) ? vmRow(n) : null;
-      const kids = (children.get(n.id) || []).map(c => build(c, filtering)).filter(Boolean);
+      const kids = [];
+      const cap = shownVMs.get(n.id) || VM_PAGE;
+      let drawn = 0;
+      let hidden = 0;
+      for (const c of children.get(n.id) || []) {
+        if (c.type !== "vm") {
+          const li = build(c, filtering);
+          if (li) kids.push(li);
+        } else if (vmMatches(c)) {
+          if (drawn < cap) {
+            kids.push(vmRow(c));
+            drawn++;
+          } else hidden++;
+        }
+      }
+      if (hidden) {
+        const moreId = `inv-more-${n.id.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+        const more = h("button", { type: "button", class: "inventory-more", id: moreId, "data-hidden": String(hidden) }, `Show ${Math.min(VM_PAGE, hidden)} more VMs (${hidden} not shown)`);
+        more.addEventListener("click", () => {
+          shownVMs.set(n.id, cap + VM_PAGE);
+          draw();
+          const again = document.getElementById(moreId);
+          if (again) again.focus();
+        });
+        kids.push(h("li", null, more));
+      }
       // Filtering hides branches without a match; empty folders (vCenter's
       // datastore and network folders) are noise here either way.
       if (!kids.length && (filtering || n.type === "folder")) return null;
@@ -208,6 +240,7 @@ export default {
     search.addEventListener("input", () => { clearTimeout(t); t = setTimeout(draw, 150); });
     status.addEventListener("change", draw);
     draw();
+    performance.mark("vmvault:inventory:ready");
     return () => { clearTimeout(t); unsub(); };
   },
 };

@@ -1,10 +1,15 @@
 // Restore points (#/restore-points): per VM, with size, unique bytes,
 // consistency and lock state; lock, unlock and delete (with confirmation;
-// a locked point cannot be deleted and the page says why).
+// a locked point cannot be deleted and the page says why). The server
+// filters and pages (GET /restore-points?limit=&cursor=): the page shows
+// the newest PAGE points that match and "Show more" fetches the next page,
+// so 30,000 points cost one page to fetch and draw.
 import { ensureCSS, pick, errorText } from "./jobs-common.js";
-import { consistency, pointVM, vmChoices } from "./restore-timeline.js";
+import { consistency, pointVM } from "./restore-timeline.js";
 import { lockBadge, timeLockButton } from "./points-timelock.js";
 import { pendingText } from "./approvals.js";
+
+const PAGE = 100;
 
 const LOCKED_WHY = "Locked restore points cannot be deleted: retention and deletion leave them alone until they are unlocked.";
 
@@ -13,6 +18,7 @@ export default {
   title: "Restore points",
   nav: true,
   async render(root, ctx) {
+    performance.mark("vmvault:points:start");
     await ensureCSS();
     const h = ctx.h;
     const canLock = ctx.can("operator");
@@ -25,6 +31,8 @@ export default {
     const toIn = h("input", { type: "date", id: "points-to", name: "to" });
     const count = h("p", { class: "hint", id: "points-count" });
     const body = h("div", { id: "points-body" }, h("p", { class: "loading" }, "Loading restore points…"));
+    const more = h("button", { type: "button", id: "points-more", hidden: true }, "Show more");
+    const moreBox = h("div", { class: "row", id: "points-more-box" }, more);
     const form = h(
       "form",
       { class: "row", role: "search", "aria-label": "Filter restore points", id: "points-filter" },
@@ -34,16 +42,28 @@ export default {
       h("div", { class: "field" }, h("label", { for: "points-from" }, "From"), fromIn),
       h("div", { class: "field" }, h("label", { for: "points-to" }, "To (inclusive)"), toIn),
     );
-    root.append(form, status, count, body);
+    root.append(form, status, count, body, moreBox);
 
-    let points = []; // the points matching the filter (the server filters)
+    let points = []; // the pages fetched so far of the points matching the filter (the server filters)
+    let total = 0; // how many points match the filter, on every page
+    let next = ""; // the cursor of the page after the last fetched
     let unique = new Map(); // point id -> unique bytes (from repository statistics)
-    const [all, vms, repos] = await Promise.all([ctx.api("GET", "/restore-points"), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
-    const choices = vmChoices(vms, all || []).filter((c) => c.points > 0);
+    const want = ctx.query.get("vm");
+    if (ctx.query.get("q")) search.value = ctx.query.get("q");
+    // The first page already filtered as the address says (the options
+    // are not there yet: the VM list arrives with it).
+    const firstQuery = query();
+    if (want) firstQuery.set("vm", want);
+    if (ctx.query.get("repository")) firstQuery.set("repository", ctx.query.get("repository"));
+    const [first, vms, repos] = await Promise.all([fetchPage(firstQuery, ""), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
+    performance.mark("vmvault:points:data");
+    const byVM = new Map((vms || []).map((v) => [v.instanceUuid || v.name, v]));
+    // Every VM with a point: GET /vms counts them (VMs known only from
+    // points included), so the choices need no full list of points.
+    const choices = (vms || []).filter((v) => v.points > 0).map((v) => ({ key: v.instanceUuid || v.name, name: v.name, inInventory: !!v.inInventory, points: v.points })).sort((a, b) => String(a.name).localeCompare(String(b.name)));
     // Element.append takes nodes, not arrays: spread the options.
     vmSel.append(h("option", { value: "" }, `All VMs (${choices.length})`), ...choices.map((c) => h("option", { value: c.key }, `${c.name}${c.inInventory ? "" : " (not in vCenter)"} — ${c.points} point${c.points === 1 ? "" : "s"}`)));
     repoSel.append(h("option", { value: "" }, "All repositories"), ...(repos || []).map((r) => h("option", { value: r.name }, r.name)));
-    const want = ctx.query.get("vm");
     if (want) {
       // Inventory links by instance UUID; a VM with no point yet still
       // filters (to nothing) instead of showing every VM's points.
@@ -53,7 +73,6 @@ export default {
       }
       vmSel.value = want;
     }
-    if (ctx.query.get("q")) search.value = ctx.query.get("q");
     if (ctx.query.get("repository")) repoSel.value = ctx.query.get("repository");
 
     // query is GET /restore-points' filter from the form: dates are local
@@ -72,6 +91,15 @@ export default {
       return p;
     }
 
+    // fetchPage asks for one page of q after cursor ("" = the newest).
+    async function fetchPage(q, cursor, limit = PAGE) {
+      const p = new URLSearchParams(q);
+      p.set("limit", String(limit));
+      if (cursor) p.set("cursor", cursor);
+      const pg = (await ctx.api("GET", `/restore-points?${p}`)) || {};
+      return { items: pg.items || [], total: pg.total || 0, next: pg.next || "" };
+    }
+
     let seq = 0;
     async function load() {
       const mine = ++seq;
@@ -81,15 +109,34 @@ export default {
         return;
       }
       try {
-        const got = (await ctx.api("GET", `/restore-points${q.toString() ? `?${q}` : ""}`)) || [];
+        const pg = await fetchPage(q, "");
         if (mine !== seq) return; // a newer filter answered first
-        points = got;
+        ({ items: points, total, next } = pg);
         draw();
       } catch (e) {
         if (mine === seq) status.textContent = `Could not list restore points: ${errorText(e)}`;
       }
     }
-    points = all || [];
+    ({ items: points, total, next } = first);
+
+    more.addEventListener("click", async () => {
+      const mine = seq;
+      more.disabled = true;
+      try {
+        const pg = await fetchPage(query(), next);
+        if (mine !== seq) return; // the filter changed meanwhile
+        const have = new Set(points.map((p) => p.id));
+        points = points.concat(pg.items.filter((p) => !have.has(p.id)));
+        total = pg.total;
+        next = pg.next;
+        draw();
+        status.textContent = `${points.length} of ${total} restore points shown.`;
+      } catch (e) {
+        status.textContent = `Could not list more restore points: ${errorText(e)}`;
+      } finally {
+        more.disabled = false;
+      }
+    });
 
     function row(p) {
       const c = consistency(p);
@@ -132,7 +179,10 @@ export default {
     function draw() {
       const list = points;
       const filtered = query().toString() !== "";
-      count.textContent = filtered ? `${list.length} restore point${list.length === 1 ? "" : "s"} match the filter.` : `${list.length} restore point${list.length === 1 ? "" : "s"}.`;
+      const shown = list.length < total ? ` Showing the newest ${list.length}.` : "";
+      count.textContent = (filtered ? `${total} restore point${total === 1 ? "" : "s"} match the filter.` : `${total} restore point${total === 1 ? "" : "s"}.`) + shown;
+      more.hidden = !next;
+      more.textContent = `Show ${Math.min(PAGE, total - list.length)} more`;
       if (!list.length) {
         body.replaceChildren(h("p", { class: "empty" }, filtered ? "No restore point matches the filter." : "No restore points yet: run a backup job first."));
         return;
@@ -149,14 +199,18 @@ export default {
           .sort((a, b) => String(a[1].name).localeCompare(String(b[1].name)))
           .map(([k, g], i) => {
             // What is protected is the VM's newest complete point, not the
-            // sum of its points (two points of a 64 MiB VM protect 64 MiB).
-            const newest = g.points.filter((p) => !p.partial).reduce((a, p) => (!a || new Date(p.time) > new Date(a.time) ? p : a), null);
+            // sum of its points (two points of a 64 MiB VM protect 64 MiB):
+            // GET /vms knows it even when this page holds older points only.
+            const v = byVM.get(k);
+            const newest = (v && v.lastPoint) || g.points.filter((p) => !p.partial).reduce((a, p) => (!a || new Date(p.time) > new Date(a.time) ? p : a), null);
+            const all = v && !filtered ? v.points : g.points.length;
+            const counted = g.points.length < all ? `${g.points.length} of ${all} restore points shown` : `${all} restore point${all === 1 ? "" : "s"}`;
             const hid = `vm-group-${i}`;
             return h(
               "section",
               { class: "p2-vm-group", "aria-labelledby": hid, "data-vm": k },
               h("h2", { id: hid }, g.name, inInv.has(k) || !(vms || []).length ? "" : h("span", { class: "badge p2-state-warn" }, " not in vCenter")),
-              h("p", { class: "hint" }, `${g.points.length} restore point${g.points.length === 1 ? "" : "s"}; ${newest ? `${ctx.fmt.bytes(newest.logicalBytes)} protected by the newest, ${ctx.fmt.time(newest.time)}` : "no complete point"}`),
+              h("p", { class: "hint" }, `${counted}; ${newest ? `${ctx.fmt.bytes(newest.logicalBytes)} protected by the newest, ${ctx.fmt.time(newest.time)}` : "no complete point"}`),
               h(
                 "div",
                 { class: "table-wrap" },
@@ -208,6 +262,7 @@ export default {
         const res = await ctx.api("DELETE", `/restore-points/${encodeURIComponent(p.id)}`);
         if (res && res.status === "pending") return say(p, `Not deleted yet. ${pendingText(ctx, res)}`, false); // approvals.delay
         points = points.filter((x) => x.id !== p.id);
+        total = Math.max(0, total - 1);
         draw();
         status.textContent = `Restore point of ${ctx.fmt.time(p.time)} deleted.`;
         ctx.toast("Restore point deleted.", "success");
@@ -230,10 +285,11 @@ export default {
       refreshTimer = setTimeout(async () => {
         if (document.querySelector("#confirm[open]")) return;
         try {
+          // The pages shown, again (new points come first).
           const mine = ++seq;
-          const got = (await ctx.api("GET", `/restore-points${query().toString() ? `?${query()}` : ""}`)) || [];
+          const pg = await fetchPage(query(), "", Math.min(1000, Math.max(PAGE, points.length)));
           if (mine !== seq) return;
-          points = got;
+          ({ items: points, total, next } = pg);
           const had = document.activeElement && document.activeElement.dataset ? { point: document.activeElement.dataset.point, action: document.activeElement.dataset.action } : null;
           draw();
           if (had && had.point) {
@@ -256,8 +312,17 @@ export default {
       e.preventDefault();
       load();
     });
-    if (query().toString()) await load();
+    // The first page was fetched with the address's filter; a filter set
+    // from the address the selects did not know (a VM with no point) is in
+    // the form now: fetch again only if the form asks for something else.
+    const sorted = (q) => {
+      const c = new URLSearchParams(q);
+      c.sort();
+      return c.toString();
+    };
+    if (sorted(query()) !== sorted(firstQuery)) await load();
     else draw();
+    performance.mark("vmvault:points:ready");
     return () => {
       unsub();
       clearTimeout(refreshTimer);
