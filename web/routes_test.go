@@ -140,6 +140,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// Request examples, in an order where the valid ones can succeed.
 	ids := map[string]string{
 		"/api/v1/jobs/{id}":         "/api/v1/jobs/nightly",
+		"/api/v1/copy-jobs/{id}":    "/api/v1/copy-jobs/offsite", // made by the POST /copy-jobs example
 		"/api/v1/auth/tokens/{id}":  "/api/v1/auth/tokens/x",
 		"/api/v1/repositories/{id}": "/api/v1/repositories/main",
 		"/api/v1/users/{name}":      "/api/v1/users/operator1", // made by the POST /users example

@@ -54,6 +54,8 @@ type Config struct {
 	// Files serves file-level restore (browse, download, search); nil: 501.
 	// Downloads are recorded through Events when it has AddEvent.
 	Files FileService
+	// CopyJobs serves /copy-jobs and the dashboard's offsite copies; nil: 501.
+	CopyJobs CopyJobs
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.

@@ -243,6 +243,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		lib("flr", "flr/ext4"), lib("filerestore", "flr", "repository"),
 		webToday(), lib("web/console"),
 		libFiles("settings", map[string][]string{"settings/bolt.go": {"go.etcd.io/bbolt"}}),
+		libFiles("copyjob", map[string][]string{"copyjob/store.go": {"go.etcd.io/bbolt"}}),
 		libFiles("daemon", map[string][]string{"daemon/notify.go": {"go.etcd.io/bbolt"}, "daemon/daemon.go": {"go.etcd.io/bbolt/errors"}}),
 		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "vcsim-tests/lab"}}),
 		lib("daemon", "web", "backup", "restore", "inventory", "policy", "vsphere"),
