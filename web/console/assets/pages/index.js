@@ -13,6 +13,7 @@ import points from "./points.js";
 import repositories from "./repositories.js";
 import files from "./files.js";
 import vm from "./vm.js";
+import copyjobs from "./copyjobs.js";
 
 export default [
   dashboard,
@@ -23,6 +24,7 @@ export default [
   files,
   points,
   repositories,
+  copyjobs,
   tasks,
   events,
   settings,
