@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -423,5 +424,79 @@ func TestStoreRunsPruneAndSince(t *testing.T) {
 	}
 	if r, _ := f.store.Runs(ctx, "b", 0); len(r) != 1 {
 		t.Fatalf("b: %d", len(r))
+	}
+}
+
+// gatedRepos holds the first lookup of the target until the test opens the gate.
+type gatedRepos struct {
+	Repos
+	target string
+	gate   chan struct{}
+	once   sync.Once
+	held   chan struct{}
+}
+
+func (g *gatedRepos) Repo(name string) (*repository.Repository, error) {
+	if name == g.target {
+		g.once.Do(func() {
+			close(g.held)
+			<-g.gate
+		})
+	}
+	return g.Repos.Repo(name)
+}
+
+// The window's close (on the daemon's clock) cancels a window run: it is
+// recorded as cancelled, reported as copy.failed, and the next opening
+// copies what it did not.
+func TestWindowCloseCancels(t *testing.T) {
+	f := newFixture(t)
+	commitPoint(t, f.src, "web", "nightly", t0.Add(-time.Hour))
+	g := &gatedRepos{Repos: f.runner.cfg.Repos, target: "offsite", gate: make(chan struct{}), held: make(chan struct{})}
+	cfg := f.runner.cfg
+	cfg.Repos = g
+	f.runner = New(cfg)
+	w := policy.Window{Location: time.UTC}
+	for d := range w.Days {
+		w.Days[d] = []policy.Range{{Start: 11 * 60, End: 13 * 60}} // open at t0 (12:00) until 13:00
+	}
+	put(t, f, job("c", func(j *Job) { j.Window = w; j.Enabled = true }))
+	f.start(t)
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the window run did not start")
+	}
+	f.clk.Advance(61 * time.Minute) // past 13:00
+	time.Sleep(100 * time.Millisecond)
+	close(g.gate)
+	var runs []Run
+	for i := 0; i < 3000 && (len(runs) == 0 || runs[0].State == RunRunning); i++ {
+		time.Sleep(10 * time.Millisecond)
+		runs, _ = f.store.Runs(context.Background(), "c", 0)
+	}
+	if len(runs) != 1 || runs[0].State != RunCancelled || runs[0].PointsCopied != 0 || !strings.Contains(runs[0].Error, "window closed") {
+		t.Fatalf("runs %+v", runs)
+	}
+	var ev []policy.Event
+	for i := 0; i < 500 && len(ev) == 0; i++ { // the event follows the run's record
+		time.Sleep(10 * time.Millisecond)
+		ev = f.eventsOf(EventCopyFailed)
+	}
+	if len(ev) != 1 || ev[0].Severity != policy.SeverityError {
+		t.Fatalf("events %+v", ev)
+	}
+	if len(f.copies(t)) != 0 {
+		t.Fatal("a cancelled run copied")
+	}
+	// The next opening (tomorrow 11:00) copies it.
+	f.clk.Set(t0.Add(23*time.Hour + time.Minute))
+	f.runner.Reload()
+	for i := 0; i < 3000 && (len(runs) < 2 || runs[0].State == RunRunning); i++ {
+		time.Sleep(10 * time.Millisecond)
+		runs, _ = f.store.Runs(context.Background(), "c", 0)
+	}
+	if len(runs) != 2 || runs[0].State != RunSucceeded || runs[0].PointsCopied != 1 {
+		t.Fatalf("next window: %+v", runs)
 	}
 }

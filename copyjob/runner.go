@@ -271,12 +271,16 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 	return run.ID, nil
 }
 
-// finish records the run's end, remembers the outcome for the window
-// logic and emits the event.
+// finish records the run's end, emits the event and then releases the job
+// (so whoever waits for the job to be free sees the event too), remembering
+// the outcome for the window logic.
 func (r *Runner) finish(j Job, run *Run) {
 	run.End = r.cfg.Clock.Now()
 	if err := r.cfg.Store.PutRun(context.Background(), *run); err != nil {
 		r.cfg.Logger.Error("copy job: record run", "job", j.ID, "run", run.ID, "err", err)
+	}
+	if run.State != RunInterrupted && r.cfg.OnEvent != nil {
+		r.cfg.OnEvent(runEvent(j, run))
 	}
 	r.mu.Lock()
 	delete(r.active, j.ID)
@@ -289,9 +293,11 @@ func (r *Runner) finish(j Job, run *Run) {
 	}
 	r.mu.Unlock()
 	r.Reload()
-	if run.State == RunInterrupted || r.cfg.OnEvent == nil {
-		return
-	}
+}
+
+// runEvent is the event of a finished run: copy.finished (a warning when
+// retention could not remove a copy), or copy.failed, an error.
+func runEvent(j Job, run *Run) policy.Event {
 	e := policy.Event{Time: run.End, Subject: cmp.Or(j.Name, j.ID), Repository: j.Target}
 	switch run.State {
 	case RunSucceeded:
@@ -307,7 +313,7 @@ func (r *Runner) finish(j Job, run *Run) {
 		e.Message = fmt.Sprintf("copy job %s from %s to %s %s after %d restore points (%d bytes sent): %s",
 			j.ID, j.Source, j.Target, run.State, run.PointsCopied, run.BytesSent, run.Error)
 	}
-	r.cfg.OnEvent(e)
+	return e
 }
 
 // execute copies and applies the retention; it fills run and returns it.
