@@ -110,7 +110,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		return errors.New("copyjob: Run called twice")
 	}
-	r.started, r.ctx = true, ctx
+	r.started = true
+	r.mu.Unlock()
+	// Before any run can start: a run of this process must never be taken
+	// for one the previous process left.
+	if n, err := r.cfg.Store.markInterrupted(ctx, r.cfg.Clock.Now()); err != nil {
+		r.cfg.Logger.Error("copy jobs: mark interrupted runs", "err", err)
+	} else if n > 0 {
+		r.cfg.Logger.Warn("copy runs interrupted by the previous stop were marked interrupted", "count", n)
+	}
+	r.loadDone(ctx)
+	r.mu.Lock()
+	r.ctx = ctx
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -121,12 +132,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		r.wg.Wait()
 	}()
-	if n, err := r.cfg.Store.markInterrupted(ctx, r.cfg.Clock.Now()); err != nil {
-		r.cfg.Logger.Error("copy jobs: mark interrupted runs", "err", err)
-	} else if n > 0 {
-		r.cfg.Logger.Warn("copy runs interrupted by the previous stop were marked interrupted", "count", n)
-	}
-	r.loadDone(ctx)
 	for {
 		next := r.tick(ctx)
 		wait := min(next.Sub(r.cfg.Clock.Now()), time.Hour)
