@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
@@ -74,6 +78,9 @@ func TestServeDisasterRecovery(t *testing.T) {
 	}
 	if code, body := api.call("PUT", "/api/v1/settings", map[string]any{"timeZone": "Europe/Paris", "eventRetentionDays": 30}, csrf); code != 200 {
 		t.Fatalf("settings: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/users", map[string]any{"username": "alice", "password": "alice-password-1", "role": "operator"}, csrf); code != 201 {
+		t.Fatalf("user: %d %s", code, body)
 	}
 	if code, body := api.call("POST", "/api/v1/jobs/nightly/run", nil, csrf); code != 202 {
 		t.Fatalf("run: %d %s", code, body)
@@ -140,6 +147,29 @@ func TestServeDisasterRecovery(t *testing.T) {
 	})
 	a.stop(t, ShutdownGrace+10*time.Second)
 
+	// What was saved: the configuration, no secret.
+	r, err := repository.Open(ctx, repoDir, []byte("repo-pass"), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, err := r.LoadApplianceConfig(ctx)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved SavedConfig
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Jobs) != 1 || len(saved.CopyJobs) != 1 || saved.Settings == nil || len(saved.Users) != 2 || len(saved.Repositories) != 2 {
+		t.Fatalf("saved configuration: %s", raw)
+	}
+	for _, secret := range []string{"admin-secret-a", "alice-password-1", "repo-pass", "argon2", l.Password(), "vmv_"} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("the saved configuration holds a secret (%q): %s", secret, raw)
+		}
+	}
+
 	// Appliance A is gone: its state directory and the local catalog with it.
 	if err := os.RemoveAll(filepath.Join(dirA, "state")); err != nil {
 		t.Fatal(err)
@@ -159,7 +189,7 @@ repositories:
 `, filepath.Join(dirB, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir, offsiteDir)
 	vars := map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-b"}
 	b := startDaemon(t, dirB, cfgB, vars, Options{Import: &ImportConfig{Repository: "main"}})
-	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") {
+	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") || !strings.Contains(out, "user alice (operator, local)") {
 		t.Fatalf("import output: %s", out)
 	}
 	apiB, csrfB := cookieLogin(t, b.addr, "admin-secret-b")
@@ -288,5 +318,68 @@ func TestImportConfigErrors(t *testing.T) {
 	// The refused attempts left a state the daemon opens.
 	if err := newD(nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The saver: nothing at the start of an unconfigured appliance (it must not
+// bury a configuration a fresh daemon could import), one save for a burst
+// of changes after the debounce, and a change still pending at the stop is
+// saved before the saver returns.
+func TestConfigSaverDebounce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	repo := repository.TestRepository(t)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	cfg := SavedConfig{Format: SavedConfigFormat}
+	cs := &configSaver{collect: func(context.Context) (SavedConfig, error) { mu.Lock(); defer mu.Unlock(); return cfg, nil },
+		repos: map[string]*repository.Repository{"main": repo}, clk: clk, debounce: time.Second,
+		log: slog.New(slog.DiscardHandler), kick: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() { defer close(done); cs.run(ctx) }()
+	saved := func() SavedConfig {
+		t.Helper()
+		raw, _, err := repo.LoadApplianceConfig(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c SavedConfig
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, _, err := repo.LoadApplianceConfig(context.Background()); !errors.Is(err, repository.ErrNotFound) {
+		t.Fatalf("an empty configuration was saved at start: %v", err)
+	}
+	mu.Lock()
+	cfg.Jobs = []policy.Job{policy.NewJob("a", "A", "main", time.UTC)}
+	mu.Unlock()
+	for range 5 {
+		cs.changed()
+	}
+	clk.BlockUntil(1, done)
+	mu.Lock()
+	cfg.Jobs = append(cfg.Jobs, policy.NewJob("b", "B", "main", time.UTC)) // during the wait: in the same save
+	mu.Unlock()
+	clk.Advance(time.Second)
+	waitFor(t, 5*time.Second, "the debounced save", func() (bool, string) { return cs.saves.Load() == 1, "" })
+	if c := saved(); len(c.Jobs) != 2 {
+		t.Fatalf("saved %d jobs", len(c.Jobs))
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := cs.saves.Load(); n != 1 {
+		t.Fatalf("%d saves for one burst", n)
+	}
+	mu.Lock()
+	cfg.Jobs = cfg.Jobs[:1]
+	mu.Unlock()
+	cs.changed()
+	clk.BlockUntil(1, done)
+	cancel()
+	<-done
+	if n := cs.saves.Load(); n != 2 || len(saved().Jobs) != 1 {
+		t.Fatalf("the change pending at the stop: %d saves, %d jobs", n, len(saved().Jobs))
 	}
 }
