@@ -284,7 +284,9 @@ func TestImportConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := func(k string) string { return map[string]string{"P": "pw", "VMVAULT_ADMIN_PASSWORD": "admin-pw-123"}[k] }
+	env := func(k string) string {
+		return map[string]string{"P": "pw", "VMVAULT_ADMIN_PASSWORD": "admin-pw-123"}[k]
+	}
 	newD := func(ic *ImportConfig) error {
 		d, err := New(ctx, cfg, Options{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, Getenv: env, Import: ic})
 		if err == nil {
