@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/copyjob"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // waitFor polls cond every 100 ms until it holds or within passes.
@@ -383,5 +385,55 @@ func TestConfigSaverDebounce(t *testing.T) {
 	<-done
 	if n := cs.saves.Load(); n != 2 || len(saved().Jobs) != 1 {
 		t.Fatalf("the change pending at the stop: %d saves, %d jobs", n, len(saved().Jobs))
+	}
+}
+
+// The saved configuration's format 1 is pinned: a save of this appliance
+// configuration is testdata/savedconfig_v1.json (its jobs aside), and that
+// file decodes back to it (an old save must stay importable).
+func TestSavedConfigGolden(t *testing.T) {
+	w := policy.Window{Location: time.UTC}
+	w.Days[time.Sunday] = []policy.Range{{Start: 60, End: 300}}
+	job := policy.NewJob("nightly", "Nightly", "main", time.UTC)
+	c := SavedConfig{Format: 1, Saved: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+		Jobs:         []policy.Job{job},
+		CopyJobs:     []copyjob.Job{{ID: "offsite", Name: "Offsite", Source: "main", Target: "s3", Jobs: []string{"nightly"}, Window: w, Retention: policy.Retention{Last: 7}, Enabled: true}},
+		Settings:     &api.Settings{TimeZone: "Europe/Paris", EventRetentionDays: 30},
+		Users:        []SavedUser{{Name: "admin", Role: "administrator", Source: "local"}},
+		Repositories: []SavedRepo{{Name: "main", Path: "/srv/vmvault"}, {Name: "s3", Path: "s3:https://s3.example.com/b/a1"}}}
+	got, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "savedconfig_v1.json")
+	if os.Getenv("VMVAULT_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Byte for byte but the jobs: policy.Job's JSON is policy's (a field it
+	// adds is read by this format too); their decoding is checked below.
+	withoutJobs := func(b []byte) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "jobs")
+		out, _ := json.Marshal(m)
+		return string(out)
+	}
+	if withoutJobs(got) != withoutJobs(want) {
+		t.Fatalf("format 1 changed:\n%s\nwant:\n%s", got, want)
+	}
+	var back SavedConfig
+	if err := json.Unmarshal(want, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.CopyJobs[0].Window.Days[time.Sunday][0] != w.Days[time.Sunday][0] || back.Settings.TimeZone != "Europe/Paris" || back.Jobs[0].Repository != "main" {
+		t.Fatalf("decoded %+v", back)
 	}
 }
