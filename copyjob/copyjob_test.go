@@ -500,3 +500,43 @@ func TestWindowCloseCancels(t *testing.T) {
 		t.Fatalf("next window: %+v", runs)
 	}
 }
+
+// Deleting a job while it copies stops the copy: no event, no run record
+// left under the deleted job.
+func TestDeletedWhileCopying(t *testing.T) {
+	f := newFixture(t)
+	commitPoint(t, f.src, "web", "nightly", t0.Add(-time.Hour))
+	g := &gatedRepos{Repos: f.runner.cfg.Repos, target: "offsite", gate: make(chan struct{}), held: make(chan struct{})}
+	cfg := f.runner.cfg
+	cfg.Repos = g
+	f.runner = New(cfg)
+	put(t, f, job("c", nil))
+	f.start(t)
+	if _, err := f.runner.RunNow(context.Background(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	<-g.held
+	f.runner.Deleted("c")
+	if err := f.store.DeleteJob(context.Background(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	close(g.gate)
+	for i := 0; i < 500; i++ {
+		if _, busy := f.runner.Progress("c"); !busy {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, busy := f.runner.Progress("c"); busy {
+		t.Fatal("the copy of a deleted job still runs")
+	}
+	if runs, _ := f.store.Runs(context.Background(), "c", 0); len(runs) != 0 {
+		t.Fatalf("runs of a deleted job: %+v", runs)
+	}
+	f.mu.Lock()
+	n := len(f.events)
+	f.mu.Unlock()
+	if n != 0 || len(f.copies(t)) != 0 {
+		t.Fatalf("%d events, %d copies after the deletion", n, len(f.copies(t)))
+	}
+}

@@ -43,7 +43,10 @@ type Config struct {
 // ErrNotRunning is returned by RunNow when the Runner's Run is not active.
 var ErrNotRunning = api.Kind(errors.New("copy job runner is not running"), api.ErrUnavailable)
 
-var errWindowClosed = errors.New("the copy job's window closed")
+var (
+	errWindowClosed = errors.New("the copy job's window closed")
+	errJobDeleted   = errors.New("the copy job was deleted")
+)
 
 // Runner runs the copy jobs in their windows and on demand. Run owns every
 // copy it starts and waits for them before it returns.
@@ -62,7 +65,7 @@ type Runner struct {
 }
 
 type active struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	prog   Progress
 }
 
@@ -86,6 +89,17 @@ func (r *Runner) Reload() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Deleted stops the job's running copy, if any, before its definition is
+// deleted: the run ends cancelled without an event, and its record is not
+// kept (what it copied stays in the target, tagged as copied).
+func (r *Runner) Deleted(job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.active[job]; ok {
+		a.cancel(errJobDeleted)
 	}
 }
 
@@ -126,7 +140,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer func() {
 		r.mu.Lock()
 		for _, a := range r.active {
-			a.cancel()
+			a.cancel(nil)
 		}
 		r.ctx = nil
 		r.mu.Unlock()
@@ -246,7 +260,7 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 		cancel(nil)
 		return "", err
 	}
-	r.active[j.ID] = &active{cancel: func() { cancel(nil) }, prog: Progress{Run: run.ID, Started: now}}
+	r.active[j.ID] = &active{cancel: cancel, prog: Progress{Run: run.ID, Started: now}}
 	r.wg.Add(2)
 	stop := make(chan struct{})
 	go func() {
@@ -271,7 +285,7 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 		defer r.wg.Done()
 		defer cancel(nil)
 		defer close(stop)
-		r.finish(j, r.execute(ctx, j, &run))
+		r.finish(ctx, j, r.execute(ctx, j, &run))
 	}()
 	return run.ID, nil
 }
@@ -279,12 +293,15 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 // finish records the run's end, emits the event and then releases the job
 // (so whoever waits for the job to be free sees the event too), remembering
 // the outcome for the window logic.
-func (r *Runner) finish(j Job, run *Run) {
+func (r *Runner) finish(ctx context.Context, j Job, run *Run) {
 	run.End = r.cfg.Clock.Now()
-	if err := r.cfg.Store.PutRun(context.Background(), *run); err != nil {
-		r.cfg.Logger.Error("copy job: record run", "job", j.ID, "run", run.ID, "err", err)
+	deleted := errors.Is(context.Cause(ctx), errJobDeleted)
+	if !deleted {
+		if err := r.cfg.Store.PutRun(context.Background(), *run); err != nil {
+			r.cfg.Logger.Error("copy job: record run", "job", j.ID, "run", run.ID, "err", err)
+		}
 	}
-	if run.State != RunInterrupted && r.cfg.OnEvent != nil {
+	if run.State != RunInterrupted && !deleted && r.cfg.OnEvent != nil {
 		r.cfg.OnEvent(runEvent(j, run))
 	}
 	r.mu.Lock()
@@ -331,6 +348,9 @@ func (r *Runner) execute(ctx context.Context, j Job, run *Run) *Run {
 		case errors.Is(context.Cause(ctx), errWindowClosed):
 			run.State = RunCancelled
 			run.Error = "the window closed before the copy ended; the next window resumes it"
+		case errors.Is(context.Cause(ctx), errJobDeleted):
+			run.State = RunCancelled
+			run.Error = errJobDeleted.Error()
 		default:
 			run.State = RunFailed
 			run.Error = err.Error()

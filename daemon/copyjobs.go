@@ -79,6 +79,10 @@ func (s *copyJobService) PutCopyJob(ctx context.Context, j web.CopyJob) error {
 }
 
 func (s *copyJobService) DeleteCopyJob(ctx context.Context, id string) error {
+	if _, err := s.store.Job(ctx, id); err != nil {
+		return err
+	}
+	s.runner.Deleted(id)
 	if err := s.store.DeleteJob(ctx, id); err != nil {
 		return err
 	}
