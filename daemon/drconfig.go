@@ -215,6 +215,48 @@ func isConfigChange(kind string) bool {
 	return false
 }
 
+// decodeSavedConfig decodes a saved configuration and checks what the
+// import writes: the format, and every job and copy job well formed (ids,
+// windows, retention; repositories are checked against the configuration
+// by the caller).
+func decodeSavedConfig(raw []byte) (SavedConfig, error) {
+	var sc SavedConfig
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		return sc, fmt.Errorf("decode: %w", err)
+	}
+	if sc.Format < 1 || sc.Format > SavedConfigFormat {
+		return sc, fmt.Errorf("format %d, this program reads up to %d", sc.Format, SavedConfigFormat)
+	}
+	seen := map[string]bool{}
+	for i, j := range sc.Jobs {
+		if j.ID == "" || seen["j"+j.ID] {
+			return sc, fmt.Errorf("job %d: empty or repeated id %q", i, j.ID)
+		}
+		seen["j"+j.ID] = true
+		if err := j.Window.Validate(); err != nil {
+			return sc, fmt.Errorf("job %s: window: %w", j.ID, err)
+		}
+		if err := j.Retention.Validate(); err != nil {
+			return sc, fmt.Errorf("job %s: %w", j.ID, err)
+		}
+	}
+	for _, j := range sc.CopyJobs {
+		if seen["c"+j.ID] {
+			return sc, fmt.Errorf("copy job %s: repeated id", j.ID)
+		}
+		seen["c"+j.ID] = true
+		if err := j.Validate(nil); err != nil {
+			return sc, fmt.Errorf("copy job %s: %w", j.ID, err)
+		}
+	}
+	if st := sc.Settings; st != nil {
+		if _, err := time.LoadLocation(st.TimeZone); err != nil || st.TimeZone == "" || st.EventRetentionDays < 1 {
+			return sc, fmt.Errorf("settings: time zone %q, event retention %d days", st.TimeZone, st.EventRetentionDays)
+		}
+	}
+	return sc, nil
+}
+
 // ImportConfig names the repository whose saved configuration a fresh
 // daemon imports before it starts (appliance serve --import-config).
 type ImportConfig struct {
@@ -257,12 +299,9 @@ func (d *Daemon) importConfig(ctx context.Context, ic ImportConfig) error {
 		}
 		return fmt.Errorf("import configuration from %s: %w", name, err)
 	}
-	var sc SavedConfig
-	if err := json.Unmarshal(raw, &sc); err != nil {
-		return fmt.Errorf("import configuration from %s: decode: %w", name, err)
-	}
-	if sc.Format < 1 || sc.Format > SavedConfigFormat {
-		return fmt.Errorf("import configuration from %s: format %d, this program reads up to %d", name, sc.Format, SavedConfigFormat)
+	sc, err := decodeSavedConfig(raw)
+	if err != nil {
+		return fmt.Errorf("import configuration from %s: %w", name, err)
 	}
 	cur, err := d.collectConfig(ctx)
 	if err != nil {
@@ -297,12 +336,6 @@ func (d *Daemon) importConfig(ctx context.Context, ic ImportConfig) error {
 		slices.Sort(missing)
 		return fmt.Errorf("import configuration from %s: the saved jobs use repositories this configuration lacks: %s; add them to the repositories section with their passphrases and start again",
 			name, strings.Join(missing, ", "))
-	}
-	known := func(n string) bool { _, ok := d.repos[n]; return ok }
-	for _, j := range sc.CopyJobs {
-		if err := j.Validate(known); err != nil {
-			return fmt.Errorf("import configuration: copy job %s: %w", j.ID, err)
-		}
 	}
 	for _, j := range sc.Jobs {
 		if err := d.db.PutJob(ctx, j); err != nil {

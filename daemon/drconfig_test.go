@@ -437,3 +437,28 @@ func TestSavedConfigGolden(t *testing.T) {
 		t.Fatalf("decoded %+v", back)
 	}
 }
+
+// Whatever a repository holds as a saved configuration, decoding it never
+// panics, and what it accepts encodes again with a known format.
+func FuzzSavedConfig(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("testdata", "savedconfig_v1.json")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"format":1}`))
+	f.Add([]byte(`{"format":2}`))
+	f.Add([]byte(`{"format":1,"copyJobs":[{"id":"a","source":"x","target":"x"}]}`))
+	f.Add([]byte(`{"format":1,"jobs":[{"id":"a","window":{"location":"Nowhere","days":{}}}]}`))
+	f.Add([]byte(`{"format":1,"settings":{"timeZone":"","eventRetentionDays":0}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		sc, err := decodeSavedConfig(raw)
+		if err != nil {
+			return
+		}
+		if sc.Format != SavedConfigFormat {
+			t.Fatalf("accepted format %d", sc.Format)
+		}
+		if _, err := json.Marshal(sc); err != nil {
+			t.Fatalf("accepted %q, cannot encode it: %v", raw, err)
+		}
+	})
+}

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"sync"
 	"testing"
@@ -226,4 +228,40 @@ func TestDashboardOffsite(t *testing.T) {
 	if d.Offsite.Copied != 1 {
 		t.Fatalf("a recent copy not counted: %+v", d.Offsite)
 	}
+}
+
+// Whatever the body, POST and PUT /copy-jobs answer below 500 with the one
+// error shape, and a refused body changes nothing.
+func FuzzCopyJobBodies(f *testing.F) {
+	f.Add(false, []byte(validCopyJob))
+	f.Add(true, []byte(validCopyJob))
+	f.Add(false, []byte(`{"id":"x","source":"main","target":"main","window":{"location":"UTC","days":{"monday":["01:00-05:00"]}},"retention":{"last":7}}`))
+	f.Add(false, []byte(`{"id":"x","source":"main","target":"offsite","window":{"location":"Nowhere/X","days":{"xday":["25:00-99:00"]}},"retention":{"last":-1}}`))
+	f.Add(true, []byte(`{"id":"offsite","vms":[""],"jobs":null,"window":null,"retention":{"preset":"zzz"}}`))
+	cj := newMemCopyJobs()
+	fx := newFixture(f, func(c *Config) { c.CopyJobs = cj })
+	if r := fx.admin("POST", "/api/v1/copy-jobs", validCopyJob); r.status != 201 {
+		f.Fatal(r.status)
+	}
+	f.Fuzz(func(t *testing.T, put bool, body []byte) {
+		method, path := "POST", "/api/v1/copy-jobs"
+		if put {
+			method, path = "PUT", "/api/v1/copy-jobs/offsite"
+		}
+		before, _ := cj.CopyJobs(context.Background())
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+fx.tokens[auth.RoleAdministrator])
+		rec := httptest.NewRecorder()
+		fx.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %q: %d %s", method, body, rec.Code, rec.Body.Bytes())
+		}
+		if rec.Code >= 400 {
+			resp{status: rec.Code, body: rec.Body.Bytes()}.errBody(t)
+			after, _ := cj.CopyJobs(context.Background())
+			if fmt.Sprint(before) != fmt.Sprint(after) {
+				t.Fatalf("a refused body (%d) changed the jobs: %q", rec.Code, body)
+			}
+		}
+	})
 }
