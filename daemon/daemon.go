@@ -27,6 +27,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/vmvault/vmvault/approval"
+	"github.com/vmvault/vmvault/copyjob"
 	"github.com/vmvault/vmvault/filerestore"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/cache"
@@ -73,6 +74,13 @@ type Options struct {
 	// AlertDebounce is how long failures gather before one alert mail;
 	// default one minute.
 	AlertDebounce time.Duration
+	// Import, when set, imports the configuration saved in a repository
+	// into the state database before the daemon starts (disaster
+	// recovery: appliance serve --import-config).
+	Import *ImportConfig
+	// ConfigSaveDebounce is how long configuration changes gather before
+	// they are saved into the repositories; default ConfigSaveDebounce.
+	ConfigSaveDebounce time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -121,6 +129,12 @@ type Daemon struct {
 	vclient  *vsphere.Client   // nil without vCenter
 	files    *filerestore.Service
 	srv      *web.Server
+	am       *auth.Manager
+	// Copy jobs (their store in state.db, the runner) and the saver of
+	// the configuration into the repositories.
+	copyStore *copyjob.Store
+	copies    *copyjob.Runner
+	saver     *configSaver
 	// observe receives the scheduler's and the sweep's events (notifier,
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
@@ -325,10 +339,26 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		return nil, err
 	}
 	d.settings = st
+	d.am = am
+	if d.copyStore, err = copyjob.NewStore(wdb); err != nil {
+		return nil, err
+	}
+	if opts.Import != nil {
+		if err := d.importConfig(ctx, *opts.Import); err != nil {
+			return nil, err
+		}
+	}
+	d.copies = copyjob.New(copyjob.Config{Store: d.copyStore, Repos: rs, Clock: clk, Location: loc, OnEvent: d.record,
+		Logger: log.With("component", "copy")})
+	d.saver = newConfigSaver(d)
+	if opts.ConfigSaveDebounce > 0 {
+		d.saver.debounce = opts.ConfigSaveDebounce
+	}
 	rec := records.New(db) // jobs, runs, events and VM states as the API reads them
 	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
-		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: rec, VMStates: rec, Settings: st,
+		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: configEvents{rec, d.saver.changed}, VMStates: rec, Settings: st,
+		CopyJobs:        &copyJobService{store: d.copyStore, runner: d.copies, repos: rs, known: rs.Has},
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
@@ -464,6 +494,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer close(copiesDone)
 		db.KeepCopies(schedCtx, state.CopyOptions{Keep: d.keep, Every: d.opts.StateBackupEvery, Clock: clk, Done: d.copyDone})
 	}()
+	// Copy jobs need no vCenter: they run between repositories. Stopping
+	// interrupts a running copy; the next run resumes it.
+	copyJobsDone := make(chan struct{})
+	go func() {
+		defer close(copyJobsDone)
+		_ = d.copies.Run(schedCtx)
+	}()
+	saverDone := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		d.saver.run(schedCtx)
+	}()
 	// stopBackground stops what the goroutines above run, except the
 	// scheduler, and waits for it.
 	stopBackground := func() {
@@ -472,6 +514,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-spaceDone
 		<-copiesDone
 		<-approvalsDone
+		<-copyJobsDone
+		<-saverDone
 		<-sweepDone
 	}
 

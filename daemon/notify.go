@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmvault/vmvault/copyjob"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
@@ -58,7 +59,7 @@ func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.I
 	if err != nil {
 		return nil, fmt.Errorf("smtp: %w", err)
 	}
-	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog}
+	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog, copies: d.copyStore}
 	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: d.opts.AlertDebounce,
 		RepeatAfter: repeatAfter(sc), ReportLog: db, Logger: mlog}
 	if at := *sc.DailyReportAt; at != "off" {
@@ -274,10 +275,11 @@ func (a alertingRepositories) Check(ctx context.Context, name string, full bool,
 
 // notifySource is the daily report's view of the appliance.
 type notifySource struct {
-	db  *state.DB
-	rs  *reposvc.Set
-	inv policy.Inventory
-	log *slog.Logger
+	db     *state.DB
+	rs     *reposvc.Set
+	inv    policy.Inventory
+	log    *slog.Logger
+	copies *copyjob.Store // nil: no copy runs listed
 }
 
 // runsPerJob bounds the runs read per job (a job runs about once a day;

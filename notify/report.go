@@ -244,6 +244,25 @@ type JobRuns struct {
 	Runs     []policy.JobRun // oldest first
 }
 
+// CopySource is implemented by a Source whose appliance has copy jobs: the
+// report lists their runs.
+type CopySource interface {
+	// CopyRuns returns the copy runs that started in [from, to), oldest first.
+	CopyRuns(ctx context.Context, from, to time.Time) ([]CopyRun, error)
+}
+
+// CopyRun is one run of a copy job as the report lists it.
+type CopyRun struct {
+	Job, Name      string // the copy job's id and name
+	Source, Target string // repositories
+	State          string // succeeded, failed, cancelled, interrupted, running
+	Start, End     time.Time
+	PointsCopied   int
+	PointsRemoved  int // by the target's retention
+	BytesSent      int64
+	Error          string
+}
+
 // DailyReport is the content of the daily summary.
 type DailyReport struct {
 	From, To     time.Time
@@ -252,6 +271,7 @@ type DailyReport struct {
 	Failed       int
 	Unprotected  int
 	Jobs         []JobRuns // jobs with runs in the period, by name
+	CopyRuns     []CopyRun // copy jobs' runs in the period, oldest first (when the Source is a CopySource)
 	Repositories []RepoUsage
 	Events       []policy.Event // warnings and errors in the period
 	// Repeated lists the failure streaks with failures that were not
@@ -324,6 +344,13 @@ func BuildDailyReport(ctx context.Context, src Source, from, to time.Time) Daily
 			r.Jobs = append(r.Jobs, *jr)
 		}
 		sort.Slice(r.Jobs, func(i, j int) bool { return r.Jobs[i].Name < r.Jobs[j].Name })
+	}
+	if cs, ok := src.(CopySource); ok {
+		if runs, err := cs.CopyRuns(ctx, from, to); err != nil {
+			miss("copy runs", err)
+		} else {
+			r.CopyRuns = runs
+		}
 	}
 	if repos, err := src.Repositories(ctx); err != nil {
 		miss("repositories", err)
@@ -423,6 +450,10 @@ func (r DailyReport) Message(appliance string, loc *time.Location) Message {
 		}
 	}
 
+	if len(r.CopyRuns) > 0 {
+		r.copyRuns(&t, &h, ts)
+	}
+
 	t.WriteString("\nRepositories:\n")
 	h.WriteString("<h3>Repositories</h3>\n<table border=\"1\" cellpadding=\"4\" cellspacing=\"0\"><tr><th>Repository</th><th>Restore points</th><th>Logical</th><th>Stored</th></tr>\n")
 	for _, rp := range r.Repositories {
@@ -488,6 +519,26 @@ func (r DailyReport) Message(appliance string, loc *time.Location) Message {
 	}
 	h.WriteString("</body></html>\n")
 	return Message{Subject: subject, Text: t.String(), HTML: h.String(), Kind: "daily"}
+}
+
+// copyRuns renders the copy runs section.
+func (r DailyReport) copyRuns(t, h *strings.Builder, ts func(time.Time) string) {
+	t.WriteString("\nCopy runs since the last report:\n")
+	h.WriteString("<h3>Copy runs since the last report</h3>\n<table border=\"1\" cellpadding=\"4\" cellspacing=\"0\"><tr><th>Copy job</th><th>From</th><th>To</th><th>Started</th><th>State</th><th>Points copied</th><th>Sent</th><th>Removed by retention</th><th>Error</th></tr>\n")
+	for _, c := range r.CopyRuns {
+		name := c.Name
+		if name == "" {
+			name = c.Job
+		}
+		fmt.Fprintf(t, "  %-11s copy job %s (%s -> %s) started %s: %d points copied, %s sent, %d removed by retention", c.State, name, c.Source, c.Target, ts(c.Start), c.PointsCopied, humanBytes(c.BytesSent), c.PointsRemoved)
+		if c.Error != "" {
+			fmt.Fprintf(t, "  error: %s", c.Error)
+		}
+		t.WriteString("\n")
+		fmt.Fprintf(h, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%d</td><td>%s</td></tr>\n",
+			esc(name), esc(c.Source), esc(c.Target), esc(ts(c.Start)), esc(c.State), c.PointsCopied, humanBytes(c.BytesSent), c.PointsRemoved, esc(c.Error))
+	}
+	h.WriteString("</table>\n")
 }
 
 // humanBytes says a size in IEC units.

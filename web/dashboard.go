@@ -130,6 +130,7 @@ type Dashboard struct {
 	NextWindow   *NextWindow           `json:"nextWindow"`
 	Repositories []DashboardRepository `json:"repositories"`
 	RecentEvents []policy.Event        `json:"recentEvents"`
+	Offsite      *DashboardOffsite     `json:"offsite,omitempty"`  // copy jobs' targets (absent without copy jobs)
 	Warnings     []string              `json:"warnings,omitempty"` // parts that could not be computed
 }
 
@@ -156,6 +157,10 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 		case v.InInventory:
 			d.VMs.Unprotected++
 		}
+	}
+
+	if d.Offsite, err = s.offsite(ctx, vms, now); err != nil {
+		d.Warnings = append(d.Warnings, err.Error())
 	}
 
 	ts, err := s.cfg.Tasks.List(ctx, 1000)

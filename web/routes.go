@@ -37,6 +37,14 @@ func (s *Server) table() []route {
 		{"GET", "/api/v1/jobs/:id/runs", ro, s.jobRuns},
 		{"POST", "/api/v1/retention-preview", ro, s.retentionPreviewUnsaved},
 
+		{"GET", "/api/v1/copy-jobs", ro, s.listCopyJobs},
+		{"POST", "/api/v1/copy-jobs", adm, s.createCopyJob},
+		{"GET", "/api/v1/copy-jobs/:id", ro, s.getCopyJob},
+		{"PUT", "/api/v1/copy-jobs/:id", adm, s.putCopyJob},
+		{"DELETE", "/api/v1/copy-jobs/:id", adm, s.deleteCopyJob},
+		{"POST", "/api/v1/copy-jobs/:id/run", op, s.runCopyJob},
+		{"GET", "/api/v1/copy-jobs/:id/runs", ro, s.copyJobRuns},
+
 		{"GET", "/api/v1/restore-points", ro, s.listPoints},
 		{"GET", "/api/v1/restore-points/:id", ro, s.getPoint},
 		{"POST", "/api/v1/restore-points/:id/lock", op, s.lockPoint},

@@ -57,6 +57,8 @@ type Config struct {
 	// Approvals holds destructive actions (delete a point, shorten a
 	// retention) for a delay; nil or a zero delay: they act at once.
 	Approvals Approvals
+	// CopyJobs serves /copy-jobs and the dashboard's offsite copies; nil: 501.
+	CopyJobs CopyJobs
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.

@@ -250,6 +250,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}}),
 		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "demo", "vcsim-tests/lab"}}),
 		lib("demo", "daemon", "vcsim-tests/lab", "reposvc", "policy"), // the demo wires the lab to the daemon
+		libFiles("copyjob", map[string][]string{"copyjob/store.go": {"go.etcd.io/bbolt"}}),
 		lib("daemon", "web", "backup", "restore", "inventory", "policy", "vsphere"),
 		testOf("backup", "internal/testutil", "repository"),
 		testOf("web", "web/openapitest", "filerestore/frtest"),

@@ -195,6 +195,7 @@ var importerRules = []importerRule{
 		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "approval", "repository", "flr/catalog"},
 		exempt: map[string]string{
 			"settings/bolt.go": "settings persisted in web.db; removed when state.db has one owner (issue 13)",
+			"copyjob/store.go": "copy jobs and their runs in state.db (buckets copy-jobs, copy-runs, declared in internal/state/schema), through the codec",
 			"daemon/daemon.go": "tells bbolt's lock timeout (state.db held by another process) from other open errors; removed when internal/state returns its own sentinel (issue 13)",
 		}},
 }

@@ -29,6 +29,8 @@ var (
 	BucketTasks       = []byte("tasks")
 	BucketSettings    = []byte("settings")
 	BucketApprovals   = []byte("approvals") // new in schema 2: nothing to migrate
+	BucketCopyJobs    = []byte("copy-jobs") // new in schema 2
+	BucketCopyRuns    = []byte("copy-runs") // new in schema 2
 )
 
 // Fixed keys.
@@ -75,6 +77,8 @@ var Buckets = []Bucket{
 	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},
+	{Name: BucketCopyJobs, Owner: "copyjob", Key: "copy job id", Format: FormatJSON, Value: "copyjob.Job (source and target repository, selection, window, target retention)", Since: 2},
+	{Name: BucketCopyRuns, Owner: "copyjob", Key: "copy job id, NUL, run id", Format: FormatJSON, Value: "copyjob.Run (start, end, state, points and bytes sent, errors); 200 kept per job", Since: 2},
 	{Name: BucketApprovals, Owner: "approval", Key: "16 hex digits (the action's id)", Format: FormatJSON, Value: "web/api.Approval (a destructive action waiting for its delay or a second administrator)", Since: 2},
 	{Name: BucketSettings, Owner: "settings (settings.Bolt; internal/state's DB.GetSettings, DB.PutSettings read the same value)", Key: `"settings"`, Format: FormatJSON, Value: "web/api.Settings"},
 }

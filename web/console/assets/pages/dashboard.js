@@ -2,6 +2,7 @@
 import { h, clear, table, badge } from "../lib/dom.js";
 import { isFinal } from "../lib/ui.js";
 import { weekSummary } from "./dashboard-week.js";
+import { offsiteCard } from "./dashboard-offsite.js";
 
 function card(label, value, kind, href) {
   const body = [h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label)];
@@ -112,7 +113,8 @@ export default {
       clear(cards).append(
         card("Protected VMs", vms.protected ?? 0, "ok", "#/inventory?status=protected"),
         card("Failed in the last 24 h", vms.failed ?? 0, (vms.failed ?? 0) > 0 ? "bad" : "", "#/events?severity=error"),
-        card("Not protected", vms.unprotected ?? 0, (vms.unprotected ?? 0) > 0 ? "warn" : "", "#/inventory?status=unprotected"));
+        card("Not protected", vms.unprotected ?? 0, (vms.unprotected ?? 0) > 0 ? "warn" : "", "#/inventory?status=unprotected"),
+        ...offsiteCard(d.offsite));
       const tasks = d.runningTasks || [];
       for (const t of tasks) showTask(t);
       if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));

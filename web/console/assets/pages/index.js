@@ -14,6 +14,7 @@ import repositories from "./repositories.js";
 import files from "./files.js";
 import vm from "./vm.js";
 import approvals from "./approvals.js";
+import copyjobs from "./copyjobs.js";
 
 export default [
   dashboard,
@@ -25,6 +26,7 @@ export default [
   points,
   approvals,
   repositories,
+  copyjobs,
   tasks,
   events,
   settings,

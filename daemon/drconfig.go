@@ -1,0 +1,365 @@
+package daemon
+
+// Disaster recovery: the daemon's configuration (jobs, copy jobs,
+// settings, the users' names and roles, the repositories' names and
+// locations; never a password, hash, token or passphrase) saved as JSON
+// into every repository after each change (Repository.SaveApplianceConfig
+// encrypts it under the repository's keys), and read back by
+// `appliance serve --import-config REPO` on a fresh state directory.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
+)
+
+// SavedConfigFormat is the version of SavedConfig's JSON.
+const SavedConfigFormat = 1
+
+// SavedConfig is the configuration the daemon saves into its repositories.
+type SavedConfig struct {
+	Format       int           `json:"format"`
+	Saved        time.Time     `json:"saved"`
+	Jobs         []policy.Job  `json:"jobs"`
+	CopyJobs     []copyjob.Job `json:"copyJobs"`
+	Settings     *api.Settings `json:"settings,omitempty"`
+	Users        []SavedUser   `json:"users"`
+	Repositories []SavedRepo   `json:"repositories"`
+}
+
+// SavedUser is a user without any secret: recreated by hand after an
+// import (new passwords).
+type SavedUser struct {
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Source string `json:"source"` // "local" or "vcenter"
+}
+
+// SavedRepo names a repository of the saved appliance (its passphrase is
+// not saved: the operator has it).
+type SavedRepo struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// ConfigSaveDebounce is how long changes gather before one save.
+const ConfigSaveDebounce = 2 * time.Second
+
+// collectConfig reads the configuration to save.
+func (d *Daemon) collectConfig(ctx context.Context) (SavedConfig, error) {
+	c := SavedConfig{Format: SavedConfigFormat, Saved: d.clk.Now().UTC(), Users: []SavedUser{}, Repositories: []SavedRepo{}}
+	var err error
+	if c.Jobs, err = d.db.Jobs(ctx); err != nil {
+		return c, err
+	}
+	if c.CopyJobs, err = d.copyStore.Jobs(ctx); err != nil {
+		return c, err
+	}
+	if s, ok, err := d.settings.Settings(ctx); err != nil {
+		return c, err
+	} else if ok {
+		c.Settings = &s
+	}
+	if d.am != nil {
+		us, err := d.am.Users(ctx)
+		if err != nil {
+			return c, err
+		}
+		for _, u := range us {
+			c.Users = append(c.Users, SavedUser{Name: u.Username, Role: string(u.Role), Source: u.Source})
+		}
+	}
+	for _, rc := range d.cfg.Repositories {
+		c.Repositories = append(c.Repositories, SavedRepo{Name: rc.Name, Path: rc.Path})
+	}
+	return c, nil
+}
+
+// empty reports whether nothing worth restoring is configured.
+func (c SavedConfig) empty() bool {
+	return len(c.Jobs) == 0 && len(c.CopyJobs) == 0 && c.Settings == nil
+}
+
+// configSaver saves the configuration into every repository, debounced,
+// after each change it is told about.
+type configSaver struct {
+	collect  func(context.Context) (SavedConfig, error)
+	repos    map[string]*repository.Repository
+	clk      clock.Clock
+	debounce time.Duration
+	log      *slog.Logger
+	kick     chan struct{}
+	saves    atomic.Int64 // rounds that saved (tests)
+}
+
+func newConfigSaver(d *Daemon) *configSaver {
+	return &configSaver{collect: d.collectConfig, repos: d.repos, clk: d.clk, debounce: ConfigSaveDebounce,
+		log: d.log.With("component", "config-save"), kick: make(chan struct{}, 1)}
+}
+
+// changed schedules a save.
+func (c *configSaver) changed() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run saves once at start (unless nothing is configured: a fresh daemon
+// must not bury the configuration it could import), then after changes,
+// until ctx ends; a change still pending then is saved before it returns.
+func (c *configSaver) run(ctx context.Context) {
+	c.save(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kick:
+		}
+		t := c.clk.NewTimer(c.debounce)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			c.save(fctx, true)
+			cancel()
+			return
+		case <-t.C():
+		}
+		select { // changes during the wait are in this save
+		case <-c.kick:
+		default:
+		}
+		c.save(ctx, true)
+	}
+}
+
+// save writes the configuration into every repository; evenEmpty also
+// saves a configuration with nothing in it (after a change deleted the
+// last job, say).
+func (c *configSaver) save(ctx context.Context, evenEmpty bool) {
+	cfg, err := c.collect(ctx)
+	if err != nil {
+		c.log.Error("appliance configuration not saved: read it", "err", err)
+		return
+	}
+	if cfg.empty() && !evenEmpty {
+		return
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		c.log.Error("appliance configuration not saved: encode", "err", err)
+		return
+	}
+	names := make([]string, 0, len(c.repos))
+	for n := range c.repos {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	ok := 0
+	for _, n := range names {
+		if err := c.repos[n].SaveApplianceConfig(ctx, b); err != nil {
+			c.log.Error("appliance configuration not saved into a repository", "repository", n, "err", err)
+			continue
+		}
+		ok++
+	}
+	if ok > 0 {
+		c.saves.Add(1)
+		c.log.Info("appliance configuration saved", "repositories", ok, "jobs", len(cfg.Jobs), "copy_jobs", len(cfg.CopyJobs), "bytes", len(b))
+	}
+}
+
+// configEvents passes the API's events through and tells the saver about
+// the ones that record a successful configuration change (the audit trail
+// records every change, so none is missed).
+type configEvents struct {
+	inner interface {
+		web.EventLog
+		web.EventRecorder
+	}
+	changed func()
+}
+
+func (e configEvents) Events(ctx context.Context, q web.EventQuery) ([]policy.Event, error) {
+	return e.inner.Events(ctx, q)
+}
+
+func (e configEvents) AddEvent(ctx context.Context, ev policy.Event) error {
+	err := e.inner.AddEvent(ctx, ev)
+	if ev.Outcome == web.OutcomeOK && isConfigChange(ev.Kind) {
+		e.changed()
+	}
+	return err
+}
+
+func isConfigChange(kind string) bool {
+	switch kind {
+	case "job.create", "job.update", "job.delete", "copyjob.create", "copyjob.update", "copyjob.delete",
+		"settings.update", "user.create", "user.update", "user.delete":
+		return true
+	}
+	return false
+}
+
+// decodeSavedConfig decodes a saved configuration and checks what the
+// import writes: the format, and every job and copy job well formed (ids,
+// windows, retention; repositories are checked against the configuration
+// by the caller).
+func decodeSavedConfig(raw []byte) (SavedConfig, error) {
+	var sc SavedConfig
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		return sc, fmt.Errorf("decode: %w", err)
+	}
+	if sc.Format < 1 || sc.Format > SavedConfigFormat {
+		return sc, fmt.Errorf("format %d, this program reads up to %d", sc.Format, SavedConfigFormat)
+	}
+	seen := map[string]bool{}
+	for i, j := range sc.Jobs {
+		if j.ID == "" || seen["j"+j.ID] {
+			return sc, fmt.Errorf("job %d: empty or repeated id %q", i, j.ID)
+		}
+		seen["j"+j.ID] = true
+		if err := j.Window.Validate(); err != nil {
+			return sc, fmt.Errorf("job %s: window: %w", j.ID, err)
+		}
+		if err := j.Retention.Validate(); err != nil {
+			return sc, fmt.Errorf("job %s: %w", j.ID, err)
+		}
+	}
+	for _, j := range sc.CopyJobs {
+		if seen["c"+j.ID] {
+			return sc, fmt.Errorf("copy job %s: repeated id", j.ID)
+		}
+		seen["c"+j.ID] = true
+		if err := j.Validate(nil); err != nil {
+			return sc, fmt.Errorf("copy job %s: %w", j.ID, err)
+		}
+	}
+	if st := sc.Settings; st != nil {
+		if _, err := time.LoadLocation(st.TimeZone); err != nil || st.TimeZone == "" || st.EventRetentionDays < 1 {
+			return sc, fmt.Errorf("settings: time zone %q, event retention %d days", st.TimeZone, st.EventRetentionDays)
+		}
+	}
+	return sc, nil
+}
+
+// ImportConfig names the repository whose saved configuration a fresh
+// daemon imports before it starts (appliance serve --import-config).
+type ImportConfig struct {
+	// Repository is a configured repository's name or a location
+	// (directory or s3:...).
+	Repository string
+	// Passphrase of a location that is not a configured repository.
+	Passphrase []byte
+	// Force imports into a state that already has jobs, copy jobs or
+	// settings (same ids are replaced, others stay).
+	Force bool
+}
+
+// ErrStateNotEmpty is returned by an import into a configured appliance without Force.
+var ErrStateNotEmpty = errors.New("the state directory already has a configuration")
+
+// importConfig reads the newest saved configuration from the repository
+// and writes its jobs, copy jobs and settings into the state database.
+func (d *Daemon) importConfig(ctx context.Context, ic ImportConfig) error {
+	r, name := d.repos[ic.Repository], ic.Repository
+	if r == nil {
+		for _, rc := range d.cfg.Repositories {
+			if rc.Path == ic.Repository {
+				r, name = d.repos[rc.Name], rc.Name
+			}
+		}
+	}
+	if r == nil {
+		or, err := repository.Open(ctx, ic.Repository, ic.Passphrase, repository.OpenOptions{Holder: "daemon (import configuration)", Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("import configuration: %w", err)
+		}
+		defer or.Close()
+		r = or
+	}
+	raw, saved, err := r.LoadApplianceConfig(ctx)
+	if err != nil {
+		if errors.Is(err, repository.ErrNotFound) {
+			return fmt.Errorf("import configuration: repository %s holds no saved appliance configuration: %w", name, err)
+		}
+		return fmt.Errorf("import configuration from %s: %w", name, err)
+	}
+	sc, err := decodeSavedConfig(raw)
+	if err != nil {
+		return fmt.Errorf("import configuration from %s: %w", name, err)
+	}
+	cur, err := d.collectConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("import configuration: read the current state: %w", err)
+	}
+	if !cur.empty() && !ic.Force {
+		return fmt.Errorf("import configuration: %w (%d jobs, %d copy jobs): run with --force to import over it (jobs of the same id are replaced)",
+			ErrStateNotEmpty, len(cur.Jobs), len(cur.CopyJobs))
+	}
+	// Every repository the jobs name must be configured here: the
+	// operator adds them (with their passphrases) to the YAML first.
+	need := map[string]bool{}
+	for _, j := range sc.Jobs {
+		need[j.Repository] = true
+	}
+	for _, j := range sc.CopyJobs {
+		need[j.Source], need[j.Target] = true, true
+	}
+	var missing []string
+	for n := range need {
+		if _, ok := d.repos[n]; !ok {
+			where := ""
+			for _, sr := range sc.Repositories {
+				if sr.Name == n {
+					where = " (it was at " + sr.Path + ")"
+				}
+			}
+			missing = append(missing, n+where)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("import configuration from %s: the saved jobs use repositories this configuration lacks: %s; add them to the repositories section with their passphrases and start again",
+			name, strings.Join(missing, ", "))
+	}
+	for _, j := range sc.Jobs {
+		if err := d.db.PutJob(ctx, j); err != nil {
+			return fmt.Errorf("import configuration: job %s: %w", j.ID, err)
+		}
+	}
+	for _, j := range sc.CopyJobs {
+		if err := d.copyStore.PutJob(ctx, j); err != nil {
+			return fmt.Errorf("import configuration: %w", err)
+		}
+	}
+	if sc.Settings != nil {
+		if err := d.settings.PutSettings(ctx, *sc.Settings); err != nil {
+			return fmt.Errorf("import configuration: %w", err)
+		}
+	}
+	fmt.Fprintf(d.opts.Stdout, "imported the configuration saved %s in repository %s: %d jobs, %d copy jobs, settings: %v\n",
+		saved.Format(time.RFC3339), name, len(sc.Jobs), len(sc.CopyJobs), sc.Settings != nil)
+	for _, u := range sc.Users {
+		if u.Name == d.cfg.Admin.User {
+			continue
+		}
+		fmt.Fprintf(d.opts.Stdout, "user %s (%s, %s) existed on the saved appliance: passwords are never saved, create it again\n", u.Name, u.Role, u.Source)
+	}
+	d.log.Info("configuration imported", "repository", name, "saved", saved, "jobs", len(sc.Jobs), "copy_jobs", len(sc.CopyJobs))
+	return nil
+}

@@ -1,0 +1,464 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/web/api"
+)
+
+// waitFor polls cond every 100 ms until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out; last: %s", what, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The appliance is gone: daemon A backs up a VM and copies it offsite with
+// a copy job, its configuration is saved into its repositories; a fresh
+// daemon B, given only the repositories (paths and passphrase) and
+// --import-config, gets the jobs, the copy job and the settings back,
+// lists the points (the catalog rebuilt: index.db was lost with A) and
+// restores one. A second import over B's state is refused without Force.
+func TestServeDisasterRecovery(t *testing.T) {
+	ctx := context.Background()
+	l, err := lab.Start(ctx, lab.Options{DiskCapacity: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	const vm = "DC0_H0_VM0"
+	disk := randBytes(21, 1<<20)
+	if err := l.WriteDisk(vm, 0, 0, disk); err != nil {
+		t.Fatal(err)
+	}
+	dirA := t.TempDir()
+	offsiteDir := filepath.Join(dirA, "offsite")
+	if err := repository.Init(ctx, offsiteDir, []byte("repo-pass"), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	extra := fmt.Sprintf("  - {name: offsite, path: %s, passphrase_env: MAIN_PASS}\n", offsiteDir)
+	a, repoDir := startLabDaemon(t, l, dirA, "admin-secret-a", extra, Options{ConfigSaveDebounce: 50 * time.Millisecond})
+	api, csrf := cookieLogin(t, a.addr, "admin-secret-a")
+	var vms []struct{ InstanceUUID, Name string }
+	_, body := api.call("GET", "/api/v1/vms", nil, nil)
+	if err := json.Unmarshal(body, &vms); err != nil {
+		t.Fatal(err)
+	}
+	uuid := ""
+	for _, v := range vms {
+		if v.Name == vm {
+			uuid = v.InstanceUUID
+		}
+	}
+	if code, body := api.call("POST", "/api/v1/jobs", quiesceJob("nightly", uuid, "none", false), csrf); code != 201 {
+		t.Fatalf("job: %d %s", code, body)
+	}
+	if code, body := api.call("PUT", "/api/v1/settings", map[string]any{"timeZone": "Europe/Paris", "eventRetentionDays": 30}, csrf); code != 200 {
+		t.Fatalf("settings: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/users", map[string]any{"username": "alice", "password": "alice-password-1", "role": "operator"}, csrf); code != 201 {
+		t.Fatalf("user: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/jobs/nightly/run", nil, csrf); code != 202 {
+		t.Fatalf("run: %d %s", code, body)
+	}
+	point := ""
+	waitFor(t, 90*time.Second, "backup", func() (bool, string) {
+		_, body := api.call("GET", "/api/v1/jobs/nightly/runs", nil, nil)
+		var runs []struct {
+			State string
+			VMs   []struct {
+				Point string `json:"restorePoint"`
+			}
+		}
+		_ = json.Unmarshal(body, &runs)
+		if len(runs) == 1 && runs[0].State == "succeeded" && len(runs[0].VMs) == 1 {
+			point = runs[0].VMs[0].Point
+			return true, ""
+		}
+		if len(runs) == 1 && runs[0].State != "running" {
+			t.Fatalf("backup run: %s", body)
+		}
+		return false, string(body)
+	})
+	copyJob := map[string]any{"id": "offsite", "name": "Offsite", "source": "main", "target": "offsite", "jobs": []string{"nightly"},
+		"window": map[string]any{"location": "UTC", "days": map[string]any{"sunday": []string{"01:00-02:00"}}}, "retention": map[string]any{"last": 3}}
+	if code, body := api.call("POST", "/api/v1/copy-jobs", copyJob, csrf); code != 201 {
+		t.Fatalf("copy job: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/copy-jobs/offsite/run", nil, csrf); code != 202 {
+		t.Fatalf("copy run: %d %s", code, body)
+	}
+	waitFor(t, 60*time.Second, "copy run", func() (bool, string) {
+		_, body := api.call("GET", "/api/v1/copy-jobs/offsite/runs", nil, nil)
+		var runs []struct {
+			State        string
+			PointsCopied int
+			BytesSent    int64
+		}
+		_ = json.Unmarshal(body, &runs)
+		if len(runs) == 1 && runs[0].State != "running" {
+			if runs[0].State != "succeeded" || runs[0].PointsCopied != 1 || runs[0].BytesSent == 0 {
+				t.Fatalf("copy run: %s", body)
+			}
+			return true, ""
+		}
+		return false, string(body)
+	})
+	_, body = api.call("GET", "/api/v1/dashboard", nil, nil)
+	var dash struct {
+		Offsite *struct{ Protected, Copied int }
+	}
+	_ = json.Unmarshal(body, &dash)
+	if dash.Offsite == nil || dash.Offsite.Copied != 1 || dash.Offsite.Protected < 1 {
+		t.Fatalf("dashboard offsite: %s", body)
+	}
+	_, body = api.call("GET", "/api/v1/events?kind=copy", nil, nil)
+	if !strings.Contains(string(body), `"copy.finished"`) {
+		t.Fatalf("no copy.finished event: %s", body)
+	}
+	// The last change (the copy job) is saved within the debounce.
+	waitFor(t, 20*time.Second, "configuration saved", func() (bool, string) {
+		log := a.stderr.String()
+		return strings.Contains(log, "appliance configuration saved") && strings.Contains(log, "copy_jobs=1"), log
+	})
+	a.stop(t, ShutdownGrace+10*time.Second)
+
+	// What was saved: the configuration, no secret.
+	r, err := repository.Open(ctx, repoDir, []byte("repo-pass"), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, err := r.LoadApplianceConfig(ctx)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved SavedConfig
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Jobs) != 1 || len(saved.CopyJobs) != 1 || saved.Settings == nil || len(saved.Users) != 2 || len(saved.Repositories) != 2 {
+		t.Fatalf("saved configuration: %s", raw)
+	}
+	for _, secret := range []string{"admin-secret-a", "alice-password-1", "repo-pass", "argon2", l.Password(), "vmv_"} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("the saved configuration holds a secret (%q): %s", secret, raw)
+		}
+	}
+
+	// Appliance A is gone: its state directory and the local catalog with it.
+	if err := os.RemoveAll(filepath.Join(dirA, "state")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(repoDir, "index.db")); err != nil {
+		t.Fatal(err)
+	}
+	dirB := t.TempDir()
+	cfgB := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: %s
+vcenter: {url: %q, username: %s, password_env: VC_PASS, thumbprint: %q}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+  - {name: offsite, path: %s, passphrase_env: MAIN_PASS}
+`, filepath.Join(dirB, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir, offsiteDir)
+	vars := map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-b"}
+	b := startDaemon(t, dirB, cfgB, vars, Options{Import: &ImportConfig{Repository: "main"}})
+	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") || !strings.Contains(out, "user alice (operator, local)") {
+		t.Fatalf("import output: %s", out)
+	}
+	apiB, csrfB := cookieLogin(t, b.addr, "admin-secret-b")
+	_, body = apiB.call("GET", "/api/v1/jobs/nightly", nil, nil)
+	var job struct {
+		Repository string
+		Selection  struct{ VMs []string }
+	}
+	if err := json.Unmarshal(body, &job); err != nil || job.Repository != "main" || len(job.Selection.VMs) != 1 || job.Selection.VMs[0] != uuid {
+		t.Fatalf("imported job: %s", body)
+	}
+	_, body = apiB.call("GET", "/api/v1/copy-jobs/offsite", nil, nil)
+	if !strings.Contains(string(body), `"target":"offsite"`) || !strings.Contains(string(body), `"nightly"`) {
+		t.Fatalf("imported copy job: %s", body)
+	}
+	_, body = apiB.call("GET", "/api/v1/settings", nil, nil)
+	if !strings.Contains(string(body), `"timeZone":"Europe/Paris"`) || !strings.Contains(string(body), `"eventRetentionDays":30`) {
+		t.Fatalf("imported settings: %s", body)
+	}
+	_, body = apiB.call("GET", "/api/v1/restore-points", nil, nil)
+	if !strings.Contains(string(body), point) {
+		t.Fatalf("B does not list A's point %s: %s", point, body)
+	}
+	// A second copy sends nothing: the target already has it.
+	if code, body := apiB.call("POST", "/api/v1/copy-jobs/offsite/run", nil, csrfB); code != 202 {
+		t.Fatalf("copy run on B: %d %s", code, body)
+	}
+	waitFor(t, 60*time.Second, "copy run on B", func() (bool, string) {
+		_, body := apiB.call("GET", "/api/v1/copy-jobs/offsite/runs", nil, nil)
+		var runs []struct {
+			State                       string
+			PointsCopied, PointsSkipped int
+		}
+		_ = json.Unmarshal(body, &runs)
+		if len(runs) == 1 && runs[0].State != "running" {
+			if runs[0].State != "succeeded" || runs[0].PointsCopied != 0 || runs[0].PointsSkipped != 1 {
+				t.Fatalf("copy run on B: %s", body)
+			}
+			return true, ""
+		}
+		return false, string(body)
+	})
+	code, body := apiB.call("POST", "/api/v1/restores", map[string]any{"point": point, "mode": "new", "name": "dr-restored"}, csrfB)
+	if code != 202 {
+		t.Fatalf("restore: %d %s", code, body)
+	}
+	var tk struct{ ID string }
+	_ = json.Unmarshal(body, &tk)
+	waitFor(t, 90*time.Second, "restore", func() (bool, string) {
+		_, b := apiB.call("GET", "/api/v1/tasks/"+tk.ID, nil, nil)
+		var info struct{ State string }
+		_ = json.Unmarshal(b, &info)
+		if info.State == "failed" || info.State == "cancelled" {
+			t.Fatalf("restore task: %s", b)
+		}
+		return info.State == "succeeded", string(b)
+	})
+	got, err := l.ReadDisk("dr-restored", 0, 0, 1<<20)
+	if err != nil {
+		t.Fatalf("restored VM: %v", err)
+	}
+	if !bytes.Equal(got, disk) {
+		t.Fatal("the VM restored by appliance B differs from what A backed up")
+	}
+	b.stop(t, ShutdownGrace+10*time.Second)
+
+	// B's state is configured now: a second import is refused.
+	cfg, err := LoadConfig(filepath.Join(dirB, "vmvault.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(ctx, cfg, Options{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, Getenv: func(k string) string { return vars[k] },
+		Import: &ImportConfig{Repository: "main"}})
+	if !errors.Is(err, ErrStateNotEmpty) {
+		t.Fatalf("import over a configured state: %v", err)
+	}
+}
+
+// An import names what is missing: a repository without a saved
+// configuration, or saved jobs using a repository the new configuration lacks.
+func TestImportConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	repoDir := filepath.Join(dir, "repo")
+	testRepoWithPoint(t, repoDir, "pw")
+	cfgYAML := fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: %s\nrepositories:\n  - {name: main, path: %s, passphrase_env: P}\n", filepath.Join(dir, "state"), repoDir)
+	p := filepath.Join(dir, "vmvault.yaml")
+	if err := os.WriteFile(p, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string {
+		return map[string]string{"P": "pw", "VMVAULT_ADMIN_PASSWORD": "admin-pw-123"}[k]
+	}
+	newD := func(ic *ImportConfig) error {
+		d, err := New(ctx, cfg, Options{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, Getenv: env, Import: ic})
+		if err == nil {
+			d.Close()
+		}
+		return err
+	}
+	if err := newD(&ImportConfig{Repository: "main"}); !errors.Is(err, repository.ErrNotFound) || !strings.Contains(err.Error(), "no saved appliance configuration") {
+		t.Fatalf("no saved configuration: %v", err)
+	}
+	// A configuration whose job uses a repository "gone".
+	r, err := repository.Open(ctx, repoDir, []byte("pw"), repository.OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := `{"format":1,"jobs":[{"id":"j","name":"j","enabled":true,"repository":"gone","selection":{"vms":["x"]},"window":{"location":"UTC","days":{"monday":["01:00-02:00"]}},"retention":{"last":1}}],"copyJobs":[],"users":[],"repositories":[{"name":"gone","path":"s3:https://s3.example/b"}]}`
+	if err := r.SaveApplianceConfig(ctx, []byte(saved)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := newD(&ImportConfig{Repository: "main"}); err == nil || !strings.Contains(err.Error(), "gone (it was at s3:https://s3.example/b)") {
+		t.Fatalf("missing repository: %v", err)
+	}
+	// By location with the passphrase, format too new.
+	r, _ = repository.Open(ctx, repoDir, []byte("pw"), repository.OpenOptions{NoFsync: true})
+	_ = r.SaveApplianceConfig(ctx, []byte(`{"format":99}`))
+	r.Close()
+	if err := newD(&ImportConfig{Repository: repoDir}); err == nil || !strings.Contains(err.Error(), "format 99") {
+		t.Fatalf("newer format: %v", err)
+	}
+	// The refused attempts left a state the daemon opens.
+	if err := newD(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The saver: nothing at the start of an unconfigured appliance (it must not
+// bury a configuration a fresh daemon could import), one save for a burst
+// of changes after the debounce, and a change still pending at the stop is
+// saved before the saver returns.
+func TestConfigSaverDebounce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	repo := repository.TestRepository(t)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	cfg := SavedConfig{Format: SavedConfigFormat}
+	cs := &configSaver{collect: func(context.Context) (SavedConfig, error) { mu.Lock(); defer mu.Unlock(); return cfg, nil },
+		repos: map[string]*repository.Repository{"main": repo}, clk: clk, debounce: time.Second,
+		log: slog.New(slog.DiscardHandler), kick: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() { defer close(done); cs.run(ctx) }()
+	saved := func() SavedConfig {
+		t.Helper()
+		raw, _, err := repo.LoadApplianceConfig(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c SavedConfig
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, _, err := repo.LoadApplianceConfig(context.Background()); !errors.Is(err, repository.ErrNotFound) {
+		t.Fatalf("an empty configuration was saved at start: %v", err)
+	}
+	mu.Lock()
+	cfg.Jobs = []policy.Job{policy.NewJob("a", "A", "main", time.UTC)}
+	mu.Unlock()
+	for range 5 {
+		cs.changed()
+	}
+	clk.BlockUntil(1, done)
+	mu.Lock()
+	cfg.Jobs = append(cfg.Jobs, policy.NewJob("b", "B", "main", time.UTC)) // during the wait: in the same save
+	mu.Unlock()
+	clk.Advance(time.Second)
+	waitFor(t, 5*time.Second, "the debounced save", func() (bool, string) { return cs.saves.Load() == 1, "" })
+	if c := saved(); len(c.Jobs) != 2 {
+		t.Fatalf("saved %d jobs", len(c.Jobs))
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := cs.saves.Load(); n != 1 {
+		t.Fatalf("%d saves for one burst", n)
+	}
+	mu.Lock()
+	cfg.Jobs = cfg.Jobs[:1]
+	mu.Unlock()
+	cs.changed()
+	clk.BlockUntil(1, done)
+	cancel()
+	<-done
+	if n := cs.saves.Load(); n != 2 || len(saved().Jobs) != 1 {
+		t.Fatalf("the change pending at the stop: %d saves, %d jobs", n, len(saved().Jobs))
+	}
+}
+
+// The saved configuration's format 1 is pinned: a save of this appliance
+// configuration is testdata/savedconfig_v1.json (its jobs aside), and that
+// file decodes back to it (an old save must stay importable).
+func TestSavedConfigGolden(t *testing.T) {
+	w := policy.Window{Location: time.UTC}
+	w.Days[time.Sunday] = []policy.Range{{Start: 60, End: 300}}
+	job := policy.NewJob("nightly", "Nightly", "main", time.UTC)
+	c := SavedConfig{Format: 1, Saved: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+		Jobs:         []policy.Job{job},
+		CopyJobs:     []copyjob.Job{{ID: "offsite", Name: "Offsite", Source: "main", Target: "s3", Jobs: []string{"nightly"}, Window: w, Retention: policy.Retention{Last: 7}, Enabled: true}},
+		Settings:     &api.Settings{TimeZone: "Europe/Paris", EventRetentionDays: 30},
+		Users:        []SavedUser{{Name: "admin", Role: "administrator", Source: "local"}},
+		Repositories: []SavedRepo{{Name: "main", Path: "/srv/vmvault"}, {Name: "s3", Path: "s3:https://s3.example.com/b/a1"}}}
+	got, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "savedconfig_v1.json")
+	if os.Getenv("VMVAULT_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Byte for byte but the jobs: policy.Job's JSON is policy's (a field it
+	// adds is read by this format too); their decoding is checked below.
+	withoutJobs := func(b []byte) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "jobs")
+		out, _ := json.Marshal(m)
+		return string(out)
+	}
+	if withoutJobs(got) != withoutJobs(want) {
+		t.Fatalf("format 1 changed:\n%s\nwant:\n%s", got, want)
+	}
+	var back SavedConfig
+	if err := json.Unmarshal(want, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.CopyJobs[0].Window.Days[time.Sunday][0] != w.Days[time.Sunday][0] || back.Settings.TimeZone != "Europe/Paris" || back.Jobs[0].Repository != "main" {
+		t.Fatalf("decoded %+v", back)
+	}
+}
+
+// Whatever a repository holds as a saved configuration, decoding it never
+// panics, and what it accepts encodes again with a known format.
+func FuzzSavedConfig(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("testdata", "savedconfig_v1.json")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"format":1}`))
+	f.Add([]byte(`{"format":2}`))
+	f.Add([]byte(`{"format":1,"copyJobs":[{"id":"a","source":"x","target":"x"}]}`))
+	f.Add([]byte(`{"format":1,"jobs":[{"id":"a","window":{"location":"Nowhere","days":{}}}]}`))
+	f.Add([]byte(`{"format":1,"settings":{"timeZone":"","eventRetentionDays":0}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		sc, err := decodeSavedConfig(raw)
+		if err != nil {
+			return
+		}
+		if sc.Format != SavedConfigFormat {
+			t.Fatalf("accepted format %d", sc.Format)
+		}
+		if _, err := json.Marshal(sc); err != nil {
+			t.Fatalf("accepted %q, cannot encode it: %v", raw, err)
+		}
+	})
+}

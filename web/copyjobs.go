@@ -1,0 +1,265 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/vmstatus"
+)
+
+// Copy jobs: /copy-jobs, a copy job's run now and its runs, and the
+// dashboard's offsite copies.
+
+// CopyJob is a copy job as the API takes and shows it: the restore points
+// of a source repository (every VM, the listed VMs, or the points of the
+// listed backup jobs) copied to a target repository in a window, with the
+// target's own retention.
+type CopyJob struct {
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Source    string           `json:"source"`
+	Target    string           `json:"target"`
+	VMs       []string         `json:"vms"`  // VM names or instance UUIDs
+	Jobs      []string         `json:"jobs"` // backup job ids
+	Window    policy.Window    `json:"window"`
+	Retention policy.Retention `json:"retention"`
+	Enabled   bool             `json:"enabled"`
+}
+
+// CopyRun is one run of a copy job.
+type CopyRun struct {
+	ID            string    `json:"id"`
+	Job           string    `json:"job"`
+	Trigger       string    `json:"trigger"` // "window" or "manual"
+	Window        string    `json:"window,omitempty"`
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end,omitzero"`
+	State         string    `json:"state"` // running, succeeded, failed, cancelled, interrupted
+	PointsCopied  int       `json:"pointsCopied"`
+	PointsSkipped int       `json:"pointsSkipped"`
+	PointsRemoved int       `json:"pointsRemoved"`
+	BlobsSent     int64     `json:"blobsSent"`
+	BytesSent     int64     `json:"bytesSent"`
+	Error         string    `json:"error,omitempty"`
+	Warnings      []string  `json:"warnings,omitempty"`
+}
+
+// CopyProgress is a running copy's position.
+type CopyProgress struct {
+	Run         string    `json:"run"`
+	Started     time.Time `json:"started"`
+	Point       string    `json:"point,omitempty"`
+	VM          string    `json:"vm,omitempty"`
+	PointsDone  int       `json:"pointsDone"`
+	PointsTotal int       `json:"pointsTotal"`
+	BytesSent   int64     `json:"bytesSent"`
+}
+
+// CopyJobView is a copy job with its running copy and last run.
+type CopyJobView struct {
+	CopyJob
+	Running *CopyProgress `json:"running,omitempty"`
+	LastRun *CopyRun      `json:"lastRun,omitempty"`
+}
+
+// CopyJobs keeps and runs copy jobs (the daemon wires package copyjob).
+// CopyJob, DeleteCopyJob, RunCopyJob and CopyRuns return an error matching
+// ErrNotFound for an unknown id; PutCopyJob validates (policy's
+// ValidationError for a bad field) and saves; RunCopyJob returns ErrBusy
+// while the job copies.
+type CopyJobs interface {
+	CopyJobs(ctx context.Context) ([]CopyJobView, error)
+	CopyJob(ctx context.Context, id string) (CopyJobView, error)
+	PutCopyJob(ctx context.Context, j CopyJob) error
+	DeleteCopyJob(ctx context.Context, id string) error
+	RunCopyJob(ctx context.Context, id string) (string, error)
+	CopyRuns(ctx context.Context, id string, limit int) ([]CopyRun, error)
+	// OffsiteCopies returns, per VM (instance UUID and name), the time of
+	// its newest restore point in the target of a copy job.
+	OffsiteCopies(ctx context.Context) (map[string]time.Time, error)
+}
+
+func (s *Server) copyJobs() (CopyJobs, error) {
+	if s.cfg.CopyJobs == nil {
+		return nil, fmt.Errorf("copy jobs are not configured in this daemon: %w", ErrNotImplemented)
+	}
+	return s.cfg.CopyJobs, nil
+}
+
+func (s *Server) listCopyJobs(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := cj.CopyJobs(c.Request.Context())
+	if jobs == nil && err == nil {
+		jobs = []CopyJobView{}
+	}
+	return jobs, err
+}
+
+func (s *Server) getCopyJob(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return cj.CopyJob(c.Request.Context(), id)
+}
+
+func (s *Server) createCopyJob(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	var j CopyJob
+	if err := decodeStrict(c, &j); err != nil {
+		return nil, err
+	}
+	ctx := c.Request.Context()
+	if j.ID != "" {
+		if _, err := cj.CopyJob(ctx, j.ID); err == nil {
+			return nil, &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf("copy job %q exists; use PUT to change it", j.ID)}
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	if err := cj.PutCopyJob(ctx, j); err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusCreated, j), nil
+}
+
+func (s *Server) putCopyJob(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	var j CopyJob
+	if err := decodeStrict(c, &j); err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		j.ID = id
+	}
+	if j.ID != id {
+		return nil, invalid("id", "must match the path (%q)", id)
+	}
+	ctx := c.Request.Context()
+	if _, err := cj.CopyJob(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := cj.PutCopyJob(ctx, j); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+func (s *Server) deleteCopyJob(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := cj.DeleteCopyJob(c.Request.Context(), id); err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusNoContent, nil), nil
+}
+
+func (s *Server) runCopyJob(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	run, err := cj.RunCopyJob(c.Request.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(http.StatusAccepted, gin.H{"run": run}), nil
+}
+
+func (s *Server) copyJobRuns(c *gin.Context) (any, error) {
+	cj, err := s.copyJobs()
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := queryLimit(c, 50, 1000)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := cj.CopyRuns(c.Request.Context(), id, limit)
+	if runs == nil && err == nil {
+		runs = []CopyRun{}
+	}
+	return runs, err
+}
+
+// OffsiteWindow is how recent a VM's copy in a copy job's target must be to
+// count on the dashboard.
+const OffsiteWindow = 24 * time.Hour
+
+// DashboardOffsite counts the protected VMs with a copy less than
+// OffsiteWindow old in a copy job's target.
+type DashboardOffsite struct {
+	Protected int `json:"protected"` // the protected VMs (as in vms.protected)
+	Copied    int `json:"copied"`    // of those, with a recent copy offsite
+	// Missing names protected VMs without a recent copy (at most 20).
+	Missing []string `json:"missing"`
+}
+
+// offsite is the dashboard's offsite section; nil without copy jobs.
+func (s *Server) offsite(ctx context.Context, vms []vmstatus.Status, now time.Time) (*DashboardOffsite, error) {
+	if s.cfg.CopyJobs == nil {
+		return nil, nil
+	}
+	jobs, err := s.cfg.CopyJobs.CopyJobs(ctx)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	copies, err := s.cfg.CopyJobs.OffsiteCopies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("offsite copies: %w", err)
+	}
+	o := &DashboardOffsite{Missing: []string{}}
+	for _, v := range vms {
+		if v.Failed() || !v.Protected() {
+			continue
+		}
+		o.Protected++
+		t, ok := copies[v.Key]
+		if !ok {
+			t = copies[v.Name]
+		}
+		if !t.IsZero() && now.Sub(t) < OffsiteWindow {
+			o.Copied++
+		} else if len(o.Missing) < 20 {
+			o.Missing = append(o.Missing, v.Name)
+		}
+	}
+	return o, nil
+}
