@@ -82,6 +82,9 @@ export default {
         ["Jobs", (vm.jobs || []).length ? h("span", null, (vm.jobs || []).flatMap((j, i) => [i ? ", " : "", h("a", { href: `#/jobs/${encodeURIComponent(j)}` }, jobNames.get(j) || j)])) : "no job selects it"],
         (vm.tags || []).length ? ["Tags", vm.tags.map((t) => tagNames.get(t) || t).join(", ")] : null,
         ["Restore points", pts.length ? `${fmt.plural(pts.length, "restore point")}, newest ${fmt.time(pts[0].time)}` : "none yet"],
+        last && (last.warnings || []).length
+          ? ["Warnings", h("ul", { class: "p2-run-warnings", id: "vm-warnings" }, last.warnings.map((w) => h("li", null, h("span", { class: "badge badge-warning" }, "warning"), " ", w)))]
+          : null,
         ["Last backup", lastSuccess ? `${fmt.time(lastSuccess.o.finished || lastSuccess.when)} (${jobNames.get(lastSuccess.job) || lastSuccess.job})` : "never by a job"],
         lastFailure && (!lastSuccess || String(lastFailure.when) > String(lastSuccess.when))
           ? ["Last error", h("span", { class: "form-error", id: "vm-last-error" }, `${lastFailure.o.error || lastFailure.o.state} — ${fmt.time(lastFailure.when)}. `, nextStep(lastFailure.o.error || ""))]
@@ -123,7 +126,8 @@ export default {
         h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state p2-state-${c.kind === "good" ? "ok" : c.kind === "bad" ? "bad" : "warn"}`, title: c.text }, c.label)),
         h("td", { "data-label": "Size" }, fmt.bytes(p.logicalBytes || 0)),
         h("td", { "data-label": "New data" }, fmt.bytes(stored)),
-        h("td", { "data-label": "Notes" }, [p.locked ? "locked" : "", ...(p.warnings || [])].filter(Boolean).join("; ")),
+        h("td", { "data-label": "Notes", class: "vm-point-notes" }, p.locked ? h("span", { class: "badge" }, "locked") : null,
+          (p.warnings || []).length ? h("ul", { class: "p2-run-warnings" }, p.warnings.map((w) => h("li", null, h("span", { class: "badge badge-warning" }, "warning"), " ", w))) : null),
       );
     });
     const pointsSec = h("section", { "aria-labelledby": "vm-points-h", id: "vm-points" },
