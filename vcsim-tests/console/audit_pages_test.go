@@ -179,6 +179,12 @@ func auditShot(t *testing.T, b *browsertest.Browser, dir, name string) {
 func TestAuditEveryPage(t *testing.T) {
 	b := signedIn(t)
 	ids := auditPopulate(t, b)
+	// Two restores of web-01 are told apart: the one to a new VM names it.
+	b.Go("#/tasks")
+	b.WaitText(fmt.Sprintf(`#tasks-list a[href="#/tasks/%s"]`, ids.restoreTask), "restore web-01 as "+auditLongVM)
+	if got := b.Text(fmt.Sprintf(`#tasks-list a[href="#/tasks/%s"]`, ids.failedTask)); got != "restore web-01" {
+		t.Errorf("the failed overwrite is listed as %q", got)
+	}
 	auditWindowRun(t, b, ids)
 	auditVMWarnings(t, b, ids)
 	shots := os.Getenv("VMVAULT_AUDIT_SHOTS")
