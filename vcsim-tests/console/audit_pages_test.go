@@ -187,6 +187,7 @@ func TestAuditEveryPage(t *testing.T) {
 	}
 	auditWindowRun(t, b, ids)
 	auditVMWarnings(t, b, ids)
+	auditRepositoryFigures(t, b)
 	shots := os.Getenv("VMVAULT_AUDIT_SHOTS")
 	pages := []struct{ route, ready string }{
 		{"#/dashboard", "#dashboard-repos table"},
@@ -370,6 +371,33 @@ func auditVMWarnings(t *testing.T, b *browsertest.Browser, ids auditIDs) {
 	b.WaitVisible(cell + " .badge-warning")
 	if got := b.Text(cell); !strings.Contains(got, want) {
 		t.Errorf("VM page: the point's notes read %q, want its warning %q", got, want)
+	}
+	b.CheckConsole()
+}
+
+// auditRepositoryFigures (issue 18, items 6 and 9): the repository page
+// says whether its last check was a full read-and-verify one (the last
+// check auditPopulate ran), its reclaim estimate is the API's figure in
+// words ("nothing would be freed" for 0, not "about 0 B"), and a first
+// day of backups draws lines (per restore point), not one dot per series.
+func auditRepositoryFigures(t *testing.T, b *browsertest.Browser) {
+	t.Helper()
+	var det struct {
+		ReclaimableBytes *int64 `json:"reclaimableBytes"`
+	}
+	if st := p2API(t, b, "GET", "/repositories/demo", nil, &det); st != 200 || det.ReclaimableBytes == nil {
+		t.Fatalf("GET /repositories/demo: %d, reclaimableBytes %v", st, det.ReclaimableBytes)
+	}
+	b.Go("#/repositories/demo")
+	b.WaitText("#last-check", "full check: all data read and verified")
+	want := "nothing would be freed now"
+	if *det.ReclaimableBytes > 0 {
+		want = browsertest.Eval[string](b, fmt.Sprintf(`(async () => (await import("/assets/lib/fmt.js")).bytes(%d))()`, *det.ReclaimableBytes)) + " would be freed now"
+	}
+	b.WaitText("#reclaim-info", want)
+	b.WaitVisible(".usage-chart")
+	if n := browsertest.Eval[int](b, `Math.min(...[...document.querySelectorAll("#usage-chart polyline")].map(p => (p.getAttribute("points") || "").trim().split(/\s+/).filter(Boolean).length))`); n < 2 {
+		t.Errorf("the usage chart draws %d point(s) per series: a dot, not a line", n)
 	}
 	b.CheckConsole()
 }
