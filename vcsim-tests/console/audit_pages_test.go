@@ -188,6 +188,7 @@ func TestAuditEveryPage(t *testing.T) {
 	auditWindowRun(t, b, ids)
 	auditVMWarnings(t, b, ids)
 	auditRepositoryFigures(t, b)
+	auditEventsReadable(t, b, ids)
 	shots := os.Getenv("VMVAULT_AUDIT_SHOTS")
 	pages := []struct{ route, ready string }{
 		{"#/dashboard", "#dashboard-repos table"},
@@ -398,6 +399,25 @@ func auditRepositoryFigures(t *testing.T, b *browsertest.Browser) {
 	b.WaitVisible(".usage-chart")
 	if n := browsertest.Eval[int](b, `Math.min(...[...document.querySelectorAll("#usage-chart polyline")].map(p => (p.getAttribute("points") || "").trim().split(/\s+/).filter(Boolean).length))`); n < 2 {
 		t.Errorf("the usage chart draws %d point(s) per series: a dot, not a line", n)
+	}
+	b.CheckConsole()
+}
+
+// auditEventsReadable (issue 18, item 5): the event log names VMs, not
+// their instance UUIDs, and shows a restore point's id by its first digits,
+// not 64 of them (the audit events of the backups and restores above carry
+// both in their subject and message).
+func auditEventsReadable(t *testing.T, b *browsertest.Browser, ids auditIDs) {
+	t.Helper()
+	b.Viewport(1440, 900)
+	b.Go("#/events?range=24h")
+	b.WaitVisible(`#events-list td[data-label="Kind"]`)
+	b.WaitText(`#events-list td[data-label="Kind"]`, "restore.vm")
+	cells := browsertest.Eval[[]string](b, `[...document.querySelectorAll('#events-list td[data-label="Subject"], #events-list td[data-label="Message"]')].map(td => td.innerText)`)
+	for _, c := range cells {
+		if regexp.MustCompile(`[0-9a-f]{64}`).MatchString(c) || strings.Contains(c, ids.web01) || strings.Contains(c, ids.restoredVM) {
+			t.Errorf("an event cell shows a raw id: %q", c)
+		}
 	}
 	b.CheckConsole()
 }

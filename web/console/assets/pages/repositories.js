@@ -186,7 +186,11 @@ async function detailPage(root, ctx, name) {
         const per = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}/usage?per=point`);
         if (Array.isArray(per) && per.length >= 2) {
           list = per;
-          fmtDate = (t) => new Date(t).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+          // 24-hour times as everywhere in the console; seconds when the
+          // points are minutes apart (else every label reads the same).
+          const span = Date.parse(per[per.length - 1].time) - Date.parse(per[0].time);
+          const opts = { hour: "2-digit", minute: "2-digit", hourCycle: "h23", ...(span < 3600e3 ? { second: "2-digit" } : {}) };
+          fmtDate = (t) => new Date(t).toLocaleTimeString(undefined, opts);
         }
       } catch { /* the daily samples stay */ }
     }
