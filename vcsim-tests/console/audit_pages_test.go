@@ -185,6 +185,23 @@ func TestAuditEveryPage(t *testing.T) {
 	if got := b.Text(fmt.Sprintf(`#tasks-list a[href="#/tasks/%s"]`, ids.failedTask)); got != "restore web-01" {
 		t.Errorf("the failed overwrite is listed as %q", got)
 	}
+	// The restore's page names the VM it made, links to it, and gives its
+	// figures in units (not "Seconds 0.457976262", a 64-digit point id).
+	b.Go("#/tasks/" + ids.restoreTask)
+	b.WaitText("#task-result-vm", auditLongVM)
+	if href := p2Attr(b, "#task-result-vm", "href"); href != "#/vms/"+ids.restoredVM {
+		t.Errorf("the restored VM links to %q, want #/vms/%s", href, ids.restoredVM)
+	}
+	if res := b.Text("#task-result"); regexp.MustCompile(`[0-9a-f]{64}|\d\.\d{4,}|Bytes Per Second`).MatchString(res) || !strings.Contains(res, "/s") {
+		t.Errorf("the restore's result reads %q", res)
+	}
+	// Find files… from web-01's page chooses web-01's newest point, not
+	// the VM backed up last (the restored one).
+	b.Go("#/files?vm=web-01")
+	b.WaitVisible("#files-point")
+	if got := browsertest.Eval[string](b, `(() => { const s = document.getElementById("files-point"); return s.options[s.selectedIndex].dataset.vm || ""; })()`); got != "web-01" {
+		t.Errorf("the files page for web-01 chose a point of %q", got)
+	}
 	auditWindowRun(t, b, ids)
 	auditVMWarnings(t, b, ids)
 	auditRepositoryFigures(t, b)

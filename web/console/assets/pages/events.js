@@ -78,7 +78,11 @@ export default {
       vmName.set(id, v.name);
       vm.append(h("option", { value: id }, v.name));
     }
-    for (const j of jobs || []) job.append(h("option", { value: j.id }, j.name || j.id));
+    const jobName = new Map();
+    for (const j of jobs || []) {
+      jobName.set(j.id, j.name || j.id);
+      job.append(h("option", { value: j.id }, j.name || j.id));
+    }
     vm.value = q.get("vm") || "";
     job.value = q.get("job") || "";
 
@@ -150,7 +154,7 @@ export default {
             e.outcome ? " " : "", e.outcome ? badge(e.outcome === "ok" ? "ok" : "failed") : "") : ""),
         },
         { label: "VM", cell: e => (e.vm ? vmName.get(e.vm) || e.vm : "") },
-        { label: "Job", cell: e => e.job || "" },
+        { label: "Job", cell: e => (e.job ? jobName.get(e.job) || e.job : "") },
         { label: "Message", cell: e => readable(e.message || "") },
       ], events, "No events match the filter."));
     }
