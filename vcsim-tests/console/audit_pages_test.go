@@ -438,3 +438,47 @@ func auditEventsReadable(t *testing.T, b *browsertest.Browser, ids auditIDs) {
 	}
 	b.CheckConsole()
 }
+
+// TestRunStatusModel checks run-status.js, imported as the console serves
+// it: when a job's next run starts (the window cut into slots as
+// policy.Job.Slot cuts it: a day at a time, or every everyHours from the
+// opening), and how an open run whose VMs are all done reads.
+func TestRunStatusModel(t *testing.T) {
+	b := signedIn(t)
+	eval := func(expr string) string {
+		t.Helper()
+		return browsertest.Eval[string](b, fmt.Sprintf(`(async () => { const R = await import("/assets/pages/run-status.js");
+			const all = {location: "UTC", days: Object.fromEntries(["monday","tuesday","wednesday","thursday","friday","saturday","sunday"].map(d => [d, ["00:00-24:00"]]))};
+			const v = (%s); return typeof v === "string" ? v : JSON.stringify(v); })()`, expr))
+	}
+	tests := []struct{ name, expr, want string }{
+		{"always open: the next day's slot at midnight",
+			`R.nextRunStart(all, 0, new Date("2026-12-01T13:20:30Z")).toISOString()`, `2026-12-02T00:00:00.000Z`},
+		{"always open, every 4 hours",
+			`R.nextRunStart(all, 4, new Date("2026-12-01T13:20:30Z")).toISOString()`, `2026-12-01T16:00:00.000Z`},
+		{"a night in Paris every 4 hours: 02:00 after 22:00",
+			`R.nextRunStart({location: "Europe/Paris", days: {monday: ["22:00-06:00"]}}, 4, new Date("2026-11-30T21:30:00Z")).toISOString()`, `2026-12-01T01:00:00.000Z`},
+		{"a night once: next week's opening",
+			`R.nextRunStart({location: "Europe/Paris", days: {monday: ["22:00-06:00"]}}, 0, new Date("2026-11-30T21:30:00Z")).toISOString()`, `2026-12-07T21:00:00.000Z`},
+		{"a 60-hour weekend starts a run each day",
+			`R.slotStarts({location: "UTC", days: {friday: ["18:00-24:00"], saturday: ["00:00-24:00"], sunday: ["00:00-24:00"], monday: ["00:00-06:00"]}}, 0).map(m => m / 60)`, `[114,138,162]`},
+		{"a window that never opens",
+			`String(R.nextRunStart({location: "UTC", days: {}}, 0))`, `null`},
+		{"an open run with every VM done waits for its window",
+			`(() => { const p = R.runPhase({state: "running", slotCloses: "2026-12-02T00:00:00Z", vms: [{state: "succeeded", finished: "2026-12-01T13:05:00Z"}, {state: "succeeded", finished: "2026-12-01T13:06:00Z"}]});
+				return [p.phase, R.phaseWord(p), R.windowOpenText(p, d => d.toISOString())].join(" | "); })()`,
+			`window-open | backed up | all 2 VMs backed up; the window stays open until 2026-12-02T00:00:00.000Z, failed VMs are retried until then`},
+		{"one failed VM is retried",
+			`(() => { const p = R.runPhase({state: "running", vms: [{state: "succeeded"}, {state: "failed"}]}); return R.phaseWord(p) + " | " + R.windowOpenText(p, String); })()`,
+			`retrying | 1 of 2 VMs backed up, 1 failed; it is retried while the window stays open`},
+		{"a VM still running is a run backing up",
+			`R.phaseWord(R.runPhase({state: "running", vms: [{state: "succeeded"}, {state: "running"}]}))`, `running`},
+		{"a finished run keeps its state",
+			`R.phaseWord(R.runPhase({state: "partial", vms: [{state: "succeeded"}, {state: "failed"}]}))`, `partial`},
+	}
+	for _, tc := range tests {
+		if got := eval(tc.expr); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
