@@ -430,12 +430,23 @@ func auditEventsReadable(t *testing.T, b *browsertest.Browser, ids auditIDs) {
 	b.Go("#/events?range=24h")
 	b.WaitVisible(`#events-list td[data-label="Kind"]`)
 	b.WaitText(`#events-list td[data-label="Kind"]`, "restore.vm")
-	cells := browsertest.Eval[[]string](b, `[...document.querySelectorAll('#events-list td[data-label="Subject"], #events-list td[data-label="Message"]')].map(td => td.innerText)`)
-	for _, c := range cells {
-		if regexp.MustCompile(`[0-9a-f]{64}`).MatchString(c) || strings.Contains(c, ids.web01) || strings.Contains(c, ids.restoredVM) {
-			t.Errorf("an event cell shows a raw id: %q", c)
+	raw := func(where, sel string) {
+		t.Helper()
+		cells := browsertest.Eval[[]string](b, fmt.Sprintf(`[...document.querySelectorAll(%q)].map(td => td.innerText)`, sel))
+		if len(cells) == 0 {
+			t.Errorf("%s: no event cells (%s)", where, sel)
+		}
+		for _, c := range cells {
+			if regexp.MustCompile(`[0-9a-f]{64}`).MatchString(c) || strings.Contains(c, ids.web01) || strings.Contains(c, ids.restoredVM) {
+				t.Errorf("%s: an event cell shows a raw id: %q", where, c)
+			}
 		}
 	}
+	raw("Events", `#events-list td[data-label="Subject"], #events-list td[data-label="Message"]`)
+	// The dashboard's recent events too (restore.vm is among the newest).
+	b.Go("#/dashboard")
+	b.WaitText("#dashboard-events", "restored a VM")
+	raw("Dashboard", `#dashboard-events td[data-label="Subject"], #dashboard-events td[data-label="Message"]`)
 	b.CheckConsole()
 }
 

@@ -1,6 +1,6 @@
 // Dashboard: the last 24 hours at a glance, kept live by the shared stream.
 import { h, clear, table, badge } from "../lib/dom.js";
-import { isFinal } from "../lib/ui.js";
+import { isFinal, names } from "../lib/ui.js";
 import { weekSummary } from "./dashboard-week.js";
 import { runPhase, windowOpenText, nextRunStart } from "./run-status.js";
 
@@ -9,12 +9,19 @@ function card(label, value, kind, href) {
   return h("div", { class: `card ${kind}`, "data-card": label }, href ? h("a", { href, class: "card-link" }, body) : body);
 }
 
+// readable: VM names for instance UUIDs, short point ids (the whole text
+// in the title).
+function readable(ctx, text) {
+  const shown = ctx.fmt.readableIds(text, names);
+  return shown === text ? text : h("span", { title: text }, shown);
+}
+
 function eventRows(ctx, events) {
   return table("!Recent events", [
     { label: "Time", cell: e => ctx.fmt.time(e.time) },
     { label: "Severity", cell: e => badge(e.severity || "info") },
-    { label: "Subject", cell: e => e.subject || e.vm || e.job || "" },
-    { label: "Message", cell: e => e.message || e.kind || "" },
+    { label: "Subject", cell: e => readable(ctx, e.subject || (e.vm && (names.get(e.vm) || e.vm)) || e.job || "") },
+    { label: "Message", cell: e => readable(ctx, e.message || e.kind || "") },
   ], events, "No events in the last 24 hours.");
 }
 

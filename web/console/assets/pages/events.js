@@ -68,9 +68,7 @@ export default {
     // name, a restore point's 64-digit id by its first 12 digits (the whole
     // text stays in the title, and the exports keep the ids).
     const readable = (text) => {
-      const shown = String(text)
-        .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, (u) => vmName.get(u) || u)
-        .replace(/\b[0-9a-f]{64}\b/gi, (id) => `${id.slice(0, 12)}…`);
+      const shown = fmt.readableIds(text, vmName);
       return shown === text ? text : h("span", { title: text }, shown);
     };
     for (const v of vms || []) {
