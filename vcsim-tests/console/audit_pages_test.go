@@ -90,7 +90,7 @@ func auditWaitTask(t *testing.T, b *browsertest.Browser, id string) auditTask {
 // auditPopulate makes the demo look lived in and returns the ids the pages
 // need.
 type auditIDs struct {
-	job, restoreTask, failedTask, checkTask, fullCheckTask, web01, restoredVM, point string
+	job, restoreTask, failedTask, checkTask, fullCheckTask, backupTask, web01, restoredVM, point string
 }
 
 func auditPopulate(t *testing.T, b *browsertest.Browser) auditIDs {
@@ -159,6 +159,7 @@ func auditPopulate(t *testing.T, b *browsertest.Browser) auditIDs {
 	if got := auditWaitTask(t, b, tk.ID); got.State != "succeeded" {
 		t.Fatalf("the backup of the restored VM ended %s: %s", got.State, got.Error)
 	}
+	ids.backupTask = tk.ID
 	return ids
 }
 
@@ -202,6 +203,14 @@ func TestAuditEveryPage(t *testing.T) {
 	if got := browsertest.Eval[string](b, `(() => { const s = document.getElementById("files-point"); return s.options[s.selectedIndex].dataset.vm || ""; })()`); got != "web-01" {
 		t.Errorf("the files page for web-01 chose a point of %q", got)
 	}
+	// The backup's result: the point by its first digits, linked; the read
+	// mode in words (not "allocate|d").
+	b.Go("#/tasks/" + ids.backupTask)
+	b.WaitVisible(`#task-warnings`)
+	b.WaitVisible(`td[data-label="Restore point"] a[href^="#/restore-points?q="]`)
+	if res := b.Text(`main .table-wrap`); regexp.MustCompile(`[0-9a-f]{64}`).MatchString(res) || b.Text(`main .table-wrap td[data-label="Mode"]`) != "allocated areas" {
+		t.Errorf("the backup's result reads %q", res)
+	}
 	auditWindowRun(t, b, ids)
 	auditVMWarnings(t, b, ids)
 	auditRepositoryFigures(t, b)
@@ -223,6 +232,8 @@ func TestAuditEveryPage(t *testing.T) {
 		{"#/tasks/" + ids.restoreTask, "#task-summary"},
 		{"#/tasks/" + ids.failedTask, "#task-summary"},
 		{"#/tasks/" + ids.fullCheckTask, "#task-check-mode"},
+		{"#/tasks/" + ids.checkTask, "#task-check-mode"},
+		{"#/tasks/" + ids.backupTask, "#task-warnings"},
 		{"#/events", "#events-list table"},
 		{"#/settings", "#tokens-list table, #tokens-list .empty"},
 	}

@@ -189,14 +189,20 @@ async function renderDetail(root, ctx, id) {
     if (Array.isArray(res) && res.length && typeof res[0] === "object") {
       // The VM's UUID adds nothing next to its name.
       const keys = Object.keys(res[0]).filter(k => typeof res[0][k] !== "object" && !(k === "vm" && "name" in res[0]));
-      const label = k => k.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/_/g, " ").replace(/^./, c => c.toUpperCase());
+      const words = { bytesRead: "Read", newBytes: "New data", restorePoint: "Restore point", name: "VM" };
+      const label = k => words[k] || k.replace(/([a-z])([A-Z])/g, (_, a, b) => `${a} ${b.toLowerCase()}`).replace(/_/g, " ").replace(/^./, c => c.toUpperCase());
+      // A backup's read mode in words (backup.Mode*).
+      const readModes = { full: "whole disk", allocated: "allocated areas", incremental: "changed blocks" };
       result.append(table("Result", keys.map(k => ({
         label: label(k),
-        class: /bytes/i.test(k) ? "num" : null,
+        class: /bytes/i.test(k) ? "num" : k === "mode" ? "nowrap" : null,
         cell: (r) => {
           if (k === "bytesRead" && task.kind === "backup") return readText(fmt, r);
           if (/bytes/i.test(k)) return fmt.bytes(r[k]);
           const v = String(r[k] ?? "");
+          if (k === "mode" && readModes[v]) return readModes[v];
+          // A point's id: its first digits, linked to the point among the VM's.
+          if (/^[0-9a-f]{64}$/i.test(v)) return h("a", { href: `#/restore-points?q=${encodeURIComponent(v.slice(0, 12))}`, title: v }, h("code", null, `${v.slice(0, 12)}…`));
           return /^[0-9a-f]{32,}$/i.test(v) ? h("span", { class: "mono" }, v) : v;
         },
       })), res));
