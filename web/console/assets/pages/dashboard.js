@@ -116,6 +116,7 @@ export default {
     // schedSeq counts the stream's scheduler updates: a GET /dashboard
     // answer older than the last one does not paint over it.
     let schedSeq = 0;
+    let lastWindowJob = "";
     function render(d, seq = schedSeq) {
       if (seq === schedSeq) showScheduler(d.scheduler);
       const vms = d.vms || {};
@@ -127,6 +128,7 @@ export default {
       for (const t of tasks) showTask(t);
       if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));
       const w = d.nextWindow;
+      lastWindowJob = w ? w.job : "";
       clear(windowBox).append(w
         ? h("p", null, h("strong", null, w.name || w.job), " — ",
           w.open ? "open now" : `opens ${fmt.time(w.start)}`,
@@ -192,7 +194,9 @@ export default {
         if (t && (!best || t < best.t)) best = { t, j };
       }
       nextRun.hidden = !best;
-      if (best) nextRun.textContent = `Next scheduled run: ${best.j.name || best.j.id} at ${fmt.time(best.t)}.`;
+      // The window above names its job already: the same job's run says when only.
+      const same = best && lastWindowJob === best.j.id;
+      if (best) nextRun.textContent = same ? `Its next run starts ${fmt.time(best.t)}.` : `Next scheduled run: ${best.j.name || best.j.id} at ${fmt.time(best.t)}.`;
     }
     showRuns();
 
