@@ -202,9 +202,14 @@ type JobRunView struct {
 	Window  string `json:"window,omitempty"` // the window occurrence's id (its opening, RFC 3339)
 	// ResumeOf is the interrupted run this one resumes; ResumedBy the run
 	// that resumed this interrupted one.
-	ResumeOf  string  `json:"resumeOf,omitempty"`
-	ResumedBy string  `json:"resumedBy,omitempty"`
-	VMs       []RunVM `json:"vms"`
+	ResumeOf  string `json:"resumeOf,omitempty"`
+	ResumedBy string `json:"resumedBy,omitempty"`
+	// SlotCloses is, for a scheduled run still open, when its part of the
+	// window (its slot) closes: the run stays open until then even when
+	// every VM is done, retrying failed ones, and the job's next run
+	// starts at the next slot. Absent for manual and finished runs.
+	SlotCloses *time.Time `json:"slotCloses,omitempty"`
+	VMs        []RunVM    `json:"vms"`
 }
 
 func runView(r policy.JobRun) JobRunView {
@@ -264,7 +269,8 @@ func (s *Server) jobRuns(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cfg.Jobs.Job(ctx, id); err != nil {
+	job, err := s.cfg.Jobs.Job(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	if s.cfg.Runs == nil {
@@ -277,6 +283,26 @@ func (s *Server) jobRuns(c *gin.Context) (any, error) {
 	out := make([]JobRunView, len(runs))
 	for i, r := range runs {
 		out[i] = runView(r)
+		out[i].SlotCloses = slotCloses(job, r)
 	}
 	return out, nil
+}
+
+// slotCloses returns when the slot of an open scheduled run closes, or nil
+// (a manual, missed or finished run, or a window changed since the run
+// started so that its slot no longer exists).
+func slotCloses(j policy.Job, r policy.JobRun) *time.Time {
+	if !r.End.IsZero() || r.Manual || r.Missed || r.WindowID == "" {
+		return nil
+	}
+	open, err := time.Parse(time.RFC3339, r.WindowID)
+	if err != nil {
+		return nil
+	}
+	slot, ok := j.Slot(open)
+	if !ok || slot.ID() != r.WindowID {
+		return nil
+	}
+	c := slot.Close
+	return &c
 }

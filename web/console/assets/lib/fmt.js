@@ -78,3 +78,12 @@ export function pick(obj, ...names) {
   for (const n of names) if (obj[n] !== undefined && obj[n] !== null) return obj[n];
   return undefined;
 }
+
+// readableIds rewrites the ids a server message carries as people read
+// them: an instance UUID known in vmNames (a Map) as the VM's name, a
+// restore point's 64-digit id as its first 12 digits.
+export function readableIds(text, vmNames) {
+  return String(text ?? "")
+    .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, (u) => (vmNames && vmNames.get(u)) || u)
+    .replace(/\b[0-9a-f]{64}\b/gi, (id) => `${id.slice(0, 12)}…`);
+}

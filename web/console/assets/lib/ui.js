@@ -108,6 +108,10 @@ export function taskTitle(t) {
     subj = typeof r === "string" ? r : r && r.name ? r.name : `point ${fmt.shortId(subj)}`;
   }
   let kind = t.kind || "task";
+  // A restore to a new VM (or a rehearsal) names the VM it made: two
+  // restores of web-01 are "restore web-01" and "restore web-01 as web-01-copy".
+  const made = t.kind === "restore" && t.result && !Array.isArray(t.result) && (t.result.mode === "new" || t.result.mode === "rehearsal") && t.result.vm && t.result.vm.name;
+  if (made && made !== subj) return `restore ${subj} as ${made}`;
   // A full check reads and verifies every blob: it must not look like a quick one.
   if (kind === "check" && checkMode(t) === "full") kind = "full check";
   return `${kind} ${subj}`.trim();
@@ -159,7 +163,9 @@ export function progress(task) {
     if (indeterminate) bar.removeAttribute("value"); else bar.value = pc;
     bar.setAttribute("aria-valuetext", `${pc}%`);
     const phase = p.phase ? `${p.phase}` : t.state;
-    clear(label).append(`${taskTitle(t)} — ${phase}`);
+    // The title in a span of its own: a table row that names the task in
+    // its first column hides it (the label still names the bar for screen readers).
+    clear(label).append(h("span", { class: "progress-title" }, `${taskTitle(t)} — `), phase);
     const parts = [`${pc}%`];
     if (t.state === "running") {
       // Checks and reclaims count points and packs: their rate is no B/s.

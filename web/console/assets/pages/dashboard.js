@@ -1,20 +1,28 @@
 // Dashboard: the last 24 hours at a glance, kept live by the shared stream.
 import { h, clear, table, badge } from "../lib/dom.js";
-import { isFinal } from "../lib/ui.js";
+import { isFinal, names } from "../lib/ui.js";
 import { weekSummary } from "./dashboard-week.js";
 import { offsiteCard } from "./dashboard-offsite.js";
+import { runPhase, windowOpenText, nextRunStart } from "./run-status.js";
 
 function card(label, value, kind, href) {
   const body = [h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label)];
   return h("div", { class: `card ${kind}`, "data-card": label }, href ? h("a", { href, class: "card-link" }, body) : body);
 }
 
+// readable: VM names for instance UUIDs, short point ids (the whole text
+// in the title).
+function readable(ctx, text) {
+  const shown = ctx.fmt.readableIds(text, names);
+  return shown === text ? text : h("span", { title: text }, shown);
+}
+
 function eventRows(ctx, events) {
   return table("!Recent events", [
     { label: "Time", cell: e => ctx.fmt.time(e.time) },
     { label: "Severity", cell: e => badge(e.severity || "info") },
-    { label: "Subject", cell: e => e.subject || e.vm || e.job || "" },
-    { label: "Message", cell: e => e.message || e.kind || "" },
+    { label: "Subject", cell: e => readable(ctx, e.subject || (e.vm && (names.get(e.vm) || e.vm)) || e.job || "") },
+    { label: "Message", cell: e => readable(ctx, e.message || e.kind || "") },
   ], events, "No events in the last 24 hours.");
 }
 
@@ -28,6 +36,9 @@ export default {
     const cards = h("div", { class: "dashboard-cards", "aria-label": "Protection summary", role: "group" });
     const running = h("div", { id: "dashboard-running" });
     const sched = h("div", { id: "dashboard-scheduled" });
+    // Scheduled runs whose VMs are all done but whose window is still open.
+    const openRuns = h("div", { id: "dashboard-open-runs" });
+    const nextRun = h("p", { id: "dashboard-next-run", hidden: true });
     const windowBox = h("div", { id: "dashboard-window" });
     const repos = h("div", { id: "dashboard-repos" });
     const events = h("div", { id: "dashboard-events" });
@@ -35,8 +46,8 @@ export default {
     root.append(cards,
       h("div", { class: "dashboard-grid" },
         h("section", { class: "panel", "aria-labelledby": "dash-running" }, h("h2", { id: "dash-running" }, "Running tasks"), running),
-        h("section", { class: "panel", "aria-labelledby": "dash-scheduled" }, h("h2", { id: "dash-scheduled" }, "Scheduled backups running"), sched),
-        h("section", { class: "panel", "aria-labelledby": "dash-window" }, h("h2", { id: "dash-window" }, "Next backup window"), windowBox)),
+        h("section", { class: "panel", "aria-labelledby": "dash-scheduled" }, h("h2", { id: "dash-scheduled" }, "Scheduled backups"), sched, openRuns),
+        h("section", { class: "panel", "aria-labelledby": "dash-window" }, h("h2", { id: "dash-window" }, "Next backup window"), windowBox, nextRun)),
       h("section", { "aria-labelledby": "dash-week" }, h("h2", { id: "dash-week" }, "Backups in the last 7 days"), week),
       h("section", { "aria-labelledby": "dash-repos" }, h("h2", { id: "dash-repos" }, "Repositories"), repos),
       h("section", { "aria-labelledby": "dash-events" }, h("h2", { id: "dash-events" }, "Recent events"), events));
@@ -107,6 +118,7 @@ export default {
     // schedSeq counts the stream's scheduler updates: a GET /dashboard
     // answer older than the last one does not paint over it.
     let schedSeq = 0;
+    let lastWindowJob = "";
     function render(d, seq = schedSeq) {
       if (seq === schedSeq) showScheduler(d.scheduler);
       const vms = d.vms || {};
@@ -119,6 +131,7 @@ export default {
       for (const t of tasks) showTask(t);
       if (!shown.size && !running.querySelector(".empty")) running.append(h("p", { class: "empty" }, "Nothing is running."));
       const w = d.nextWindow;
+      lastWindowJob = w ? w.job : "";
       clear(windowBox).append(w
         ? h("p", null, h("strong", null, w.name || w.job), " — ",
           w.open ? "open now" : `opens ${fmt.time(w.start)}`,
@@ -156,6 +169,43 @@ export default {
     performance.mark("vmvault:dashboard:data");
     render(first);
     performance.mark("vmvault:dashboard:ready");
+
+    // Each enabled job's newest run: one that has backed up every VM and
+    // waits for its window slot to close says so (it is not "running"), and
+    // the earliest next run start of all jobs shows under the window.
+    let jobsSeen = [];
+    let alive = true;
+    async function showRuns() {
+      try {
+        const jobs = ((await ctx.api("GET", "/jobs")) || []).filter((j) => j.enabled !== false);
+        jobsSeen = jobs;
+        const last = await Promise.all(jobs.map((j) => ctx.api("GET", `/jobs/${encodeURIComponent(j.id)}/runs?limit=1`)
+          .then((r) => (Array.isArray(r) ? r[0] : null)).catch(() => null)));
+        if (!alive) return;
+        const lines = [];
+        jobs.forEach((j, i) => {
+          const r = last[i];
+          const p = r && runPhase(r);
+          if (!p || p.phase !== "window-open") return;
+          lines.push(h("p", { class: "dashboard-open-run", "data-job": j.id, "data-run": r.id },
+            h("a", { href: `#/jobs/${encodeURIComponent(j.id)}` }, j.name || j.id), `: ${windowOpenText(p, fmt.time)}.`));
+        });
+        clear(openRuns).append(...lines);
+        showNextRun();
+      } catch { /* the next job event retries */ }
+    }
+    function showNextRun() {
+      let best = null;
+      for (const j of jobsSeen) {
+        const t = nextRunStart(j.window, j.everyHours || 0);
+        if (t && (!best || t < best.t)) best = { t, j };
+      }
+      nextRun.hidden = !best;
+      // The window above names its job already: the same job's run says when only.
+      const same = best && lastWindowJob === best.j.id;
+      if (best) nextRun.textContent = same ? `Its next run starts ${fmt.time(best.t)}.` : `Next scheduled run: ${best.j.name || best.j.id} at ${fmt.time(best.t)}.`;
+    }
+    showRuns();
 
     // The week: every job's recent runs and the ad-hoc backup tasks,
     // counted per day (at most 200 runs per job: a job running every hour
@@ -195,13 +245,13 @@ export default {
 
     // Counts change when tasks end or events arrive: reload, at most every 2 s.
     let reloadTimer = 0;
-    let alive = true;
     const reload = () => {
       if (reloadTimer) return;
       reloadTimer = setTimeout(async () => {
         reloadTimer = 0;
         const seq = schedSeq;
         try { if (alive) render(await ctx.api("GET", "/dashboard"), seq); } catch { /* next event retries */ }
+        if (alive) showRuns();
       }, 2000);
     };
     const unsub = ctx.stream((t) => {

@@ -64,12 +64,23 @@ export default {
       ctx.api("GET", "/jobs").catch(() => []),
     ]);
     const vmName = new Map();
+    // readable shows ids as people read them: a VM's instance UUID as its
+    // name, a restore point's 64-digit id by its first 12 digits (the whole
+    // text stays in the title, and the exports keep the ids).
+    const readable = (text) => {
+      const shown = fmt.readableIds(text, vmName);
+      return shown === text ? text : h("span", { title: text }, shown);
+    };
     for (const v of vms || []) {
       const id = v.instanceUuid;
       vmName.set(id, v.name);
       vm.append(h("option", { value: id }, v.name));
     }
-    for (const j of jobs || []) job.append(h("option", { value: j.id }, j.name || j.id));
+    const jobName = new Map();
+    for (const j of jobs || []) {
+      jobName.set(j.id, j.name || j.id);
+      job.append(h("option", { value: j.id }, j.name || j.id));
+    }
     vm.value = q.get("vm") || "";
     job.value = q.get("job") || "";
 
@@ -135,11 +146,14 @@ export default {
         { label: "Time", cell: e => fmt.time(e.time) },
         { label: "Severity", cell: e => badge(e.severity || "info") },
         { label: "Kind", cell: e => e.kind || "" },
-        { label: "Subject", cell: e => e.subject || "" },
-        { label: "User", cell: e => (e.user ? h("span", { class: "event-who" }, e.user, e.address ? ` from ${e.address}` : "", e.outcome ? " " : "", e.outcome ? badge(e.outcome === "ok" ? "ok" : "failed") : "") : "") },
+        { label: "Subject", cell: e => readable(e.subject || "") },
+        {
+          label: "User", cell: e => (e.user ? h("span", { class: "event-who" }, e.user, e.address ? h("span", { class: "event-from" }, ` from ${e.address}`) : "",
+            e.outcome ? " " : "", e.outcome ? badge(e.outcome === "ok" ? "ok" : "failed") : "") : ""),
+        },
         { label: "VM", cell: e => (e.vm ? vmName.get(e.vm) || e.vm : "") },
-        { label: "Job", cell: e => e.job || "" },
-        { label: "Message", cell: e => e.message || "" },
+        { label: "Job", cell: e => (e.job ? jobName.get(e.job) || e.job : "") },
+        { label: "Message", cell: e => readable(e.message || "") },
       ], events, "No events match the filter."));
     }
 

@@ -136,8 +136,23 @@ function searchSection(ctx) {
 async function pointChooser(ctx) {
   const { fmt } = ctx;
   const pts = await ctx.api("GET", "/restore-points");
+  // One group per VM (by name), newest point first; the VM the page was
+  // opened for (?vm=, from a VM's "Find files…") is chosen, not whichever
+  // VM backed up last.
+  const byVM = new Map();
+  for (const p of pts) {
+    const n = (p.vm && p.vm.name) || "";
+    if (!byVM.has(n)) byVM.set(n, []);
+    byVM.get(n).push(p);
+  }
+  const groups = [...byVM.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  for (const [, list] of groups) list.sort((a, b) => String(b.time).localeCompare(String(a.time)));
   const sel = h("select", { id: "files-point", name: "point" },
-    pts.map((p) => h("option", { value: p.id }, `${p.vm.name} — ${fmt.time(p.time)}${p.partial ? " (partial)" : ""}`)));
+    groups.map(([n, list]) => h("optgroup", { label: n },
+      list.map((p) => h("option", { value: p.id, "data-vm": n }, `${n} — ${fmt.time(p.time)}${p.partial ? " (partial)" : ""}`)))));
+  const want = ctx.query.get("vm");
+  const first = want && [...sel.options].find((o) => o.dataset.vm === want);
+  if (first) sel.value = first.value;
   const box = h("form", { class: "panel", id: "files-choose" },
     h("h2", null, "Browse a restore point"),
     pts.length ? [field("Restore point", sel), h("button", { type: "submit", class: "primary" }, "Browse files")] : h("p", { class: "empty" }, "No restore points yet."));

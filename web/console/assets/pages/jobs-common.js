@@ -31,6 +31,7 @@ export function pick(o, ...names) {
 const stateKinds = {
   succeeded: "ok", success: "ok", ok: "ok", complete: "ok", completed: "ok",
   running: "running", queued: "running", pending: "running",
+  "backed up": "ok", retrying: "warn",
   failed: "bad", error: "bad", interrupted: "bad",
   cancelled: "warn", partial: "warn", missed: "warn", "not-run": "warn", skipped: "warn",
 };

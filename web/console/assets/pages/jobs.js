@@ -4,6 +4,7 @@ import { ensureCSS, pick, stateBadge, runState, vmState, runPercent, isRunFinal,
 import { describeWindow, nextOpening } from "./jobwizard-window.js";
 import { describeRetention } from "./jobwizard-retention.js";
 import { describeSelection } from "./jobwizard-tree.js";
+import { runPhase, phaseWord, windowOpenText, nextRunStart } from "./run-status.js";
 
 function runStart(r) {
   return pick(r, "started", "start");
@@ -21,13 +22,24 @@ function runTrigger(r) {
   return "window";
 }
 
-function nextRunText(ctx, job) {
+// nextRunText says when the job's next scheduled run starts: the window cut
+// into slots (everyHours), as the scheduler does. When the window is open
+// now it says until when too; open (the job's open run, if any) adds what
+// the current run is doing.
+function nextRunText(ctx, job, open) {
   if (job.enabled === false) return "disabled";
-  const nr = pick(job, "nextRun");
-  if (nr) return ctx.fmt.time(nr);
+  const next = nextRunStart(job.window, job.everyHours || 0);
+  if (!next) return "never (the window never opens)";
+  const parts = [ctx.fmt.time(next)];
+  if (job.everyHours > 0) parts.push(`every ${job.everyHours} h while the window is open`);
   const n = nextOpening(job.window);
-  if (n.openNow) return `window open now${n.closes ? ` (until ${ctx.fmt.time(n.closes)})` : ""}`;
-  return n.next ? ctx.fmt.time(n.next) : "never";
+  if (open) {
+    const p = runPhase(open);
+    parts.push(p.phase === "window-open" ? `the current run has ${p.failed ? `backed up ${p.total - p.failed} of ${ctx.fmt.plural(p.total, "VM")}` : `backed up every VM`}` : "a run is going now");
+  } else if (n.openNow) {
+    parts.push(`the window is open now${n.closes ? ` until ${ctx.fmt.time(n.closes)}` : ""}`);
+  }
+  return parts.join(" · ");
 }
 
 // runProgress follows a job run started with "run now". The run's record
@@ -191,7 +203,8 @@ async function listPage(root, ctx) {
     return () => watchers.forEach((w) => w.stop());
   }
   const names = new Map((vms || []).map((v) => [v.instanceUuid, { type: "vm", instanceUuid: v.instanceUuid, name: v.name }]));
-  const lastRunCell = (last) => (last ? [stateBadge(h, runState(last)), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never");
+  const lastRunCell = (last) => (last ? [stateBadge(h, phaseWord(runPhase(last))), h("span", { class: "p2-block" }, ctx.fmt.time(runStart(last)))] : "never");
+  const openRun = (last) => (last && !runEnd(last) && last.state === "running" && last.trigger !== "manual" ? last : null);
   // Live: a job event (started, finished) refreshes that job's last run.
   const pending = new Map();
   const unsub = ctx.stream(null, (ev) => {
@@ -266,7 +279,7 @@ async function listPage(root, ctx) {
           h("td", { "data-label": "Repository" }, j.repository),
           h("td", { "data-label": "Window" }, describeWindow(j.window), h("span", { class: "hint p2-block" }, (j.window && j.window.location) || "UTC")),
           h("td", { "data-label": "Last run", id: `last-run-${j.id}` }, lastRunCell(last)),
-          h("td", { "data-label": "Next run" }, nextRunText(ctx, j)),
+          h("td", { "data-label": "Next run" }, nextRunText(ctx, j, openRun(last))),
           h("td", { "data-label": "Actions" }, actions, progressCell),
         );
       }),
@@ -284,6 +297,15 @@ function readCell(ctx, v) {
   const n = pick(v, "bytesRead", "bytes") || 0;
   if (n || pick(v, "error") || !pick(v, "restorePoint", "point")) return ctx.fmt.bytes(n);
   return "0 B (nothing new to read)";
+}
+
+// runSummaryTail: how long a run took, or what an open one is doing.
+function runSummaryTail(ctx, r) {
+  const took = (end) => ctx.fmt.duration((new Date(end) - new Date(runStart(r))) / 1000);
+  if (runEnd(r)) return ` · took ${took(runEnd(r))}`;
+  const p = runPhase(r);
+  if (p.phase === "window-open") return ` · ${p.last ? `took ${took(p.last)}; ` : ""}${windowOpenText(p, ctx.fmt.time)}`;
+  return " · running";
 }
 
 function outcomesTable(ctx, r) {
@@ -329,6 +351,7 @@ async function detailPage(root, ctx, id) {
   const watchers = [];
   const progressHolder = h("div", { class: "p2-progress-holder", id: `job-progress-${j.id}` });
   const history = h("section", { "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "Run history"));
+  const nextRunDD = h("dd", { id: "job-next-run" }, nextRunText(ctx, j));
   if (ctx.header) {
     if (ctx.can("operator")) {
       const b = h("button", { type: "button", class: "primary", "data-action": "run" }, "Run now");
@@ -357,7 +380,7 @@ async function detailPage(root, ctx, id) {
       h("dt", null, "Window"),
       h("dd", null, `${describeWindow(j.window)} (${(j.window && j.window.location) || "UTC"})`),
       h("dt", null, "Next run"),
-      h("dd", null, nextRunText(ctx, j)),
+      nextRunDD,
       h("dt", null, "Retention"),
       h("dd", null, describeRetention(j.retention)),
       h("dt", null, "Quiesce"),
@@ -384,6 +407,7 @@ async function detailPage(root, ctx, id) {
     } catch {
       // The history shows without them.
     }
+    nextRunDD.textContent = nextRunText(ctx, j, runs.find((r) => !runEnd(r) && r.state === "running" && r.trigger !== "manual"));
     if (!runs.length) {
       list.replaceChildren(h("p", { class: "empty" }, "This job has not run yet."));
       return;
@@ -396,9 +420,9 @@ async function detailPage(root, ctx, id) {
           h(
             "summary",
             null,
-            stateBadge(h, runState(r)),
+            stateBadge(h, phaseWord(runPhase(r))),
             ` ${ctx.fmt.time(runStart(r))} · ${runTrigger(r)}`,
-            runEnd(r) ? ` · took ${ctx.fmt.duration((new Date(runEnd(r)) - new Date(runStart(r))) / 1000)}` : " · running",
+            runSummaryTail(ctx, r),
             ` · ${ctx.fmt.plural((r.vms || []).length, "VM")}`,
           ),
           outcomesTable(ctx, r),

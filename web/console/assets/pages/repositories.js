@@ -3,6 +3,7 @@
 // and reclaim with live progress, and what reclaim would free.
 import { ensureCSS, pick, taskOf, watchTask, errorText, stateBadge } from "./jobs-common.js";
 import { usageChart } from "./repositories-chart.js";
+import { checkMode } from "../lib/ui.js";
 
 function statsOf(r) {
   return (r && r.stats) || {};
@@ -144,13 +145,24 @@ async function detailPage(root, ctx, name) {
     reclaimInfo.textContent =
       reclaimable === undefined || reclaimable === null
         ? "Reclaim removes the data of deleted restore points; the appliance has no estimate of what it would free now."
-        : `Reclaim removes the data of deleted restore points: about ${ctx.fmt.bytes(reclaimable)} would be freed now.`;
+        : reclaimable > 0
+          ? `Reclaim removes the data of deleted restore points: about ${ctx.fmt.bytes(reclaimable)} would be freed now.`
+          : "Reclaim removes the data of deleted restore points: nothing would be freed now (no deleted point left data behind).";
     const lc = lastCheck(r);
+    // A full check (every blob read and verified) must not read like a
+    // quick one: the check's task says which it was.
+    let modeText = lc && lc.source === "maintenance" ? " · scheduled maintenance check" : "";
+    if (lc && lc.task) {
+      try {
+        const m = checkMode(await ctx.api("GET", `/tasks/${encodeURIComponent(lc.task)}`));
+        if (m) modeText = m === "full" ? " · full check: all data read and verified" : " · quick check: index and packs, data not read";
+      } catch { /* the task aged out of the list: no mode to show */ }
+    }
     if (!lc) checkBox.replaceChildren(h("p", { class: "empty" }, "This repository has not been checked yet."));
     else {
       const findings = lc.findings || lc.problems || [];
       checkBox.replaceChildren(
-        h("p", null, lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", ` ${ctx.fmt.time(lc.time)}`, lc.ok === null ? " (result not recorded)" : findings.length ? ` — ${findings.length} finding${findings.length === 1 ? "" : "s"}` : " — no problems found"),
+        h("p", null, lc.ok === false ? stateBadge(h, "failed") : lc.ok ? stateBadge(h, "ok") : "", ` ${ctx.fmt.time(lc.time)}`, modeText, lc.ok === null ? " (result not recorded)" : findings.length ? ` — ${findings.length} finding${findings.length === 1 ? "" : "s"}` : " — no problems found"),
         findings.length ? h("ul", { class: "p2-findings", id: "check-findings" }, findings.slice(0, 100).map((f) => h("li", null, typeof f === "string" ? f : `${f.kind ? `${f.kind}: ` : ""}${f.message || JSON.stringify(f)}${f.points && f.points.length ? ` (points ${f.points.map((x) => x.slice(0, 8)).join(", ")})` : ""}`))) : "",
       );
     }
@@ -165,8 +177,23 @@ async function detailPage(root, ctx, name) {
       chartBox.replaceChildren(h("p", { class: "empty" }, `Usage history unavailable: ${errorText(e)}`));
       return;
     }
-    const list = Array.isArray(usage) ? usage : (usage && usage.samples) || [];
-    const fmtDate = (t) => new Date(t).toLocaleDateString(undefined, { month: "short", day: "numeric" });
+    let list = Array.isArray(usage) ? usage : (usage && usage.samples) || [];
+    let fmtDate = (t) => new Date(t).toLocaleDateString(undefined, { month: "short", day: "numeric" });
+    // A first day of backups is one daily sample, a dot per series: draw
+    // it per restore point instead, with times on the axis.
+    if (list.length < 2) {
+      try {
+        const per = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}/usage?per=point`);
+        if (Array.isArray(per) && per.length >= 2) {
+          list = per;
+          // 24-hour times as everywhere in the console; seconds when the
+          // points are minutes apart (else every label reads the same).
+          const span = Date.parse(per[per.length - 1].time) - Date.parse(per[0].time);
+          const opts = { hour: "2-digit", minute: "2-digit", hourCycle: "h23", ...(span < 3600e3 ? { second: "2-digit" } : {}) };
+          fmtDate = (t) => new Date(t).toLocaleTimeString(undefined, opts);
+        }
+      } catch { /* the daily samples stay */ }
+    }
     const svg = usageChart(list, { fmtBytes: ctx.fmt.bytes, fmtDate, title: `Usage of ${name} over time` });
     // The same numbers as a table, for screen readers and for copying.
     const tbl = list.length
@@ -187,7 +214,9 @@ async function detailPage(root, ctx, name) {
           ),
         )
       : null;
-    chartBox.replaceChildren(svg, tbl || "");
+    // One sample draws a dot per series: say why there is no line yet.
+    const few = list.length < 2 ? h("p", { class: "hint", id: "usage-few" }, list.length ? "One restore point so far: the lines start with the next backup." : "No usage recorded yet.") : null;
+    chartBox.replaceChildren(svg, few || "", tbl || "");
   }
 
   async function operation(kind, body, btn) {

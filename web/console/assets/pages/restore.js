@@ -472,9 +472,11 @@ export default {
           add("Attach to", (invVMs.find((v) => v.instanceUuid === st.targetVm) || {}).name || st.targetVm);
         }
         if (st.mode !== "original" && st.mode !== "disk") {
-          add("Datacenter", st.datacenter || "default");
-          add("Folder", st.folder || "default");
-          add("Compute", st.compute ? st.compute.replace(/^[^:]*:/, "") : "default");
+          // The same words as the target step's defaults: "default" alone
+          // says nothing about where the VM lands.
+          add("Datacenter", st.datacenter || "the original VM's datacenter");
+          add("Folder", st.folder || "the datacenter's VM folder");
+          add("Cluster or host", st.compute ? st.compute.replace(/^[^:]*:/, "") : "the original placement if it exists");
         }
         if (st.mode !== "original") {
           add("Datastore", st.datastore || "each disk's original datastore");

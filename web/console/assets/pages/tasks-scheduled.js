@@ -5,6 +5,7 @@
 // ones from each job's run history (GET /jobs/:id/runs), refreshed on job
 // events and polled while a run is still going.
 import { h, clear, table, badge } from "../lib/dom.js";
+import { runPhase, phaseWord, windowOpenText } from "./run-status.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const finalRun = new Set(["succeeded", "partial", "failed", "cancelled", "missed", "interrupted"]);
@@ -125,17 +126,31 @@ export function mountScheduled(holder, ctx) {
     runsBox.removeAttribute("aria-busy");
     // Redraw only on a change, and keep the focus on the same run's link:
     // the list is polled while a run goes.
-    const sig = JSON.stringify(runs.map(r => [r.id, r.state, r.finished, outcomes(r), jobName(r.job)]));
+    const sig = JSON.stringify(runs.map(r => [r.id, r.state, r.finished, r.slotCloses, outcomes(r), jobName(r.job)]));
     if (sig === drawn) return;
     drawn = sig;
     const focused = runsBox.contains(document.activeElement) ? document.activeElement.closest("tr[data-run]") : null;
     const focusRun = focused ? focused.dataset.run : null;
     clear(runsBox).append(table("!Job runs in the last 24 hours", [
       { label: "Job", cell: r => jobLink(r.job) },
-      { label: "State", cell: r => badge(r.state || "unknown") },
+      {
+        label: "State", cell: (r) => {
+          // A scheduled run whose VMs are all done stays open until its
+          // window slot closes: it is not "running".
+          const p = runPhase(r);
+          const b = badge(phaseWord(p) || "unknown", p.phase === "window-open" ? (p.failed ? "warning" : "succeeded") : undefined);
+          return p.phase === "window-open" ? [b, h("span", { class: "hint tasks-sched-open" }, windowOpenText(p, fmt.time))] : b;
+        },
+      },
       { label: "Trigger", cell: r => (r.trigger === "manual" ? "run now" : r.trigger || "") },
       { label: "Started", cell: r => fmt.time(r.started) },
-      { label: "Duration", class: "num", cell: r => fmt.duration(((r.finished ? Date.parse(r.finished) : Date.now()) - Date.parse(r.started)) / 1000) },
+      {
+        label: "Duration", class: "num", cell: (r) => {
+          const p = runPhase(r);
+          const end = r.finished ? Date.parse(r.finished) : p.phase === "window-open" && p.last ? p.last.getTime() : Date.now();
+          return fmt.duration((end - Date.parse(r.started)) / 1000);
+        },
+      },
       { label: "VMs", cell: r => h("span", { class: "tasks-sched-outcomes" }, outcomes(r)) },
     ], runs, "No job ran in the last 24 hours."));
     // Tests and styles find a run by its id and state.
@@ -145,6 +160,7 @@ export function mountScheduled(holder, ctx) {
       trs[i].dataset.run = r.id;
       trs[i].dataset.job = r.job;
       trs[i].dataset.state = r.state || "";
+      trs[i].dataset.phase = runPhase(r).phase;
       if (r.id === focusRun) trs[i].querySelector("a").focus();
     });
   }
@@ -184,7 +200,8 @@ export function mountScheduled(holder, ctx) {
     timer = setTimeout(async () => {
       timer = 0;
       await loadRuns();
-      if (alive && !timer && (runs.some(r => !finalRun.has(r.state)) || active.length)) schedule(2000);
+      // A run waiting for its window to close changes only on job events.
+      if (alive && !timer && (runs.some(r => runPhase(r).phase === "backing-up") || active.length)) schedule(2000);
     }, ms);
   }
 

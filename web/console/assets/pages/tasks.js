@@ -189,26 +189,45 @@ async function renderDetail(root, ctx, id) {
     if (Array.isArray(res) && res.length && typeof res[0] === "object") {
       // The VM's UUID adds nothing next to its name.
       const keys = Object.keys(res[0]).filter(k => typeof res[0][k] !== "object" && !(k === "vm" && "name" in res[0]));
-      const label = k => k.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/_/g, " ").replace(/^./, c => c.toUpperCase());
+      const words = { bytesRead: "Read", newBytes: "New data", restorePoint: "Restore point", name: "VM" };
+      const label = k => words[k] || k.replace(/([a-z])([A-Z])/g, (_, a, b) => `${a} ${b.toLowerCase()}`).replace(/_/g, " ").replace(/^./, c => c.toUpperCase());
+      // A backup's read mode in words (backup.Mode*).
+      const readModes = { full: "whole disk", allocated: "allocated areas", incremental: "changed blocks" };
       result.append(table("Result", keys.map(k => ({
         label: label(k),
-        class: /bytes/i.test(k) ? "num" : null,
+        class: /bytes/i.test(k) ? "num" : k === "mode" ? "nowrap" : null,
         cell: (r) => {
           if (k === "bytesRead" && task.kind === "backup") return readText(fmt, r);
           if (/bytes/i.test(k)) return fmt.bytes(r[k]);
           const v = String(r[k] ?? "");
+          if (k === "mode" && readModes[v]) return readModes[v];
+          // A point's id: its first digits, linked to the point among the VM's.
+          if (/^[0-9a-f]{64}$/i.test(v)) return h("a", { href: `#/restore-points?q=${encodeURIComponent(v.slice(0, 12))}`, title: v }, h("code", null, `${v.slice(0, 12)}…`));
           return /^[0-9a-f]{32,}$/i.test(v) ? h("span", { class: "mono" }, v) : v;
         },
       })), res));
     } else if (res && typeof res === "object") {
-      const label = k => k.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/^./, c => c.toUpperCase());
+      // Sentence case, as the rest of the console: "Powered on", not "Powered On".
+      const label = k => k.replace(/([a-z])([A-Z])/g, (_, a, b) => `${a} ${b.toLowerCase()}`).replace(/^./, c => c.toUpperCase());
+      const modes = { new: "new VM", overwrite: "overwrote the original VM", original: "overwrote the original VM", rehearsal: "rehearsal", attach: "disk attached to a VM", download: "download" };
       const value = (k, v) => {
+        if (/persecond/i.test(k) && typeof v === "number") return fmt.rate(v);
         if (/bytes/i.test(k) && typeof v === "number") return fmt.bytes(v);
+        if (k === "seconds" && typeof v === "number") return v < 10 ? `${v.toFixed(1)} s` : fmt.duration(v);
+        if (k === "mode" && modes[v]) return modes[v];
         if (typeof v === "boolean") return v ? "yes" : "no";
+        if (/^[0-9a-f]{64}$/i.test(String(v))) return h("code", { title: v }, `${String(v).slice(0, 12)}…`);
         return String(v);
       };
-      result.append(h("dl", { class: "facts", id: "task-result" }, Object.entries(res).filter(([k, v]) => typeof v !== "object" && k !== "readData")
-        .map(([k, v]) => [h("dt", null, k === "bytesRead" && task.kind === "check" ? "Data read" : label(k)), h("dd", null, value(k, v))])));
+      const rows = Object.entries(res).filter(([k, v]) => typeof v !== "object" && k !== "readData")
+        .map(([k, v]) => [h("dt", null, k === "bytesRead" && task.kind === "check" ? "Data read" : label(k)), h("dd", null, value(k, v))]);
+      // A restore names the VM it made or overwrote, with a link to its page.
+      const vm = res.vm && typeof res.vm === "object" && res.vm.name ? res.vm : null;
+      if (vm) {
+        const name = vm.instanceUuid ? h("a", { href: `#/vms/${encodeURIComponent(vm.instanceUuid)}`, id: "task-result-vm" }, vm.name) : vm.name;
+        rows.unshift([h("dt", null, res.mode === "new" || res.mode === "rehearsal" ? "Restored as" : "VM"), h("dd", null, name)]);
+      }
+      result.append(h("dl", { class: "facts", id: "task-result" }, rows));
     }
   }
   drawFacts();

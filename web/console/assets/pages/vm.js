@@ -64,6 +64,14 @@ export default {
     const pts = points || [];
     const last = pts[0] || vm.lastPoint || null;
 
+    // The newest of the job runs' last success and the newest point (an
+    // ad-hoc backup is a backup too).
+    function lastBackup() {
+      const byJob = lastSuccess ? { t: lastSuccess.o.finished || lastSuccess.when, by: jobNames.get(lastSuccess.job) || lastSuccess.job } : null;
+      const byPoint = pts[0] ? { t: pts[0].time, by: pts[0].job ? jobNames.get(pts[0].job) || pts[0].job : "ad hoc" } : null;
+      const b = !byJob ? byPoint : !byPoint ? byJob : Date.parse(byPoint.t) > Date.parse(byJob.t) ? byPoint : byJob;
+      return b ? `${fmt.time(b.t)} (${b.by})` : "never";
+    }
     const dl = (rows) => h("dl", { class: "p2-dl" }, rows.filter(Boolean).flatMap(([k, v]) => [h("dt", null, k), h("dd", null, v)]));
     const cfg = last && last.config;
     const capacity = last && last.disks ? last.disks.reduce((n, d) => n + (d.capacity || 0), 0) : 0;
@@ -73,7 +81,7 @@ export default {
     const summary = h("section", { "aria-labelledby": "vm-summary-h", id: "vm-summary" },
       h("h2", { id: "vm-summary-h" }, "Summary"),
       dl([
-        ["Protection", vm.protected ? h("span", { class: "badge good" }, "protected") : h("span", { class: "badge warn" }, "not protected")],
+        ["Protection", vm.protected ? h("span", { class: "badge badge-protected" }, "protected") : h("span", { class: "badge badge-unprotected" }, "not protected")],
         ["In vCenter", vm.inInventory ? (where || "yes") : "no longer: only its restore points remain"],
         power ? ["Power", power + (node.template ? " (template)" : "")] : null,
         cfg && cfg.guestId ? ["Guest OS", cfg.guestId] : null,
@@ -82,7 +90,10 @@ export default {
         ["Jobs", (vm.jobs || []).length ? h("span", null, (vm.jobs || []).flatMap((j, i) => [i ? ", " : "", h("a", { href: `#/jobs/${encodeURIComponent(j)}` }, jobNames.get(j) || j)])) : "no job selects it"],
         (vm.tags || []).length ? ["Tags", vm.tags.map((t) => tagNames.get(t) || t).join(", ")] : null,
         ["Restore points", pts.length ? `${fmt.plural(pts.length, "restore point")}, newest ${fmt.time(pts[0].time)}` : "none yet"],
-        ["Last backup", lastSuccess ? `${fmt.time(lastSuccess.o.finished || lastSuccess.when)} (${jobNames.get(lastSuccess.job) || lastSuccess.job})` : "never by a job"],
+        last && (last.warnings || []).length
+          ? ["Warnings", h("ul", { class: "p2-run-warnings", id: "vm-warnings" }, last.warnings.map((w) => h("li", null, h("span", { class: "badge badge-warning" }, "warning"), " ", w)))]
+          : null,
+        ["Last backup", lastBackup()],
         lastFailure && (!lastSuccess || String(lastFailure.when) > String(lastSuccess.when))
           ? ["Last error", h("span", { class: "form-error", id: "vm-last-error" }, `${lastFailure.o.error || lastFailure.o.state} — ${fmt.time(lastFailure.when)}. `, nextStep(lastFailure.o.error || ""))]
           : null,
@@ -116,14 +127,15 @@ export default {
       const c = consistency(p);
       const stored = (p.disks || []).reduce((n, d) => n + (d.newBytes || 0), 0);
       return h("tr", { "data-point": p.id },
-        h("td", { "data-label": "Time" }, h("a", { href: `#/restore-points?vm=${encodeURIComponent(vm.instanceUuid)}&q=${encodeURIComponent(p.id.slice(0, 12))}` }, fmt.time(p.time))),
-        h("td", { "data-label": "Point" }, h("code", null, p.id.slice(0, 12))),
+        h("td", { "data-label": "Time", class: "nowrap" }, h("a", { href: `#/restore-points?vm=${encodeURIComponent(vm.instanceUuid)}&q=${encodeURIComponent(p.id.slice(0, 12))}` }, fmt.time(p.time))),
+        h("td", { "data-label": "Point", class: "nowrap" }, h("code", null, p.id.slice(0, 12))),
         h("td", { "data-label": "Job" }, p.job ? jobNames.get(p.job) || p.job : "ad hoc"),
         h("td", { "data-label": "Repository" }, p.repository || ""),
         h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state p2-state-${c.kind === "good" ? "ok" : c.kind === "bad" ? "bad" : "warn"}`, title: c.text }, c.label)),
-        h("td", { "data-label": "Size" }, fmt.bytes(p.logicalBytes || 0)),
-        h("td", { "data-label": "New data" }, fmt.bytes(stored)),
-        h("td", { "data-label": "Notes" }, [p.locked ? "locked" : "", ...(p.warnings || [])].filter(Boolean).join("; ")),
+        h("td", { "data-label": "Size", class: "nowrap" }, fmt.bytes(p.logicalBytes || 0)),
+        h("td", { "data-label": "New data", class: "nowrap" }, fmt.bytes(stored)),
+        h("td", { "data-label": "Notes", class: "vm-point-notes" }, p.locked ? h("span", { class: "badge" }, "locked") : null,
+          (p.warnings || []).length ? h("ul", { class: "p2-run-warnings" }, p.warnings.map((w) => h("li", null, h("span", { class: "badge badge-warning" }, "warning"), " ", w))) : null),
       );
     });
     const pointsSec = h("section", { "aria-labelledby": "vm-points-h", id: "vm-points" },
@@ -138,13 +150,13 @@ export default {
 
     const runRows = history.slice(0, 100).map(({ job, run, o, when }) =>
       h("tr", { "data-run": run.id },
-        h("td", { "data-label": "Started" }, fmt.time(when)),
+        h("td", { "data-label": "Started", class: "nowrap" }, fmt.time(when)),
         h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${encodeURIComponent(job)}` }, jobNames.get(job) || job)),
-        h("td", { "data-label": "Trigger" }, run.trigger),
+        h("td", { "data-label": "Trigger", class: "nowrap" }, run.trigger),
         h("td", { "data-label": "Result" }, h("span", { class: `badge p2-state p2-state-${o.state === "succeeded" ? "ok" : o.state === "running" || o.state === "pending" ? "warn" : "bad"}` }, o.state)),
-        h("td", { "data-label": "Read" }, fmt.bytes(o.bytesRead || 0)),
-        h("td", { "data-label": "New data" }, fmt.bytes(o.newBytes || 0)),
-        h("td", { "data-label": "Attempts" }, String(o.attempts || (o.state === "pending" ? 0 : 1))),
+        h("td", { "data-label": "Read", class: "nowrap" }, fmt.bytes(o.bytesRead || 0)),
+        h("td", { "data-label": "New data", class: "nowrap" }, fmt.bytes(o.newBytes || 0)),
+        h("td", { "data-label": "Attempts", class: "nowrap" }, String(o.attempts || (o.state === "pending" ? 0 : 1))),
         h("td", { "data-label": "Error" }, o.error || ""),
       ));
     const runsSec = h("section", { "aria-labelledby": "vm-runs-h", id: "vm-runs" },
