@@ -34,13 +34,16 @@ export default {
     const tree = h("div", { id: "inventory-tree" });
     root.append(filters, count, notice, tree);
 
-    const [vms, inv] = await Promise.all([
+    const [vms, inv, jobs] = await Promise.all([
       ctx.api("GET", "/vms"),
       ctx.api("GET", "/inventory").catch((e) => {
         if (e.status === 503 || e.status === 404 || e.status === 501) return null;
         throw e;
       }),
+      ctx.api("GET", "/jobs").catch(() => []),
     ]);
+    // Jobs by name, as administrators call them (the API lists their ids).
+    const jobName = new Map((jobs || []).map((j) => [j.id, j.name || j.id]));
     performance.mark("vmvault:inventory:data");
     const byUUID = new Map((vms || []).map(v => [v.instanceUuid, v]));
     const byMoref = new Map((vms || []).filter(v => v.moref).map(v => [v.moref, v]));
@@ -146,7 +149,7 @@ export default {
           h("span", { class: "meta" },
             last ? `last good: ${fmt.time(last.time)}` : "no restore point",
             last && last.logicalBytes ? ` · ${fmt.bytes(last.logicalBytes)}` : "",
-            st && st.jobs && st.jobs.length ? ` · job: ${st.jobs.join(", ")}` : "",
+            st && st.jobs && st.jobs.length ? ` · ${st.jobs.length === 1 ? "job" : "jobs"}: ${st.jobs.map((j) => jobName.get(j) || j).join(", ")}` : "",
             st && st.points ? ` · ${st.points} point${st.points === 1 ? "" : "s"}` : ""),
           // The last backup's warnings belong next to the VM, not only in the API.
           last && last.warnings && last.warnings.length

@@ -640,7 +640,7 @@ export default {
                   ? "This job has no restore points yet: the preview applies its retention to the points the repository already holds for the VMs it selects."
                   : "Applied to every restore point in the repository.",
             ),
-            h("p", { class: "p2-preview-summary", id: "preview-summary" }, `Would keep ${keep} and remove ${remove} restore points, freeing about ${ctx.fmt.bytes(freed)}.`),
+            h("p", { class: "p2-preview-summary", id: "preview-summary" }, `Would keep ${keep} and remove ${remove} restore point${remove === 1 ? "" : "s"}${remove ? `, freeing about ${ctx.fmt.bytes(freed)}` : ": nothing would be freed"}.`),
             jobPts.length
               ? h(
                   "div",

@@ -55,7 +55,8 @@ export default {
     const firstQuery = query();
     if (want) firstQuery.set("vm", want);
     if (ctx.query.get("repository")) firstQuery.set("repository", ctx.query.get("repository"));
-    const [first, vms, repos] = await Promise.all([fetchPage(firstQuery, ""), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => [])]);
+    const [first, vms, repos, jobs] = await Promise.all([fetchPage(firstQuery, ""), ctx.api("GET", "/vms").catch(() => []), ctx.api("GET", "/repositories").catch(() => []), ctx.api("GET", "/jobs").catch(() => [])]);
+    const jobName = new Map((jobs || []).map((j) => [j.id, j.name || j.id]));
     performance.mark("vmvault:points:data");
     const byVM = new Map((vms || []).map((v) => [v.instanceUuid || v.name, v]));
     // Every VM with a point: GET /vms counts them (VMs known only from
@@ -167,7 +168,7 @@ export default {
         h("td", { "data-label": "Time" }, h("time", { datetime: p.time, title: p.time }, ctx.fmt.time(p.time)), p.partial ? h("span", { class: "badge p2-state-bad" }, " partial") : null),
         h("td", { "data-label": "ID" }, h("code", { class: "point-id", title: p.id }, String(p.id).slice(0, 12))),
         h("td", { "data-label": "Repository" }, p.repository),
-        h("td", { "data-label": "Job" }, p.job || "ad hoc"),
+        h("td", { "data-label": "Job" }, p.job ? jobName.get(p.job) || p.job : "ad hoc"),
         h("td", { "data-label": "Size", class: "num" }, ctx.fmt.bytes(p.logicalBytes)),
         h("td", { "data-label": "Unique", class: "num" }, u === undefined ? "…" : ctx.fmt.bytes(u)),
         h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label)),
