@@ -18,14 +18,21 @@ var (
 // Bolt keeps api.Settings as JSON in a bucket "settings" of a bbolt
 // database the caller owns (the daemon's state.db); it implements
 // web.SettingsStore.
-type Bolt struct{ db *bolt.DB }
+type Bolt struct {
+	db   *bolt.DB
+	seal *Sealer // nil: no secret can be saved
+}
 
 // NewBolt creates the bucket if needed.
-func NewBolt(db *bolt.DB) (*Bolt, error) {
+func NewBolt(db *bolt.DB, opts ...Option) (*Bolt, error) {
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bSettings); return err }); err != nil {
 		return nil, fmt.Errorf("settings store: %w", err)
 	}
-	return &Bolt{db: db}, nil
+	b := &Bolt{db: db}
+	for _, o := range opts {
+		o(b)
+	}
+	return b, nil
 }
 
 // Settings returns the saved settings; false when none were ever saved.
