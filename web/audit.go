@@ -44,6 +44,11 @@ var auditKinds = map[string]string{
 	"PUT /api/v1/settings":                                "settings.update",
 	"POST /api/v1/settings/vcenter/test":                  "settings.test-vcenter",
 	"POST /api/v1/settings/smtp/test":                     "settings.test-smtp",
+	"PUT /api/v1/settings/vcenter":                        "settings.vcenter",
+	"PUT /api/v1/settings/smtp":                           "settings.smtp",
+	"PUT /api/v1/settings/maintenance":                    "settings.maintenance",
+	"DELETE /api/v1/settings/:section":                    "settings.reset",
+	"POST /api/v1/repositories":                           "repository.add",
 	"POST /api/v1/backups":                                "backup.adhoc",
 	"POST /api/v1/restores":                               "restore.vm",
 	"POST /api/v1/restores/disk":                          "restore.disk",
@@ -60,7 +65,10 @@ var auditVerbs = map[string]string{
 	"repository.check": "checked a repository", "repository.reclaim": "reclaimed a repository's space",
 	"task.cancel": "cancelled a task", "settings.update": "changed the settings",
 	"settings.test-vcenter": "tested the vCenter connection", "settings.test-smtp": "tested the SMTP settings",
-	"backup.adhoc": "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
+	"settings.vcenter": "changed the vCenter connection", "settings.smtp": "changed the mail settings",
+	"settings.maintenance": "changed the maintenance window", "settings.reset": "reset settings to the configuration file",
+	"repository.add": "added a repository",
+	"backup.adhoc":   "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
 }
 
 const auditKey = "vmvault.audit"
