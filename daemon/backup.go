@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/vmvault/vmvault/reposvc"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/backup"
@@ -19,21 +20,39 @@ import (
 type backupRunner struct {
 	// observe, when set, receives each successful backup's figures (metrics).
 	observe func(read, newBytes, stored int64, d time.Duration)
+	inv     policy.Inventory
+	src     backup.VSphere
+	host    string
+
+	mu      sync.RWMutex // guards engines and first: add runs beside backups
 	engines map[string]*backup.Engine
 	first   string
-	inv     policy.Inventory
 }
 
 func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
-	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv}
-	src := backup.FromClient(client, vsphere.ReaderOptions{})
+	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv, src: backup.FromClient(client, vsphere.ReaderOptions{}), host: client.Host()}
 	for _, n := range names {
-		br.engines[n] = backup.NewEngine(src, backup.RepoStore(repos[n]), backup.EngineOptions{VCenter: client.Host()})
-	}
-	if len(names) > 0 {
-		br.first = names[0]
+		br.add(n, repos[n])
 	}
 	return br
+}
+
+// add gives the runner an engine for one more repository (one added from
+// the console at runtime).
+func (b *backupRunner) add(name string, r *repository.Repository) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.engines[name] = backup.NewEngine(b.src, backup.RepoStore(r), backup.EngineOptions{VCenter: b.host})
+	if b.first == "" || name < b.first {
+		b.first = name
+	}
+}
+
+func (b *backupRunner) engine(repo string) (*backup.Engine, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, ok := b.engines[repo]
+	return e, ok
 }
 
 func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
@@ -50,7 +69,7 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 }
 
 func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, q backup.QuiesceMode, requireAllDisks bool, progress func(backup.VMProgress)) (backup.Result, error) {
-	e, ok := b.engines[repo]
+	e, ok := b.engine(repo)
 	if !ok {
 		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
 	}
@@ -86,7 +105,9 @@ func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.
 func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
 	repo := req.Repository
 	if repo == "" {
+		b.mu.RLock()
 		repo = b.first
+		b.mu.RUnlock()
 	}
 	all, err := b.inv.VMs(ctx)
 	if err != nil {

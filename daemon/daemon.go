@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -37,6 +38,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // ShutdownGrace bounds how long running requests and tasks may take to end
@@ -69,6 +71,9 @@ type Options struct {
 	Ready func(addr string)
 	// Clock is the daemon's time; default the wall clock (tests: clock.Fake).
 	Clock clock.Clock
+	// RepoInit are the options of repositories created from the console;
+	// zero: the defaults (tests: a cheap KDF).
+	RepoInit repository.InitOptions
 	// AlertDebounce is how long failures gather before one alert mail;
 	// default one minute.
 	AlertDebounce time.Duration
@@ -124,10 +129,15 @@ type Daemon struct {
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
 
+	loc *time.Location // the appliance's time zone
+	app *appSettings   // the console's settings over the YAML's
+
+	mu    sync.Mutex // guards repos and closers once Run serves
 	repos map[string]*repository.Repository
 
-	closers []func() error
-	ran     bool
+	closersMu sync.Mutex
+	closers   []func() error
+	ran       bool
 }
 
 // record stores an event of the daemon's own (the sweep, the space watch)
@@ -144,6 +154,8 @@ func (d *Daemon) record(e policy.Event) {
 
 // onClose registers f to run at Close, in reverse order of registration.
 func (d *Daemon) onClose(name string, f func() error) {
+	d.closersMu.Lock()
+	defer d.closersMu.Unlock()
 	d.closers = append(d.closers, func() error {
 		if err := f(); err != nil {
 			d.log.Error("close", "what", name, "err", err)
@@ -158,11 +170,14 @@ func (d *Daemon) onClose(name string, f func() error) {
 // vCenter session logs out, the repositories and the state database close.
 // Call it after Run has returned.
 func (d *Daemon) Close() error {
-	var errs []error
-	for i := len(d.closers) - 1; i >= 0; i-- {
-		errs = append(errs, d.closers[i]())
-	}
+	d.closersMu.Lock()
+	closers := d.closers
 	d.closers = nil
+	d.closersMu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i]())
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,6 +205,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}()
 	getenv := opts.Getenv
 	loc, _ := time.LoadLocation(cfg.TimeZone) // validated
+	d.loc = loc
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -220,8 +236,20 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	d.copyDone(c, removed, err)
 	// Sessions, tokens, tasks and settings share the state database.
 	wdb := db.Bolt()
+	// The console's settings win over the YAML's (appsettings.go); their
+	// passwords are sealed with a key file of their own.
+	sealer, err := settings.OpenKeyFile(filepath.Join(cfg.StateDir, settings.KeyFileName))
+	if err != nil {
+		return nil, err
+	}
+	st, err := settings.NewBolt(wdb, settings.WithSealer(sealer))
+	if err != nil {
+		return nil, err
+	}
+	d.settings = st
 
 	repos := map[string]*repository.Repository{}
+	d.repos = repos
 	for _, rc := range cfg.Repositories {
 		pass, err := readSecret(getenv, rc.PassphraseFile, rc.PassphraseEnv, "passphrase of repository "+rc.Name)
 		if err != nil {
@@ -243,7 +271,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		repos[rc.Name] = r
 		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
 	}
-	d.repos = repos
+	if err := d.openConsoleRepositories(ctx, st); err != nil {
+		return nil, err
+	}
 	rs := reposvc.New(repos, reposvc.WithLowSpace(cfg.Limits.lowSpace()))
 	rs.Maintenance = db.Maintenance
 
@@ -261,23 +291,37 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	var targets *serveTargets // console's inventory, restore targets, vCenter test
 	var tagSrc *tagCache      // GET /tags
 	d.started = clk.Now()
-	if vc := cfg.VCenter; vc != nil {
-		pw, err := readSecret(getenv, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
-		if err != nil {
-			return nil, err
-		}
-		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: pw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
-		vcenterAuth(&acfg, vc, vcfg)
-		client, err := vsphere.Connect(ctx, vcfg)
-		if err != nil {
+	tester := &vcenterTester{}
+	var active *vsphere.Config
+	vc, vpw, vsrc, err := d.vcenterEffective(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	var client *vsphere.Client
+	if vc != nil {
+		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: vpw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
+		tester.setConfigured(&vcfg)
+		client, err = vsphere.Connect(ctx, vcfg)
+		switch {
+		case err != nil && vsrc == api.SourceYAML:
 			return nil, fmt.Errorf("connect to vCenter %s: %w", vc.URL, err)
+		case err != nil:
+			// The console's connection: start without vCenter, so that the
+			// console can correct it.
+			log.Error("the vCenter connection saved from the console failed; running without vCenter until it is corrected (Settings, vCenter)", "url", vc.URL, "err", err)
+			client = nil
+		default:
+			vcenterAuth(&acfg, vc, vcfg)
+			active = &vcfg
 		}
+	}
+	if client != nil {
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
 		d.vclient = client
 		inv = inventory.New(client)
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
-		targets = newServeTargets(client, vcfg, cache.WithClock(clk))
+		targets = newServeTargets(client, cache.WithClock(clk))
 		tagSrc = newTagCache(inventory.New(client), cache.WithClock(clk))
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
@@ -316,11 +360,6 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	} else if n > 0 {
 		log.Warn("tasks interrupted by the previous stop were marked failed", "count", n)
 	}
-	st, err := settings.NewBolt(wdb)
-	if err != nil {
-		return nil, err
-	}
-	d.settings = st
 	rec := records.New(db) // jobs, runs, events and VM states as the API reads them
 	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
@@ -328,7 +367,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
-	targets.wire(&wcfg)
+	targets.wire(&wcfg, tester)
 	if d.files, err = d.newFileRestore(rs); err != nil {
 		return nil, err
 	}
@@ -354,10 +393,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 			},
 			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
 		}
-		if w := cfg.Maintenance.Window; w != nil {
-			pcfg.Maintainer = reposvc.Maintainer{Set: rs}
+		// The maintainer is always there: the console may set a window later.
+		pcfg.Maintainer = reposvc.Maintainer{Set: rs}
+		w, fullCheck, _, err := d.maintenanceEffective(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
 			pcfg.MaintenanceWindow = *w
-			pcfg.FullCheckInterval = time.Duration(cfg.Maintenance.FullCheckDays) * 24 * time.Hour
+			pcfg.FullCheckInterval = fullCheck
 		}
 		d.sched, err = policy.New(pcfg)
 		if err != nil {
@@ -365,10 +409,18 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		}
 		wcfg.Scheduler = d.sched
 	}
-	nt, err := d.startNotifier(loc, rs, inv, &wcfg)
+	sc, spw, _, err := d.smtpEffective(ctx, st)
 	if err != nil {
 		return nil, err
 	}
+	src := &notifySource{db: db, rs: rs, inv: inv, log: log.With("component", "mail")}
+	nt, err := d.startNotifier(sc, spw, src, &wcfg)
+	if err != nil {
+		return nil, err
+	}
+	d.app = &appSettings{d: d, store: st, mail: nt, src: src, rs: rs, runner: runner, tester: tester, active: active}
+	wcfg.Appliance = d.app
+	wcfg.AddRepository = d.app
 	d.srv, err = web.New(wcfg)
 	if err != nil {
 		return nil, err
@@ -445,7 +497,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	spaceDone := make(chan struct{})
 	go func() {
 		defer close(spaceDone)
-		watchSpace(schedCtx, spaceReaders(d.repos), cfg.Limits.lowSpace(), clk, log, d.record)
+		d.mu.Lock()
+		readers := spaceReaders(d.repos)
+		d.mu.Unlock()
+		watchSpace(schedCtx, readers, cfg.Limits.lowSpace(), clk, log, d.record)
 	}()
 	copiesDone := make(chan struct{})
 	go func() {

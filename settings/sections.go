@@ -2,10 +2,7 @@ package settings
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/vmvault/vmvault/web/api"
 )
@@ -54,33 +51,6 @@ type Repo struct {
 	Name           string `json:"name"`
 	Path           string `json:"path"`
 	PassphraseFile string `json:"passphraseFile,omitempty"` // "" for an unencrypted repository
-}
-
-func (b *Bolt) get(key string, v any) (bool, error) {
-	var ok bool
-	err := b.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bSettings).Get([]byte(key))
-		if raw == nil {
-			return nil
-		}
-		ok = true
-		return json.Unmarshal(raw, v)
-	})
-	if err != nil {
-		return false, fmt.Errorf("read %s settings: %w", key, err)
-	}
-	return ok, nil
-}
-
-func (b *Bolt) put(key string, v any) error {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %s settings: %w", key, err)
-	}
-	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put([]byte(key), raw) }); err != nil {
-		return fmt.Errorf("save %s settings: %w", key, err)
-	}
-	return nil
 }
 
 // VCenter returns the saved vCenter section, its password opened; false
@@ -150,20 +120,6 @@ func (b *Bolt) PutMaintenance(ctx context.Context, m api.MaintenanceSettings) er
 	return b.put(SectionMaintenance, m)
 }
 
-// DeleteSection forgets a saved section (vcenter, smtp or maintenance): the
-// configuration file's wins again.
-func (b *Bolt) DeleteSection(ctx context.Context, section string) error {
-	switch section {
-	case SectionVCenter, SectionSMTP, SectionMaintenance:
-	default:
-		return fmt.Errorf("settings section %q: %w", section, api.ErrNotFound)
-	}
-	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Delete([]byte(section)) }); err != nil {
-		return fmt.Errorf("reset %s settings: %w", section, err)
-	}
-	return nil
-}
-
 // Repositories returns the repositories added from the console, in the
 // order they were added.
 func (b *Bolt) Repositories(ctx context.Context) ([]Repo, error) {
@@ -172,28 +128,4 @@ func (b *Bolt) Repositories(ctx context.Context) ([]Repo, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// AddRepository records a repository added from the console; a name
-// already recorded is api.ErrConflict.
-func (b *Bolt) AddRepository(ctx context.Context, r Repo) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bSettings)
-		var list []Repo
-		if raw := bk.Get([]byte(keyRepositories)); raw != nil {
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return fmt.Errorf("read repositories settings: %w", err)
-			}
-		}
-		for _, x := range list {
-			if x.Name == r.Name {
-				return fmt.Errorf("repository %q: %w", r.Name, api.ErrConflict)
-			}
-		}
-		raw, err := json.Marshal(append(list, r))
-		if err != nil {
-			return err
-		}
-		return bk.Put([]byte(keyRepositories), raw)
-	})
 }
