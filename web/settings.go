@@ -117,7 +117,7 @@ func (s *Server) getSettings(c *gin.Context) (any, error) {
 	}
 	v := api.SettingsView{Settings: st,
 		VCenter:     api.VCenterSettings{Source: api.SourceNone},
-		SMTP:        api.SMTPSettings{Source: api.SourceNone},
+		SMTP:        api.SMTPSettings{TLS: "starttls", DailyReportAt: "07:00", Alerts: true, Source: api.SourceNone},
 		Maintenance: api.MaintenanceSettings{Source: api.SourceNone}}
 	if s.cfg.Appliance != nil {
 		if v.VCenter, v.SMTP, v.Maintenance, err = s.cfg.Appliance.Sections(ctx); err != nil {

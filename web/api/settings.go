@@ -60,8 +60,8 @@ type VCenterSettings struct {
 type SMTPSettings struct {
 	Enabled       bool     `json:"enabled"` // false: no mail (the other fields are kept)
 	Host          string   `json:"host"`
-	Port          int      `json:"port"`          // 0: the TLS mode's default
-	TLS           string   `json:"tls"`           // starttls, implicit, none (loopback hosts only)
+	Port          int      `json:"port"` // 0: the TLS mode's default
+	TLS           string   `json:"tls"`  // starttls, implicit, none (loopback hosts only)
 	Username      string   `json:"username,omitempty"`
 	Password      string   `json:"password,omitempty"` // write-only; empty on PUT keeps the stored one
 	From          string   `json:"from"`
