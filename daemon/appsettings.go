@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
@@ -439,9 +440,24 @@ func (a *appSettings) AddRepository(ctx context.Context, req api.AddRepository) 
 		pass = []byte(req.Passphrase)
 	}
 	if req.Mode == api.RepoCreate {
-		if err := repository.Init(ctx, path, pass, d.opts.RepoInit); err != nil {
+		opts := d.opts.RepoInit
+		if opts.Chunker.Algorithm == "" {
+			// As `appliance repo init` does: content-defined chunks with a
+			// random polynomial of this repository's own.
+			p, err := dedup.DefaultParams()
+			if err != nil {
+				return api.RepositoryInfo{}, fmt.Errorf("create repository %s: chunker: %w", req.Name, err)
+			}
+			opts.Chunker = repository.ChunkerConfig{Algorithm: p.Algorithm, Polynomial: p.Polynomial, MinSize: p.MinSize, AvgSize: p.AvgSize, MaxSize: p.MaxSize}
+		}
+		if err := repository.Init(ctx, path, pass, opts); err != nil {
 			if errors.Is(err, repository.ErrNotEmpty) {
 				return api.RepositoryInfo{}, api.Invalid("path", "not empty and not a repository: choose an empty or new directory")
+			}
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				// Permission denied, a file in the way, a read-only file system.
+				return api.RepositoryInfo{}, api.Invalid("path", "cannot create the repository here: "+pe.Err.Error()+" ("+pe.Path+")")
 			}
 			return api.RepositoryInfo{}, fmt.Errorf("create repository %s: %w", req.Name, err)
 		}

@@ -261,7 +261,8 @@ func TestConsoleRepositories(t *testing.T) {
 	cfg := lifecycleConfig(t, dir, "")
 	yml, _ := os.ReadFile(filepath.Join(dir, "vmvault.yaml"))
 	vars := map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-7"}
-	sd := startDaemon(t, dir, string(yml), vars, testRepoInit())
+	// The production defaults (chunker, KDF) for repositories created here.
+	sd := startDaemon(t, dir, string(yml), vars, Options{})
 	c, csrf := cookieLogin(t, sd.addr, "admin-secret-7")
 
 	existing := filepath.Join(dir, "existing")
@@ -287,6 +288,7 @@ func TestConsoleRepositories(t *testing.T) {
 		{"open a directory without one", map[string]any{"mode": "open", "name": "junk", "path": junk}, "path"},
 		{"open a missing directory", map[string]any{"mode": "open", "name": "gone", "path": filepath.Join(dir, "gone")}, "path"},
 		{"open with a wrong passphrase", map[string]any{"mode": "open", "name": "existing", "path": existing, "passphrase": "not-the-pass"}, "passphrase"},
+		{"a file in the way", map[string]any{"mode": "create", "name": "blocked", "path": filepath.Join(junk, "notes.txt", "repo"), "passphrase": "new-pass-1"}, "path"},
 		{"open the repository already open", map[string]any{"mode": "open", "name": "main2", "path": mainDir, "passphrase": "repo-pass"}, "path"},
 	} {
 		code, body := c.call("POST", "/api/v1/repositories", tc.body, csrf)
@@ -327,8 +329,8 @@ func TestConsoleRepositories(t *testing.T) {
 	}
 	check()
 	_, body = c.call("GET", "/api/v1/events?kind=repository&limit=100", nil, nil)
-	if n := strings.Count(string(body), `"repository.add"`); n != 11 {
-		t.Errorf("%d repository.add audit events, want 11 (9 refused, 2 added)", n)
+	if n := strings.Count(string(body), `"repository.add"`); n != 12 {
+		t.Errorf("%d repository.add audit events, want 12 (10 refused, 2 added)", n)
 	}
 
 	sd.stop(t, ShutdownGrace+10*time.Second)
@@ -342,7 +344,7 @@ func TestConsoleRepositories(t *testing.T) {
 	if strings.Contains(string(raw), "created-pass") || strings.Contains(string(raw), "existing-pass") {
 		t.Fatal("a repository passphrase is in state.db")
 	}
-	sd = startDaemon(t, dir, string(yml), vars, testRepoInit())
+	sd = startDaemon(t, dir, string(yml), vars, Options{})
 	c, _ = cookieLogin(t, sd.addr, "admin-secret-7")
 	check()
 	if logs := sd.stderr.String(); strings.Contains(logs, "created-pass") || strings.Contains(logs, "existing-pass") {

@@ -72,7 +72,8 @@ type Options struct {
 	// Clock is the daemon's time; default the wall clock (tests: clock.Fake).
 	Clock clock.Clock
 	// RepoInit are the options of repositories created from the console;
-	// zero: the defaults (tests: a cheap KDF).
+	// a zero Chunker is the defaults with a random polynomial (as `appliance
+	// repo init`), a zero KDF the default KDF (tests: cheap ones).
 	RepoInit repository.InitOptions
 	// AlertDebounce is how long failures gather before one alert mail;
 	// default one minute.

@@ -288,7 +288,7 @@ async function maintenance(ctx, box) {
     sourceLine("mt-source", m.source),
     h("p", { class: "hint" }, "Retention, space reclaim and checks run inside this weekly window; backups never wait for them. A change applies at once."),
     h("div", { class: "field inline" }, enabled, h("label", { for: "mt-enabled" }, "Run maintenance in a weekly window")),
-    h("fieldset", { class: "mt-window", "data-field": "window" }, h("legend", null, "Window (ranges separated by commas; 22:00-02:00 runs past midnight)"),
+    h("fieldset", { class: "field mt-window", "data-field": "window" }, h("legend", null, "Window (ranges separated by commas; 22:00-02:00 runs past midnight)"),
       h("div", { class: "row" }, field("Time zone", tz), field("Full check every (days)", full, "Reads every blob; 0: 7 days.")),
       h("div", { class: "row mt-days" }, dayFields)),
     h("div", { class: "actions" }, save, " ", m.source === "console" ? resetButton(ctx, "maintenance", "mt-reset", "maintenance window", reload) : ""));
