@@ -351,3 +351,37 @@ func TestConsoleRepositories(t *testing.T) {
 		t.Fatal("a repository passphrase reached the log")
 	}
 }
+
+// Without vCenter in the file: a vCenter saved without a password is
+// refused on the password (there is none to keep); mail with a user but no
+// password is refused on the password; a maintenance window is saved but
+// says it applies once a vCenter (and so the scheduler) is there.
+func TestConsoleSettingsWithoutVCenter(t *testing.T) {
+	dir := t.TempDir()
+	lifecycleConfig(t, dir, "")
+	yml, _ := os.ReadFile(filepath.Join(dir, "vmvault.yaml"))
+	sd := startDaemon(t, dir, string(yml), map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-8"}, Options{})
+	c, csrf := cookieLogin(t, sd.addr, "admin-secret-8")
+	if v := settingsView(t, c); v.VCenter.Source != api.SourceNone || v.SMTP.Source != api.SourceNone || v.Maintenance.Source != api.SourceNone {
+		t.Fatalf("sources without vCenter, smtp and maintenance: %+v", v)
+	}
+	code, body := c.call("PUT", "/api/v1/settings/vcenter", map[string]any{"url": "https://vc.example.com/sdk", "username": "u"}, csrf)
+	if code != 422 || strings.Join(fieldsOf(t, body), ",") != "password" {
+		t.Fatalf("vCenter without any password: %d %s", code, body)
+	}
+	code, body = c.call("PUT", "/api/v1/settings/smtp", map[string]any{"enabled": true, "host": "127.0.0.1", "tls": "none", "username": "mailer",
+		"from": "a@example.com", "to": []string{"b@example.com"}, "dailyReportAt": "off", "alerts": true}, csrf)
+	if code != 422 || strings.Join(fieldsOf(t, body), ",") != "password" {
+		t.Fatalf("mail user without a password: %d %s", code, body)
+	}
+	code, body = c.call("PUT", "/api/v1/settings/maintenance", map[string]any{"window": map[string]any{"location": "UTC", "days": map[string]any{"sunday": []string{"01:00-02:00"}}}}, csrf)
+	var saved api.SectionSaved
+	_ = json.Unmarshal(body, &saved)
+	if code != 200 || saved.Applies != api.AppliesRestart || !strings.Contains(saved.Message, "vCenter") {
+		t.Fatalf("maintenance without a scheduler: %d %s", code, body)
+	}
+	v := settingsView(t, c)
+	if v.VCenter.Source != api.SourceNone || v.SMTP.Source != api.SourceNone || v.Maintenance.Source != api.SourceConsole {
+		t.Fatalf("a refused section was saved: %+v", v)
+	}
+}

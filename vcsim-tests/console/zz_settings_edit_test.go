@@ -38,6 +38,10 @@ func settingsNow(t *testing.T, b *browsertest.Browser) settingsDoc {
 	return s
 }
 
+// The file is named to run last: the repository it adds stays in the demo
+// every test shares (no route removes one yet), and the job wizard
+// preselects the repository only while there is one.
+
 // TestSettingsEditMaintenanceAndRepository: the settings page shows where
 // each section's values come from (the demo's file for vCenter and the
 // maintenance window, nothing for mail); a bad maintenance range is
