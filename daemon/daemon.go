@@ -133,10 +133,10 @@ type Daemon struct {
 	loc *time.Location // the appliance's time zone
 	app *appSettings   // the console's settings over the YAML's
 
-	mu    sync.Mutex // guards repos and closers once Run serves
+	mu    sync.Mutex // guards repos: the console adds to it while Run serves
 	repos map[string]*repository.Repository
 
-	closersMu sync.Mutex
+	closersMu sync.Mutex // a repository added at runtime registers its Close
 	closers   []func() error
 	ran       bool
 }
