@@ -439,6 +439,9 @@ func (a *appSettings) AddRepository(ctx context.Context, req api.AddRepository) 
 	if req.Passphrase != "" {
 		pass = []byte(req.Passphrase)
 	}
+	if req.Check && req.Mode == api.RepoCreate {
+		return api.RepositoryInfo{Name: req.Name, Path: path, Encrypted: true}, nil
+	}
 	if req.Mode == api.RepoCreate {
 		opts := d.opts.RepoInit
 		if opts.Chunker.Algorithm == "" {
@@ -473,6 +476,16 @@ func (a *appSettings) AddRepository(ctx context.Context, req api.AddRepository) 
 			return api.RepositoryInfo{}, api.Invalid("path", err.Error())
 		}
 		return api.RepositoryInfo{}, fmt.Errorf("open repository %s: %w", req.Name, err)
+	}
+	if req.Check {
+		ri := api.RepositoryInfo{Name: req.Name, Path: path, Format: r.Config().Version.String(), Encrypted: r.Config().Encrypted}
+		if pts, err := r.List(ctx); err == nil {
+			ri.Points = len(pts)
+		}
+		if err := r.Close(); err != nil {
+			return api.RepositoryInfo{}, fmt.Errorf("close repository %s after the check: %w", req.Name, err)
+		}
+		return ri, nil
 	}
 	pfile := ""
 	if req.Passphrase != "" {

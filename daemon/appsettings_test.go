@@ -300,7 +300,27 @@ func TestConsoleRepositories(t *testing.T) {
 		t.Error("a refused create made its directory")
 	}
 	newDir := filepath.Join(dir, "created")
-	code, body := c.call("POST", "/api/v1/repositories", map[string]any{"mode": "create", "name": "created", "path": newDir, "passphrase": "created-pass"}, csrf)
+	// Check only (the console's Test): nothing is created or kept.
+	if code, body := c.call("POST", "/api/v1/repositories", map[string]any{"mode": "create", "name": "created", "path": newDir, "passphrase": "created-pass", "check": true}, csrf); code != 200 {
+		t.Fatalf("check create: %d %s", code, body)
+	}
+	if _, err := os.Stat(newDir); err == nil {
+		t.Fatal("a checked create made its directory")
+	}
+	code, body := c.call("POST", "/api/v1/repositories", map[string]any{"mode": "open", "name": "existing", "path": existing, "passphrase": "existing-pass", "check": true}, csrf)
+	var checked api.RepositoryInfo
+	_ = json.Unmarshal(body, &checked)
+	if code != 200 || checked.Points != 1 || !checked.Encrypted {
+		t.Fatalf("check open: %d %s", code, body)
+	}
+	if code, body := c.call("POST", "/api/v1/repositories", map[string]any{"mode": "open", "name": "existing", "path": existing, "passphrase": "wrong-pass", "check": true}, csrf); code != 422 || strings.Join(fieldsOf(t, body), ",") != "passphrase" {
+		t.Fatalf("check open with a wrong passphrase: %d %s", code, body)
+	}
+	_, body = c.call("GET", "/api/v1/repositories", nil, nil)
+	if strings.Contains(string(body), `"existing"`) {
+		t.Fatalf("a checked open was kept: %s", body)
+	}
+	code, body = c.call("POST", "/api/v1/repositories", map[string]any{"mode": "create", "name": "created", "path": newDir, "passphrase": "created-pass"}, csrf)
 	if code != 201 || strings.Contains(string(body), "created-pass") {
 		t.Fatalf("create: %d %s", code, body)
 	}
@@ -329,8 +349,8 @@ func TestConsoleRepositories(t *testing.T) {
 	}
 	check()
 	_, body = c.call("GET", "/api/v1/events?kind=repository&limit=100", nil, nil)
-	if n := strings.Count(string(body), `"repository.add"`); n != 12 {
-		t.Errorf("%d repository.add audit events, want 12 (10 refused, 2 added)", n)
+	if n := strings.Count(string(body), `"repository.add"`); n != 15 {
+		t.Errorf("%d repository.add audit events, want 15 (11 refused, 2 checked, 2 added)", n)
 	}
 
 	sd.stop(t, ShutdownGrace+10*time.Second)

@@ -63,10 +63,17 @@ func (s *Server) addRepository(c *gin.Context) (any, error) {
 	if s.cfg.AddRepository == nil {
 		return nil, &apiError{status: http.StatusNotImplemented, code: "not_implemented", msg: "this appliance cannot add repositories at runtime"}
 	}
-	noteAudit(c, req.Name, "", req.Name, req.Mode+" "+req.Path)
+	what := req.Mode + " " + req.Path
+	if req.Check {
+		what = "check only: " + what
+	}
+	noteAudit(c, req.Name, "", req.Name, what)
 	ri, err := s.cfg.AddRepository.AddRepository(c.Request.Context(), req)
 	if err != nil {
 		return nil, err
+	}
+	if req.Check {
+		return ri, nil
 	}
 	return withStatus(http.StatusCreated, ri), nil
 }

@@ -254,6 +254,9 @@ func TestSettingsSectionsSave(t *testing.T) {
 	if r.status != 201 || strings.Contains(string(r.body), "correct horse") {
 		t.Fatalf("add repository: %d %s", r.status, r.body)
 	}
+	if r := f.admin("POST", "/api/v1/repositories", with(goodRepo, "check", true)); r.status != 200 {
+		t.Fatalf("check only: %d %s", r.status, r.body)
+	}
 }
 
 // The SMTP test sends through unsaved values when given them; a failed

@@ -148,6 +148,8 @@ func TestSettingsEditMaintenanceAndRepository(t *testing.T) {
 	}
 	dir := filepath.Join(filepath.Dir(demo.State), "console-repos", name)
 	b.Fill("#repo-path", dir)
+	b.Click("#repo-test")
+	b.WaitText("#repo-result", "can be created")
 	b.Click("#repo-add-submit")
 	b.WaitText(".toast", fmt.Sprintf("Repository %s created", name))
 	b.WaitText("#settings-repos-list td", name)

@@ -97,6 +97,10 @@ type AddRepository struct {
 	Name       string `json:"name"`
 	Path       string `json:"path"`       // absolute local directory
 	Passphrase string `json:"passphrase"` // write-only; stored in a 0600 file in the state directory
+	// Check only tries the request (the console's Test button): every
+	// refusal as for adding; open mode opens the repository with the
+	// passphrase and closes it again; nothing is created or kept.
+	Check bool `json:"check,omitempty"`
 }
 
 // Repository mode values.

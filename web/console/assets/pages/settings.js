@@ -331,6 +331,8 @@ async function repositories(ctx, box) {
   const pass2 = h("input", { name: "passphrase2", id: "repo-pass2", type: "password", autocomplete: "new-password" });
   const confirmField = field("Repeat the passphrase", pass2);
   const add = h("button", { type: "submit", class: "primary", id: "repo-add-submit" }, "Add repository");
+  const test = h("button", { type: "button", id: "repo-test" }, "Test");
+  const out = h("div", { id: "repo-result", role: "status" });
   const form = h("form", { id: "repo-add", novalidate: true, "aria-labelledby": "repo-add-title" },
     h("h3", { id: "repo-add-title" }, "Add repository"),
     h("fieldset", { class: "row", "data-field": "mode" }, h("legend", { class: "visually-hidden" }, "Create or open"),
@@ -338,7 +340,8 @@ async function repositories(ctx, box) {
       h("div", { class: "field inline" }, open, h("label", { for: "repo-mode-open" }, "Open an existing repository"))),
     h("div", { class: "row" }, field("Name", name, "No spaces or slashes."), field("Directory", path, "An absolute path on the appliance; for a new repository empty or not yet there.")),
     h("div", { class: "row" }, field("Passphrase", pass, "Kept in a file only the appliance reads; it is never shown again. Lose it and the repository cannot be read."), confirmField),
-    add);
+    h("p", { class: "hint" }, "Test checks the name and the directory (and opens an existing repository with its passphrase) without adding anything."),
+    h("div", { class: "actions" }, add, " ", test), out);
   const sync = () => { confirmField.hidden = open.checked; };
   create.addEventListener("change", sync);
   open.addEventListener("change", sync);
@@ -352,8 +355,7 @@ async function repositories(ctx, box) {
       { label: "Restore points", cell: r => String(r.points ?? 0) },
     ], all, "No repositories."));
   }
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
+  const request = () => {
     const mode = open.checked ? "open" : "create";
     const errs = [];
     if (!name.value.trim()) errs.push({ field: "name", message: "Required." });
@@ -361,11 +363,32 @@ async function repositories(ctx, box) {
     if (!path.value.trim().startsWith("/")) errs.push({ field: "path", message: "An absolute path, e.g. /srv/vmvault/offsite." });
     if (mode === "create" && pass.value.length < 8) errs.push({ field: "passphrase", message: "At least 8 characters." });
     if (mode === "create" && pass.value !== pass2.value) errs.push({ field: "passphrase2", message: "The two passphrases differ." });
-    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return; }
+    clear(out);
+    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return null; }
     ctx.fieldErrors(form, null);
+    return { mode, name: name.value.trim(), path: path.value.trim(), passphrase: pass.value };
+  };
+  test.addEventListener("click", async () => {
+    const req = request();
+    if (!req) return;
+    busy(test, true, "Testing…");
+    try {
+      const r = await ctx.api("POST", "/repositories", { ...req, check: true });
+      out.append(h("p", { class: "notice" }, badge("ok"), req.mode === "create"
+        ? ` A new repository can be created in ${r.path}.`
+        : ` Opened ${r.path}: ${r.points} restore point${r.points === 1 ? "" : "s"}, ${r.encrypted ? "encrypted" : "not encrypted"}. Nothing was added yet.`));
+    } catch (err) {
+      ctx.fieldErrors(form, err);
+    } finally { busy(test, false, "Test"); }
+  });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const req = request();
+    if (!req) return;
+    const mode = req.mode;
     busy(add, true, mode === "create" ? "Creating…" : "Opening…");
     try {
-      const r = await ctx.api("POST", "/repositories", { mode, name: name.value.trim(), path: path.value.trim(), passphrase: pass.value });
+      const r = await ctx.api("POST", "/repositories", req);
       ctx.toast(`Repository ${r.name} ${mode === "create" ? "created" : "opened"}; it opens at every start.`, "success");
       form.reset();
       create.checked = true;
