@@ -3,12 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/reposvc"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 )
@@ -19,20 +20,39 @@ import (
 type backupRunner struct {
 	// observe, when set, receives each successful backup's figures (metrics).
 	observe func(read, newBytes, stored int64, d time.Duration)
+	inv     policy.Inventory
+	src     backup.VSphere
+	host    string
+
+	mu      sync.RWMutex // guards engines and first: add runs beside backups
 	engines map[string]*backup.Engine
 	first   string
-	inv     policy.Inventory
 }
 
 func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
-	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv}
+	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv, src: backup.FromClient(client, vsphere.ReaderOptions{}), host: client.Host()}
 	for _, n := range names {
-		br.engines[n] = backup.ForClient(client, repos[n], backup.EngineOptions{})
-	}
-	if len(names) > 0 {
-		br.first = names[0]
+		br.add(n, repos[n])
 	}
 	return br
+}
+
+// add gives the runner an engine for one more repository (one added from
+// the console at runtime).
+func (b *backupRunner) add(name string, r *repository.Repository) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.engines[name] = backup.NewEngine(b.src, backup.RepoStore(r), backup.EngineOptions{VCenter: b.host})
+	if b.first == "" || name < b.first {
+		b.first = name
+	}
+}
+
+func (b *backupRunner) engine(repo string) (*backup.Engine, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, ok := b.engines[repo]
+	return e, ok
 }
 
 func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
@@ -51,7 +71,7 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 // backupOne backs vm up into repo; req carries the job's choices (quiesce,
 // all disks, active full) and gets the VM, tags and progress here.
 func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, req backup.Request, progress func(backup.VMProgress)) (backup.Result, error) {
-	e, ok := b.engines[repo]
+	e, ok := b.engine(repo)
 	if !ok {
 		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
 	}
@@ -92,7 +112,9 @@ func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.
 func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
 	repo := req.Repository
 	if repo == "" {
+		b.mu.RLock()
 		repo = b.first
+		b.mu.RUnlock()
 	}
 	all, err := b.inv.VMs(ctx)
 	if err != nil {

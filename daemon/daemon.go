@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -39,6 +40,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // ShutdownGrace bounds how long running requests and tasks may take to end
@@ -71,6 +73,10 @@ type Options struct {
 	Ready func(addr string)
 	// Clock is the daemon's time; default the wall clock (tests: clock.Fake).
 	Clock clock.Clock
+	// RepoInit are the options of repositories created from the console;
+	// a zero Chunker is the defaults with a random polynomial (as `appliance
+	// repo init`), a zero KDF the default KDF (tests: cheap ones).
+	RepoInit repository.InitOptions
 	// AlertDebounce is how long failures gather before one alert mail;
 	// default one minute.
 	AlertDebounce time.Duration
@@ -139,13 +145,18 @@ type Daemon struct {
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
 
+	loc *time.Location // the appliance's time zone
+	app *appSettings   // the console's settings over the YAML's
+
+	mu    sync.Mutex // guards repos: the console adds to it while Run serves
 	repos map[string]*repository.Repository
 	// approvals holds administrators' destructive actions for
 	// approvals.delay and runs them when due (approvals.go).
 	approvals *approval.Manager
 
-	closers []func() error
-	ran     bool
+	closersMu sync.Mutex // a repository added at runtime registers its Close
+	closers   []func() error
+	ran       bool
 }
 
 // record stores an event of the daemon's own (the sweep, the space watch)
@@ -162,6 +173,8 @@ func (d *Daemon) record(e policy.Event) {
 
 // onClose registers f to run at Close, in reverse order of registration.
 func (d *Daemon) onClose(name string, f func() error) {
+	d.closersMu.Lock()
+	defer d.closersMu.Unlock()
 	d.closers = append(d.closers, func() error {
 		if err := f(); err != nil {
 			d.log.Error("close", "what", name, "err", err)
@@ -176,11 +189,14 @@ func (d *Daemon) onClose(name string, f func() error) {
 // vCenter session logs out, the repositories and the state database close.
 // Call it after Run has returned.
 func (d *Daemon) Close() error {
-	var errs []error
-	for i := len(d.closers) - 1; i >= 0; i-- {
-		errs = append(errs, d.closers[i]())
-	}
+	d.closersMu.Lock()
+	closers := d.closers
 	d.closers = nil
+	d.closersMu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i]())
+	}
 	return errors.Join(errs...)
 }
 
@@ -208,6 +224,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}()
 	getenv := opts.Getenv
 	loc, _ := time.LoadLocation(cfg.TimeZone) // validated
+	d.loc = loc
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -238,8 +255,20 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	d.copyDone(c, removed, err)
 	// Sessions, tokens, tasks and settings share the state database.
 	wdb := db.Bolt()
+	// The console's settings win over the YAML's (appsettings.go); their
+	// passwords are sealed with a key file of their own.
+	sealer, err := settings.OpenKeyFile(filepath.Join(cfg.StateDir, settings.KeyFileName))
+	if err != nil {
+		return nil, err
+	}
+	st, err := settings.NewBolt(wdb, settings.WithSealer(sealer))
+	if err != nil {
+		return nil, err
+	}
+	d.settings = st
 
 	repos := map[string]*repository.Repository{}
+	d.repos = repos
 	for _, rc := range cfg.Repositories {
 		pass, err := readSecret(getenv, rc.PassphraseFile, rc.PassphraseEnv, "passphrase of repository "+rc.Name)
 		if err != nil {
@@ -261,7 +290,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		repos[rc.Name] = r
 		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
 	}
-	d.repos = repos
+	if err := d.openConsoleRepositories(ctx, st); err != nil {
+		return nil, err
+	}
 	rs := reposvc.New(repos, reposvc.WithLowSpace(cfg.Limits.lowSpace()))
 	rs.Maintenance = db.Maintenance
 
@@ -279,23 +310,37 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	var targets *serveTargets // console's inventory, restore targets, vCenter test
 	var tagSrc *tagCache      // GET /tags
 	d.started = clk.Now()
-	if vc := cfg.VCenter; vc != nil {
-		pw, err := readSecret(getenv, vc.PasswordFile, vc.PasswordEnv, "vCenter password")
-		if err != nil {
-			return nil, err
-		}
-		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: pw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
-		vcenterAuth(&acfg, vc, vcfg)
-		client, err := vsphere.Connect(ctx, vcfg)
-		if err != nil {
+	tester := &vcenterTester{}
+	var active *vsphere.Config
+	vc, vpw, vsrc, err := d.vcenterEffective(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	var client *vsphere.Client
+	if vc != nil {
+		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: vpw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
+		tester.setConfigured(&vcfg)
+		client, err = vsphere.Connect(ctx, vcfg)
+		switch {
+		case err != nil && vsrc == api.SourceYAML:
 			return nil, fmt.Errorf("connect to vCenter %s: %w", vc.URL, err)
+		case err != nil:
+			// The console's connection: start without vCenter, so that the
+			// console can correct it.
+			log.Error("the vCenter connection saved from the console failed; running without vCenter until it is corrected (Settings, vCenter)", "url", vc.URL, "err", err)
+			client = nil
+		default:
+			vcenterAuth(&acfg, vc, vcfg)
+			active = &vcfg
 		}
+	}
+	if client != nil {
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
 		d.vclient = client
 		inv = inventory.New(client)
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
-		targets = newServeTargets(client, vcfg, cache.WithClock(clk))
+		targets = newServeTargets(client, cache.WithClock(clk))
 		tagSrc = newTagCache(inventory.New(client), cache.WithClock(clk))
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
@@ -334,11 +379,6 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	} else if n > 0 {
 		log.Warn("tasks interrupted by the previous stop were marked failed", "count", n)
 	}
-	st, err := settings.NewBolt(wdb)
-	if err != nil {
-		return nil, err
-	}
-	d.settings = st
 	d.am = am
 	if d.copyStore, err = copyjob.NewStore(wdb); err != nil {
 		return nil, err
@@ -362,7 +402,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
-	targets.wire(&wcfg)
+	targets.wire(&wcfg, tester)
 	if d.files, err = d.newFileRestore(rs); err != nil {
 		return nil, err
 	}
@@ -388,10 +428,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 			},
 			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
 		}
-		if w := cfg.Maintenance.Window; w != nil {
-			pcfg.Maintainer = reposvc.Maintainer{Set: rs}
+		// The maintainer is always there: the console may set a window later.
+		pcfg.Maintainer = reposvc.Maintainer{Set: rs}
+		w, fullCheck, _, err := d.maintenanceEffective(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
 			pcfg.MaintenanceWindow = *w
-			pcfg.FullCheckInterval = time.Duration(cfg.Maintenance.FullCheckDays) * 24 * time.Hour
+			pcfg.FullCheckInterval = fullCheck
 		}
 		d.sched, err = policy.New(pcfg)
 		if err != nil {
@@ -399,13 +444,21 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		}
 		wcfg.Scheduler = d.sched
 	}
-	nt, err := d.startNotifier(loc, rs, inv, &wcfg)
+	sc, spw, _, err := d.smtpEffective(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	if wcfg.Approvals, err = d.newApprovals(rs, rec); err != nil {
 		return nil, err
 	}
+	src := &notifySource{db: db, rs: rs, inv: inv, log: log.With("component", "mail"), copies: d.copyStore}
+	nt, err := d.startNotifier(sc, spw, src, &wcfg)
+	if err != nil {
+		return nil, err
+	}
+	d.app = &appSettings{d: d, store: st, mail: nt, src: src, rs: rs, runner: runner, tester: tester, active: active}
+	wcfg.Appliance = d.app
+	wcfg.AddRepository = d.app
 	d.srv, err = web.New(wcfg)
 	if err != nil {
 		return nil, err
@@ -482,7 +535,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	spaceDone := make(chan struct{})
 	go func() {
 		defer close(spaceDone)
-		watchSpace(schedCtx, spaceReaders(d.repos), cfg.Limits.lowSpace(), clk, log, d.record)
+		d.mu.Lock()
+		readers := spaceReaders(d.repos)
+		d.mu.Unlock()
+		watchSpace(schedCtx, readers, cfg.Limits.lowSpace(), clk, log, d.record)
 	}()
 	approvalsDone := make(chan struct{})
 	go func() {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/copyjob"
@@ -24,22 +25,45 @@ import (
 	"github.com/vmvault/vmvault/web"
 )
 
-// startNotifier builds the notifier from the smtp section and starts it;
-// without an smtp section it returns nil (every use of a nil notifier is a
-// no-op). It sets wcfg.Mailer and wraps wcfg's Backups, Restores and
-// Repositories so that failures of operations started through the API
-// alert too; call it after those are set and before web.New. Close stops
-// it: pending alerts are sent within notify.FlushTimeout.
-func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.Inventory, wcfg *web.Config) (*notify.Notifier, error) {
-	cfg, log, clk, db := d.cfg, d.log, d.clk, d.db
-	sc := cfg.SMTP
-	if sc == nil {
-		return nil, nil
+// startNotifier builds the daemon's mail switch over the effective smtp
+// settings (the console's when saved, else the configuration file's; sc
+// nil: no mail) and starts it. It sets wcfg.Mailer and wraps wcfg's
+// Backups, Restores and Repositories so that failures of operations
+// started through the API alert too; call it after those are set and
+// before web.New. The switch is always there, so that mail configured
+// later from the console alerts the same way. Close stops it: pending
+// alerts are sent within notify.FlushTimeout.
+func (d *Daemon) startNotifier(sc *SMTPConfig, pw string, src *notifySource, wcfg *web.Config) (*mailSwitch, error) {
+	ms := &mailSwitch{}
+	if sc != nil {
+		nt, err := d.buildNotifier(sc, pw, src)
+		if err != nil {
+			return nil, err
+		}
+		ms.swap(nt)
+		d.logMail(sc)
 	}
-	pw, err := readSecret(d.opts.Getenv, sc.PasswordFile, sc.PasswordEnv, "SMTP password")
-	if err != nil {
-		return nil, err
+	d.onClose("notifier", func() error { ms.swap(nil); return nil })
+	wcfg.Mailer = ms
+	if wcfg.Backups != nil {
+		wcfg.Backups = alertingBackups{wcfg.Backups, ms}
 	}
+	if wcfg.Restores != nil {
+		wcfg.Restores = alertingRestores{wcfg.Restores, ms, src.rs}
+	}
+	if wcfg.Repositories != nil {
+		wcfg.Repositories = alertingRepositories{wcfg.Repositories, ms}
+	}
+	return ms, nil
+}
+
+func (d *Daemon) logMail(sc *SMTPConfig) {
+	d.log.Info("email enabled", "smtp", sc.Host, "tls", sc.TLS, "to", strings.Join(sc.To, ","), "alerts", *sc.Alerts, "daily_report_at", *sc.DailyReportAt, "repeat_after", *sc.RepeatAfter)
+}
+
+// buildNotifier makes a notifier (not started) from a validated smtp
+// section and its password.
+func (d *Daemon) buildNotifier(sc *SMTPConfig, pw string, src *notifySource) (*notify.Notifier, error) {
 	var pool *x509.CertPool
 	if sc.CAFile != "" {
 		pem, err := os.ReadFile(sc.CAFile)
@@ -51,17 +75,16 @@ func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.I
 			return nil, fmt.Errorf("smtp.ca_file: no PEM certificate in %s", sc.CAFile)
 		}
 	}
-	mlog := log.With("component", "mail")
+	mlog := src.log
 	sender, err := notify.NewSender(notify.SMTPConfig{
 		Host: sc.Host, Port: sc.Port, TLS: notify.TLSMode(sc.TLS), Username: sc.Username, Password: pw,
-		From: sc.From, To: sc.To, RootCAs: pool, Clock: clk, Logger: mlog,
+		From: sc.From, To: sc.To, RootCAs: pool, Clock: d.clk, Logger: mlog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("smtp: %w", err)
 	}
-	src := &notifySource{db: db, rs: rs, inv: inv, log: mlog, copies: d.copyStore}
-	ncfg := notify.Config{Sender: sender, Source: src, Clock: clk, Location: loc, Alerts: *sc.Alerts, Debounce: d.opts.AlertDebounce,
-		RepeatAfter: repeatAfter(sc), ReportLog: db, Logger: mlog}
+	ncfg := notify.Config{Sender: sender, Source: src, Clock: d.clk, Location: d.loc, Alerts: *sc.Alerts, Debounce: d.opts.AlertDebounce,
+		RepeatAfter: repeatAfter(sc), ReportLog: d.db, Logger: mlog}
 	if at := *sc.DailyReportAt; at != "off" {
 		tod, err := notify.ParseTimeOfDay(at)
 		if err != nil {
@@ -69,33 +92,65 @@ func (d *Daemon) startNotifier(loc *time.Location, rs *reposvc.Set, inv policy.I
 		}
 		ncfg.DailyAt = &tod
 	}
-	nt, err := notify.New(ncfg)
-	if err != nil {
-		return nil, err
+	return notify.New(ncfg)
+}
+
+// alerter is what the API's wrappers tell the notifier.
+type alerter interface {
+	Fail(notify.Failure)
+	Succeeded(notify.Failure)
+}
+
+// mailSwitch is the daemon's notifier, replaced live when the console
+// saves new mail settings: the old one stops (sending what it holds) and
+// the new one starts. Without one every call is a no-op and SendTest
+// answers web.ErrSMTPNotConfigured.
+type mailSwitch struct {
+	mu     sync.Mutex
+	cur    *notify.Notifier
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (m *mailSwitch) get() *notify.Notifier {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cur
+}
+
+func (m *mailSwitch) Fail(f notify.Failure)       { m.get().Fail(f) }
+func (m *mailSwitch) Succeeded(f notify.Failure)  { m.get().Succeeded(f) }
+func (m *mailSwitch) ObserveEvent(e policy.Event) { m.get().ObserveEvent(e) }
+
+// SendTest implements web.Mailer.
+func (m *mailSwitch) SendTest(ctx context.Context, to string) error {
+	n := m.get()
+	if n == nil {
+		return web.ErrSMTPNotConfigured
 	}
-	wcfg.Mailer = nt
-	if wcfg.Backups != nil {
-		wcfg.Backups = alertingBackups{wcfg.Backups, nt}
+	return n.SendTest(ctx, to)
+}
+
+// swap starts n (nil: no mail) in place of the current notifier, then
+// stops that one, which sends its pending alerts first.
+func (m *mailSwitch) swap(n *notify.Notifier) {
+	m.mu.Lock()
+	oldCancel, oldDone := m.cancel, m.done
+	m.cur, m.cancel, m.done = n, nil, nil
+	if n != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Run(ctx)
+		}()
+		m.cancel, m.done = cancel, done
 	}
-	if wcfg.Restores != nil {
-		wcfg.Restores = alertingRestores{wcfg.Restores, nt, rs}
+	m.mu.Unlock()
+	if oldCancel != nil {
+		oldCancel()
+		<-oldDone
 	}
-	if wcfg.Repositories != nil {
-		wcfg.Repositories = alertingRepositories{wcfg.Repositories, nt}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = nt.Run(ctx)
-	}()
-	d.onClose("notifier", func() error {
-		cancel()
-		<-done
-		return nil
-	})
-	log.Info("email enabled", "smtp", sc.Host, "tls", sc.TLS, "to", strings.Join(sc.To, ","), "alerts", *sc.Alerts, "daily_report_at", *sc.DailyReportAt, "repeat_after", *sc.RepeatAfter)
-	return nt, nil
 }
 
 // Bounds of smtp.repeat_after: below a minute it would not quiet the
@@ -133,10 +188,7 @@ func repeatAfter(sc *SMTPConfig) time.Duration {
 }
 
 // notifyObserve returns an OnEvent observer that feeds nt, then next.
-func notifyObserve(nt *notify.Notifier, next func(policy.Event)) func(policy.Event) {
-	if nt == nil {
-		return next
-	}
+func notifyObserve(nt *mailSwitch, next func(policy.Event)) func(policy.Event) {
 	return func(e policy.Event) {
 		nt.ObserveEvent(e)
 		if next != nil {
@@ -149,7 +201,7 @@ func notifyObserve(nt *notify.Notifier, next func(policy.Event)) func(policy.Eve
 // scheduler's own backups alert through its events).
 type alertingBackups struct {
 	web.Backups
-	nt *notify.Notifier
+	nt alerter
 }
 
 func (a alertingBackups) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
@@ -188,7 +240,7 @@ func outcomeLabel(o web.BackupOutcome) string {
 // alertingRestores alerts on failed restores.
 type alertingRestores struct {
 	web.Restores
-	nt *notify.Notifier
+	nt alerter
 	rs *reposvc.Set
 }
 
@@ -233,7 +285,7 @@ func (a alertingRestores) RestoreDisk(ctx context.Context, req web.DiskRestoreRe
 // or finds damage.
 type alertingRepositories struct {
 	inner web.Repositories
-	nt    *notify.Notifier
+	nt    alerter
 }
 
 func (a alertingRepositories) Repositories(ctx context.Context) ([]web.RepositoryInfo, error) {

@@ -124,7 +124,7 @@ func (s *mailboxSession) Auth(string) (sasl.Server, error) {
 	}), nil
 }
 func (s *mailboxSession) Mail(string, *smtp.MailOptions) error {
-	if !s.authed {
+	if !s.authed && s.user != "" { // a mailbox without a user takes mail unauthenticated
 		return smtp.ErrAuthRequired
 	}
 	return nil

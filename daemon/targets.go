@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/cache"
@@ -160,8 +161,23 @@ func restoreTargets(inv *vsphere.Inventory) web.RestoreTargets {
 
 // vcenterTester implements web.VCenterTester with vsphere.Connect.
 type vcenterTester struct {
+	mu         sync.Mutex
 	configured *vsphere.Config // nil: no vCenter in the configuration
 	connect    func(ctx context.Context, cfg vsphere.Config) (*vsphere.Client, error)
+}
+
+// setConfigured replaces the connection that empty fields come from (the
+// console saved a new one).
+func (t *vcenterTester) setConfigured(c *vsphere.Config) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.configured = c
+}
+
+func (t *vcenterTester) current() *vsphere.Config {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.configured
 }
 
 func sameURL(a, b string) bool {
@@ -177,8 +193,9 @@ func sameURL(a, b string) bool {
 // to the configured vCenter: another URL needs its own credentials.
 func (t *vcenterTester) TestVCenter(ctx context.Context, req web.VCenterTest) (web.VCenterTestResult, error) {
 	var cfg vsphere.Config
+	configured := t.current()
 	switch {
-	case req.URL != "" && (t.configured == nil || !sameURL(req.URL, t.configured.URL)):
+	case req.URL != "" && (configured == nil || !sameURL(req.URL, configured.URL)):
 		if req.Username == "" {
 			return web.VCenterTestResult{}, web.InvalidField("username", "required to test a vCenter other than the configured one")
 		}
@@ -186,10 +203,10 @@ func (t *vcenterTester) TestVCenter(ctx context.Context, req web.VCenterTest) (w
 			return web.VCenterTestResult{}, web.InvalidField("password", "required to test a vCenter other than the configured one")
 		}
 		cfg = vsphere.Config{URL: req.URL}
-	case t.configured == nil:
+	case configured == nil:
 		return web.VCenterTestResult{}, web.InvalidField("url", "no vCenter is configured: give url, username and password")
 	default:
-		cfg = *t.configured
+		cfg = *configured
 	}
 	if req.Username != "" {
 		cfg.Username = req.Username
@@ -232,23 +249,20 @@ func (t *vcenterTester) TestVCenter(ctx context.Context, req web.VCenterTest) (w
 // serveTargets holds the daemon's vSphere-backed console services.
 type serveTargets struct {
 	topology *vcenterTopology
-	tester   *vcenterTester
 }
 
-// newServeTargets returns the services over the daemon's vCenter session
-// and configuration; opts go to the inventory's cache.
-func newServeTargets(client *vsphere.Client, cfg vsphere.Config, opts ...cache.Option) *serveTargets {
-	c := cfg
-	return &serveTargets{topology: newTopology(client, opts...), tester: &vcenterTester{configured: &c}}
+// newServeTargets returns the services over the daemon's vCenter session;
+// opts go to the inventory's cache.
+func newServeTargets(client *vsphere.Client, opts ...cache.Option) *serveTargets {
+	return &serveTargets{topology: newTopology(client, opts...)}
 }
 
 // wire sets them in the web configuration. A nil *serveTargets (no vCenter
-// configured) leaves Topology nil (503) and tests only given connections.
-func (t *serveTargets) wire(w *web.Config) {
+// connected) leaves Topology nil (503); the tester is the daemon's either way.
+func (t *serveTargets) wire(w *web.Config, tester *vcenterTester) {
+	w.VCenter = tester
 	if t == nil {
-		w.VCenter = &vcenterTester{}
 		return
 	}
 	w.Topology = t.topology
-	w.VCenter = t.tester
 }

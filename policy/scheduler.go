@@ -193,11 +193,13 @@ const (
 	reqSync requestKind = iota
 	reqRunNow
 	reqReload
+	reqSetMaintenance // maintenance_setting.go
 )
 
 type request struct {
 	kind  requestKind
 	job   string
+	maint *maintSetting // reqSetMaintenance
 	reply chan reply
 }
 
@@ -370,6 +372,9 @@ func (s *Scheduler) handleRequest(ctx context.Context, req request, timerC <-cha
 		s.runNow(req.job, req.reply)
 	case reqReload:
 		req.reply <- reply{err: s.reload(ctx)}
+	case reqSetMaintenance:
+		s.setMaintenance(*req.maint)
+		req.reply <- reply{}
 	}
 }
 

@@ -175,10 +175,11 @@ func (s *Set) index(ctx context.Context) (*pointIndex, error) {
 	asked := c.real.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	parts := make([]*repoIndex, len(s.names))
+	names, repos := s.view()
+	parts := make([]*repoIndex, len(names))
 	same := c.merged != nil && len(c.parts) == len(parts)
-	for i, name := range s.names {
-		p, err := c.part(ctx, name, s.repos[name], asked)
+	for i, name := range names {
+		p, err := c.part(ctx, name, repos[name], asked)
 		if err != nil {
 			return nil, err
 		}

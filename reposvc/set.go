@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vmvault/vmvault/capacity"
+	"maps"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/cache"
@@ -26,6 +28,10 @@ const DefaultStatsTTL = 30 * time.Second
 // Set implements web's Points and Repositories over the appliance's open
 // repositories, by name. It does not own them: the caller closes them.
 type Set struct {
+	// mu guards names and repos, which Add replaces (never changes in
+	// place): a reader takes both under the lock once, then reads them
+	// without it.
+	mu    sync.RWMutex
 	names []string
 	repos map[string]*repository.Repository
 	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
@@ -74,7 +80,7 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 	if o.ttl <= 0 {
 		o.ttl = DefaultStatsTTL
 	}
-	s := &Set{repos: repos, clk: o.clk, threshold: o.threshold}
+	s := &Set{repos: maps.Clone(repos), clk: o.clk, threshold: o.threshold}
 	// The catalog's file times are the real clock's, whatever clock ages
 	// the statistics.
 	s.idx = indexCache{repos: map[string]*repoIndex{}, real: clock.Real()}
@@ -88,11 +94,40 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 	return s
 }
 
+// view returns the current names and repositories; neither may be changed.
+func (s *Set) view() ([]string, map[string]*repository.Repository) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.names, s.repos
+}
+
 // Names returns the repository names, sorted.
-func (s *Set) Names() []string { return append([]string(nil), s.names...) }
+func (s *Set) Names() []string { names, _ := s.view(); return append([]string(nil), names...) }
 
 // Has reports whether a repository of that name exists.
-func (s *Set) Has(name string) bool { _, ok := s.repos[name]; return ok }
+func (s *Set) Has(name string) bool { _, repos := s.view(); _, ok := repos[name]; return ok }
+
+// ErrExists is Add's answer for a name already in the set.
+var ErrExists = errors.New("a repository of that name exists")
+
+// Add puts an open repository into the set at runtime (a repository added
+// from the console); the caller still owns and closes it.
+func (s *Set) Add(name string, r *repository.Repository) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.repos[name]; ok {
+		return fmt.Errorf("repository %q: %w", name, ErrExists)
+	}
+	repos := make(map[string]*repository.Repository, len(s.repos)+1)
+	for n, x := range s.repos {
+		repos[n] = x
+	}
+	repos[name] = r
+	names := append(append(make([]string, 0, len(s.names)+1), s.names...), name)
+	sort.Strings(names)
+	s.names, s.repos = names, repos
+	return nil
+}
 
 // Repo returns an open repository by name.
 func (s *Set) Repo(name string) (*repository.Repository, error) { return s.repo(name) }
@@ -105,7 +140,8 @@ func (s *Set) StatsLoads() int { return s.stats.Loads() }
 func (s *Set) Wait(ctx context.Context) error { return s.stats.Wait(ctx) }
 
 func (s *Set) repo(name string) (*repository.Repository, error) {
-	r, ok := s.repos[name]
+	_, repos := s.view()
+	r, ok := repos[name]
 	if !ok {
 		return nil, fmt.Errorf("repository %q: %w", name, api.ErrNotFound)
 	}
@@ -131,7 +167,11 @@ func kind(err error) error {
 }
 
 func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error) {
-	st, err := s.repos[k.repo].Stats(ctx)
+	r, err := s.repo(k.repo)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +242,9 @@ func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint
 
 // find returns the repository holding a point id.
 func (s *Set) find(ctx context.Context, id string) (string, repository.Point, error) {
-	for _, name := range s.names {
-		p, err := s.repos[name].Point(ctx, id)
+	names, repos := s.view()
+	for _, name := range names {
+		p, err := repos[name].Point(ctx, id)
 		if errors.Is(err, repository.ErrNotFound) {
 			continue
 		}
@@ -238,7 +279,11 @@ func (s *Set) Point(ctx context.Context, id string) (api.RestorePoint, error) {
 // pointConfig reads and decodes a point's saved VM configuration; nil, nil
 // when it has none.
 func (s *Set) pointConfig(ctx context.Context, repo string, p repository.Point) (*api.PointConfig, error) {
-	b, err := s.repos[repo].LoadConfigBlob(ctx, p)
+	r, err := s.repo(repo)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.LoadConfigBlob(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("read the VM configuration: %w", err)
 	}
@@ -270,9 +315,13 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 	if err != nil {
 		return err
 	}
+	r, err := s.repo(name)
+	if err != nil {
+		return err
+	}
 	defer s.idx.forget(name)
 	if locked {
-		return kind(s.repos[name].Lock(ctx, p.ID))
+		return kind(r.Lock(ctx, p.ID))
 	}
 	// The repository keeps a time lock whatever the record's flag says;
 	// clearing the flag would answer "unlocked" for a point that stays
@@ -281,7 +330,7 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 		return kind(fmt.Errorf("unlock %s: no role can remove a time lock before its date: %w", p.ID,
 			&repository.PointLockedError{Point: p.ID, Until: p.LockedUntil, By: "time lock"}))
 	}
-	return kind(s.repos[name].Unlock(ctx, p.ID))
+	return kind(r.Unlock(ctx, p.ID))
 }
 
 // LockUntil implements web.TimeLocker: a time lock until the date (kept
@@ -291,7 +340,12 @@ func (s *Set) LockUntil(ctx context.Context, id string, until time.Time) error {
 	if err != nil {
 		return err
 	}
-	return kind(s.repos[name].LockUntil(ctx, p.ID, until))
+	r, err := s.repo(name)
+	if err != nil {
+		return err
+	}
+	defer s.idx.forget(name)
+	return kind(r.LockUntil(ctx, p.ID, until))
 }
 
 // Delete implements web.Points; a locked point is refused (api.ErrPointLocked).
@@ -300,8 +354,12 @@ func (s *Set) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	r, err := s.repo(name)
+	if err != nil {
+		return err
+	}
 	defer s.idx.forget(name)
-	return kind(s.repos[name].Delete(ctx, p.ID))
+	return kind(r.Delete(ctx, p.ID))
 }
 
 func (s *Set) info(ctx context.Context, name string, r *repository.Repository, withStats bool, ms map[string]policy.MaintenanceState) (api.RepositoryInfo, error) {
@@ -350,9 +408,10 @@ func (s *Set) maintenance(ctx context.Context) map[string]policy.MaintenanceStat
 // Repositories implements web.Repositories (without statistics: they walk every point).
 func (s *Set) Repositories(ctx context.Context) ([]api.RepositoryInfo, error) {
 	ms := s.maintenance(ctx)
-	out := make([]api.RepositoryInfo, 0, len(s.names))
-	for _, n := range s.names {
-		ri, err := s.info(ctx, n, s.repos[n], false, ms)
+	names, repos := s.view()
+	out := make([]api.RepositoryInfo, 0, len(names))
+	for _, n := range names {
+		ri, err := s.info(ctx, n, repos[n], false, ms)
 		if err != nil {
 			return nil, err
 		}

@@ -20,14 +20,21 @@ var (
 // Bolt keeps api.Settings as JSON in a bucket "settings" of a bbolt
 // database the caller owns (the daemon's state.db); it implements
 // web.SettingsStore.
-type Bolt struct{ db *bolt.DB }
+type Bolt struct {
+	db   *bolt.DB
+	seal *Sealer // nil: no secret can be saved
+}
 
 // NewBolt creates the bucket if needed.
-func NewBolt(db *bolt.DB) (*Bolt, error) {
+func NewBolt(db *bolt.DB, opts ...Option) (*Bolt, error) {
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bSettings); return err }); err != nil {
 		return nil, fmt.Errorf("settings store: %w", err)
 	}
-	return &Bolt{db: db}, nil
+	b := &Bolt{db: db}
+	for _, o := range opts {
+		o(b)
+	}
+	return b, nil
 }
 
 // Settings returns the saved settings; false when none were ever saved.
@@ -58,4 +65,69 @@ func (b *Bolt) PutSettings(ctx context.Context, s api.Settings) error {
 		return fmt.Errorf("save settings: %w", err)
 	}
 	return nil
+}
+
+func (b *Bolt) get(key string, v any) (bool, error) {
+	var ok bool
+	err := b.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bSettings).Get([]byte(key))
+		if raw == nil {
+			return nil
+		}
+		ok = true
+		return schema.Decode(raw, v)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read %s settings: %w", key, err)
+	}
+	return ok, nil
+}
+
+func (b *Bolt) put(key string, v any) error {
+	raw, err := schema.Encode(v)
+	if err != nil {
+		return fmt.Errorf("encode %s settings: %w", key, err)
+	}
+	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put([]byte(key), raw) }); err != nil {
+		return fmt.Errorf("save %s settings: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteSection forgets a saved section (vcenter, smtp or maintenance): the
+// configuration file's wins again.
+func (b *Bolt) DeleteSection(ctx context.Context, section string) error {
+	switch section {
+	case SectionVCenter, SectionSMTP, SectionMaintenance:
+	default:
+		return fmt.Errorf("settings section %q: %w", section, api.ErrNotFound)
+	}
+	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Delete([]byte(section)) }); err != nil {
+		return fmt.Errorf("reset %s settings: %w", section, err)
+	}
+	return nil
+}
+
+// AddRepository records a repository added from the console; a name
+// already recorded is api.ErrConflict.
+func (b *Bolt) AddRepository(ctx context.Context, r Repo) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bSettings)
+		var list []Repo
+		if raw := bk.Get([]byte(keyRepositories)); raw != nil {
+			if err := schema.Decode(raw, &list); err != nil {
+				return fmt.Errorf("read repositories settings: %w", err)
+			}
+		}
+		for _, x := range list {
+			if x.Name == r.Name {
+				return fmt.Errorf("repository %q: %w", r.Name, api.ErrConflict)
+			}
+		}
+		raw, err := schema.Encode(append(list, r))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(keyRepositories), raw)
+	})
 }

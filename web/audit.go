@@ -50,6 +50,11 @@ var auditKinds = map[string]string{
 	"PUT /api/v1/settings":                                "settings.update",
 	"POST /api/v1/settings/vcenter/test":                  "settings.test-vcenter",
 	"POST /api/v1/settings/smtp/test":                     "settings.test-smtp",
+	"PUT /api/v1/settings/vcenter":                        "settings.vcenter",
+	"PUT /api/v1/settings/smtp":                           "settings.smtp",
+	"PUT /api/v1/settings/maintenance":                    "settings.maintenance",
+	"DELETE /api/v1/settings/:section":                    "settings.reset",
+	"POST /api/v1/repositories":                           "repository.add",
 	"POST /api/v1/backups":                                "backup.adhoc",
 	"POST /api/v1/restores":                               "restore.vm",
 	"POST /api/v1/restores/disk":                          "restore.disk",
@@ -69,6 +74,9 @@ var auditVerbs = map[string]string{
 	"settings.test-vcenter": "tested the vCenter connection", "settings.test-smtp": "tested the SMTP settings",
 	"approval.request": "asked for a delayed action", "approval.approve": "approved", "approval.cancel": "cancelled",
 	"backup.adhoc": "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
+	"settings.vcenter": "changed the vCenter connection", "settings.smtp": "changed the mail settings",
+	"settings.maintenance": "changed the maintenance window", "settings.reset": "reset settings to the configuration file",
+	"repository.add": "added a repository",
 }
 
 const auditKey = "vmvault.audit"

@@ -96,6 +96,13 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 	if errors.As(err, &ae) {
 		return ae.status, ErrorDetail{Code: ae.code, Message: ae.msg, Details: ae.details}, ae.header
 	}
+	if fp := api.AsInvalid(err); len(fp) > 0 {
+		det := make([]FieldError, len(fp))
+		for i, f := range fp {
+			det[i] = FieldError{Field: f.Field, Message: f.Message}
+		}
+		return http.StatusUnprocessableEntity, ErrorDetail{Code: "validation", Message: err.Error(), Details: det}, nil
+	}
 	if fe := policy.FieldErrors(err); len(fe) > 0 {
 		det := make([]FieldError, len(fe))
 		msgs := make([]string, len(fe))

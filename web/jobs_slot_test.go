@@ -21,7 +21,7 @@ func TestJobRunSlotCloses(t *testing.T) {
 	}
 	ctx := context.Background()
 	mon := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC) // a Monday
-	second := mon.Add(4 * time.Hour)                       // the night's second slot: 02:00-06:00
+	second := mon.Add(4 * time.Hour)                      // the night's second slot: 02:00-06:00
 	done := []policy.VMOutcome{{VM: testVM.InstanceUUID, Name: "web01", Status: policy.OutcomeSucceeded, Point: "abc"}}
 	for _, r := range []policy.JobRun{
 		{ID: "nightly/1", Job: "nightly", WindowID: mon.Format(time.RFC3339), Start: mon, End: second, VMs: done},

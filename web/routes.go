@@ -56,6 +56,7 @@ func (s *Server) table() []route {
 		{"GET", "/api/v1/files/search", ro, s.searchFiles},
 
 		{"GET", "/api/v1/repositories", ro, s.listRepositories},
+		{"POST", "/api/v1/repositories", adm, s.addRepository},
 		{"GET", "/api/v1/repositories/:id", ro, s.getRepository},
 		{"GET", "/api/v1/repositories/:id/usage", ro, s.repositoryUsage},
 		{"POST", "/api/v1/repositories/:id/check", op, s.checkRepository},
@@ -82,6 +83,10 @@ func (s *Server) table() []route {
 		{"PUT", "/api/v1/settings", adm, s.putSettings},
 		{"POST", "/api/v1/settings/vcenter/test", adm, s.testVCenter},
 		{"POST", "/api/v1/settings/smtp/test", adm, s.testSMTP},
+		{"PUT", "/api/v1/settings/vcenter", adm, s.putVCenterSettings},
+		{"PUT", "/api/v1/settings/smtp", adm, s.putSMTPSettings},
+		{"PUT", "/api/v1/settings/maintenance", adm, s.putMaintenanceSettings},
+		{"DELETE", "/api/v1/settings/:section", adm, s.resetSettings},
 
 		{"POST", "/api/v1/backups", op, s.startBackup},
 		{"POST", "/api/v1/restores", ro, s.startRestore},

@@ -84,9 +84,12 @@ func TestEveryRouteRequiresAuth(t *testing.T) {
 // documented: the valid one is accepted, the invalid one rejected with 4xx.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	mailer := &recordingMailer{}
+	app := &fakeAppliance{}
 	f := newFixture(t, func(c *Config) {
 		c.Mailer = mailer
 		c.VCenter = staticVCenter{}
+		c.Appliance = app
+		c.AddRepository = app
 	})
 	res := f.do("GET", "/api/v1/openapi.json", nil)
 	if res.status != 200 {

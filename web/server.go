@@ -41,6 +41,10 @@ type Config struct {
 	Backups         Backups
 	Restores        Restores
 	Settings        SettingsStore
+	// Appliance edits the vCenter, SMTP and maintenance sections; nil: 501.
+	Appliance ApplianceSettings
+	// AddRepository creates or opens repositories at runtime; nil: 501.
+	AddRepository RepositoryAdder
 	// Mailer sends test mails; nil: SMTP is not configured (409 smtp_not_configured).
 	Mailer Mailer
 	// Topology serves GET /inventory and /restore-targets; nil: no vCenter (503).

@@ -80,7 +80,7 @@ var Buckets = []Bucket{
 	{Name: BucketCopyJobs, Owner: "copyjob", Key: "copy job id", Format: FormatJSON, Value: "copyjob.Job (source and target repository, selection, window, target retention)", Since: 2},
 	{Name: BucketCopyRuns, Owner: "copyjob", Key: "copy job id, NUL, run id", Format: FormatJSON, Value: "copyjob.Run (start, end, state, points and bytes sent, errors); 200 kept per job", Since: 2},
 	{Name: BucketApprovals, Owner: "approval", Key: "16 hex digits (the action's id)", Format: FormatJSON, Value: "web/api.Approval (a destructive action waiting for its delay or a second administrator)", Since: 2},
-	{Name: BucketSettings, Owner: "settings (settings.Bolt; internal/state's DB.GetSettings, DB.PutSettings read the same value)", Key: `"settings"`, Format: FormatJSON, Value: "web/api.Settings"},
+	{Name: BucketSettings, Owner: "settings (settings.Bolt; internal/state's DB.GetSettings, DB.PutSettings read the same value)", Key: `"settings", and since schema 2 "vcenter", "smtp", "maintenance", "repositories"`, Format: FormatJSON, Value: "web/api.Settings; the sections saved from the console (passwords sealed with the state directory's settings.key); the repositories added from the console"},
 }
 
 // Lookup returns the declared bucket named name.

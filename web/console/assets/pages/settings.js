@@ -1,5 +1,7 @@
-// Settings: general (time zone, event retention), vCenter connection test,
-// SMTP test mail, users and roles, API tokens.
+// Settings: general (time zone, event retention); the vCenter connection,
+// mail and the maintenance window, each saved here (winning over the
+// configuration file, as each section says) with a test where one makes
+// sense; repositories (list, create or open); users and roles, API tokens.
 import { h, clear, field, table, badge } from "../lib/dom.js";
 import { setTimeZone } from "../lib/fmt.js";
 
@@ -52,37 +54,95 @@ async function general(ctx, box) {
   box.append(form);
 }
 
-function vcenter(ctx, box) {
-  const url = h("input", { name: "url", id: "vc-url", type: "url", placeholder: "https://vcenter.example.com/sdk", autocomplete: "off" });
-  const user = h("input", { name: "username", id: "vc-user", autocomplete: "off" });
-  const pass = h("input", { name: "password", id: "vc-pass", type: "password", autocomplete: "new-password" });
-  const thumb = h("input", { name: "thumbprint", id: "vc-thumb", autocomplete: "off" });
+// sourceLine says where a section's values come from and which wins.
+function sourceLine(id, source) {
+  const text = {
+    yaml: "From the configuration file. Saving here makes these values win over the file from then on.",
+    console: "Saved in the console: these values win over the configuration file.",
+    none: "Not configured, neither in the configuration file nor here.",
+  }[source] || "";
+  return h("p", { class: "hint settings-source", id, "data-source": source || "" }, h("strong", null, "Source: "), text);
+}
+
+// showErrors puts an API error's fields next to the form's controls;
+// rename maps API field names to the form's (e.g. to[1] -> to).
+function showErrors(ctx, form, err, rename) {
+  if (err && err.fields && err.fields.length && rename) {
+    err.fields = err.fields.map(f => ({ ...f, field: rename(f.field) }));
+  }
+  ctx.fieldErrors(form, err);
+}
+
+// resetButton offers "use the configuration file's values" for a section saved here.
+function resetButton(ctx, section, id, what, reload) {
+  const b = h("button", { type: "button", id }, "Use the configuration file's values");
+  b.addEventListener("click", async () => {
+    if (!await ctx.confirm(`Forget the ${what} saved in the console? The configuration file's values apply again.`, { title: "Use the configuration file?", ok: "Use the file's" })) return;
+    try {
+      const r = await ctx.api("DELETE", `/settings/${section}`);
+      ctx.toast(r && r.message ? r.message : "The configuration file's values apply again.", "success");
+      await reload();
+    } catch (err) {
+      ctx.toast(`Could not reset: ${err.message}`, "error");
+    }
+  });
+  return b;
+}
+
+const https = /^https?:\/\/[^/\s]+/;
+
+async function vcenter(ctx, box) {
+  const st = await ctx.api("GET", "/settings");
+  const v = st.vcenter || { source: "none" };
+  const url = h("input", { name: "url", id: "vc-url", type: "url", placeholder: "https://vcenter.example.com/sdk", autocomplete: "off", value: v.url || "" });
+  const user = h("input", { name: "username", id: "vc-user", autocomplete: "off", value: v.username || "" });
+  const pass = h("input", { name: "password", id: "vc-pass", type: "password", autocomplete: "new-password",
+    placeholder: v.passwordSet ? "stored: leave empty to keep it" : "" });
+  const thumb = h("input", { name: "thumbprint", id: "vc-thumb", autocomplete: "off", value: v.thumbprint || "" });
   const insecure = h("input", { name: "insecure", id: "vc-insecure", type: "checkbox" });
-  const btn = h("button", { type: "submit", class: "primary", id: "vc-test" }, "Test connection");
+  insecure.checked = !!v.insecure;
+  const save = h("button", { type: "submit", class: "primary", id: "vc-save" }, "Save");
+  const btn = h("button", { type: "button", id: "vc-test" }, "Test connection");
   const out = h("div", { id: "vc-result", role: "status" });
+  const restart = h("div", { id: "vc-restart", "aria-live": "polite" });
+  const reload = async () => { clear(box); await vcenter(ctx, box); };
+  if (v.restartNeeded && v.source !== "none") {
+    restart.append(h("p", { class: "notice" }, "Saved; the appliance connects to this vCenter at its next start (restart the vmvault service).",
+      v.active ? ` Running now: ${v.active}.` : " No vCenter is connected now."));
+  }
   const form = h("form", { id: "settings-vcenter", novalidate: true },
-    h("p", { class: "hint" }, "Leave the fields empty to test the configured connection, or fill them to test another one. Nothing is saved."),
+    sourceLine("vc-source", v.source),
     h("div", { class: "row" }, field("vCenter URL", url), field("Username", user), field("Password", pass)),
     h("div", { class: "row" }, field("Certificate thumbprint (SHA-256)", thumb),
       h("div", { class: "field inline" }, insecure, h("label", { for: "vc-insecure" }, "Skip certificate verification"))),
-    btn, out);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
+    h("p", { class: "hint" }, "Test tries these values without saving them. A saved connection is used from the next start; the roles of vCenter users stay in the configuration file."),
+    h("div", { class: "actions" }, save, " ", btn, " ", v.source === "console" ? resetButton(ctx, "vcenter", "vc-reset", "vCenter connection", reload) : ""),
+    restart, out);
+  const body = () => {
+    const b = { url: url.value.trim(), username: user.value.trim() };
+    if (pass.value) b.password = pass.value;
+    if (thumb.value.trim()) b.thumbprint = thumb.value.trim();
+    if (insecure.checked) b.insecure = true;
+    return b;
+  };
+  const check = (forSave) => {
+    const errs = [];
+    if (url.value && !https.test(url.value.trim())) errs.push({ field: "url", message: "An https:// URL, e.g. https://vcenter.example.com/sdk." });
+    if (forSave && !url.value.trim()) errs.push({ field: "url", message: "Required." });
+    if (forSave && !user.value.trim()) errs.push({ field: "username", message: "Required." });
+    if (thumb.value.trim() && insecure.checked) errs.push({ field: "insecure", message: "Pin the certificate or skip verification, not both." });
+    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return false; }
     ctx.fieldErrors(form, null);
+    return true;
+  };
+  btn.addEventListener("click", async () => {
     clear(out);
-    if (url.value && !/^https:\/\//.test(url.value)) {
-      ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", [{ field: "url", message: "An https:// URL." }]));
-      return;
-    }
-    const body = {};
-    if (url.value) body.url = url.value;
-    if (user.value) body.username = user.value;
-    if (pass.value) body.password = pass.value;
-    if (thumb.value) body.thumbprint = thumb.value;
-    if (insecure.checked) body.insecure = true;
+    if (!check(false)) return;
+    const b = body();
+    for (const k of Object.keys(b)) if (b[k] === "") delete b[k];
     busy(btn, true, "Testing…");
     try {
-      const r = await ctx.api("POST", "/settings/vcenter/test", body);
+      const r = await ctx.api("POST", "/settings/vcenter/test", b);
       out.append(r && r.ok
         ? h("p", { class: "notice" }, badge("ok"), ` Connected${r.version ? ` to ${r.version}` : ""}. ${r.message || ""}`)
         : h("p", { class: "form-error" }, `Connection failed: ${(r && r.message) || "no answer"}`));
@@ -91,35 +151,255 @@ function vcenter(ctx, box) {
       else out.append(h("p", { class: "form-error" }, err.status === 501 ? "This appliance cannot test vCenter connections." : err.message));
     } finally { busy(btn, false, "Test connection"); }
   });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clear(out);
+    if (!check(true)) return;
+    busy(save, true);
+    try {
+      const r = await ctx.api("PUT", "/settings/vcenter", body());
+      ctx.toast(r.message || "vCenter connection saved.", "success");
+      await reload();
+    } catch (err) {
+      showErrors(ctx, form, err);
+    } finally { busy(save, false); }
+  });
   box.append(form);
 }
 
-function smtp(ctx, box) {
-  const to = h("input", { name: "to", id: "smtp-to", type: "email", autocomplete: "email", placeholder: "ops@example.com", required: true });
-  const btn = h("button", { type: "submit", class: "primary", id: "smtp-test" }, "Send test mail");
+const emailLike = /^[^\s@<>]+@[^\s@<>]+$/;
+
+async function smtp(ctx, box) {
+  const st = await ctx.api("GET", "/settings");
+  const m = st.smtp || { source: "none" };
+  const enabled = h("input", { name: "enabled", id: "smtp-enabled", type: "checkbox" });
+  enabled.checked = !!m.enabled;
+  const host = h("input", { name: "host", id: "smtp-host", autocomplete: "off", placeholder: "smtp.example.com", value: m.host || "" });
+  const port = h("input", { name: "port", id: "smtp-port", type: "number", min: "0", max: "65535", value: String(m.port || 0) });
+  const tls = h("select", { name: "tls", id: "smtp-tls" },
+    h("option", { value: "starttls" }, "STARTTLS (port 587)"), h("option", { value: "implicit" }, "TLS (port 465)"), h("option", { value: "none" }, "None (a local relay only)"));
+  tls.value = m.tls || "starttls";
+  const user = h("input", { name: "username", id: "smtp-user", autocomplete: "off", value: m.username || "" });
+  const pass = h("input", { name: "password", id: "smtp-pass", type: "password", autocomplete: "new-password", placeholder: m.passwordSet ? "stored: leave empty to keep it" : "" });
+  const from = h("input", { name: "from", id: "smtp-from", autocomplete: "off", placeholder: "vmvault <vmvault@example.com>", value: m.from || "" });
+  const rcpts = h("input", { name: "to", id: "smtp-recipients", autocomplete: "off", placeholder: "ops@example.com, backup@example.com", value: (m.to || []).join(", ") });
+  const daily = h("input", { name: "dailyReportAt", id: "smtp-daily", autocomplete: "off", placeholder: "07:00 or off", value: m.dailyReportAt || "07:00" });
+  const alerts = h("input", { name: "alerts", id: "smtp-alerts", type: "checkbox" });
+  alerts.checked = m.alerts !== false;
+  const to = h("input", { name: "testTo", id: "smtp-to", type: "email", autocomplete: "email", placeholder: "ops@example.com" });
+  const save = h("button", { type: "submit", class: "primary", id: "smtp-save" }, "Save");
+  const btn = h("button", { type: "button", id: "smtp-test" }, "Send test mail");
   const out = h("div", { id: "smtp-result", role: "status" });
+  const reload = async () => { clear(box); await smtp(ctx, box); };
   const form = h("form", { id: "settings-smtp", novalidate: true },
-    h("p", { class: "hint" }, "SMTP is set in the appliance's configuration file; this sends one test message through it."),
-    h("div", { class: "row" }, field("Recipient", to), h("div", { class: "field" }, btn)), out);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
+    sourceLine("smtp-source", m.source),
+    h("div", { class: "field inline" }, enabled, h("label", { for: "smtp-enabled" }, "Send alerts and the daily report by e-mail")),
+    h("div", { class: "row" }, field("SMTP server", host), field("Port", port, "0: the encryption's usual port."), field("Encryption", tls)),
+    h("div", { class: "row" }, field("Username", user, "Empty: no login."), field("Password", pass)),
+    h("div", { class: "row" }, field("From", from), field("Recipients", rcpts, "Separated by commas.")),
+    h("div", { class: "row" }, field("Daily report at", daily, "HH:MM in the appliance's time zone, or off."),
+      h("div", { class: "field inline" }, alerts, h("label", { for: "smtp-alerts" }, "Mail failure alerts"))),
+    h("div", { class: "row" }, field("Test recipient", to, "The test uses the values above, saved or not (or the configured mail when e-mail is off here)."),
+      h("div", { class: "field" }, btn)),
+    h("div", { class: "actions" }, save, " ", m.source === "console" ? resetButton(ctx, "smtp", "smtp-reset", "mail settings", reload) : ""),
+    out);
+  const body = () => {
+    const b = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value || 0), tls: tls.value, username: user.value.trim(),
+      from: from.value.trim(), to: rcpts.value.split(",").map(x => x.trim()).filter(Boolean), dailyReportAt: daily.value.trim() || "07:00", alerts: alerts.checked };
+    if (pass.value) b.password = pass.value;
+    return b;
+  };
+  const rename = f => f.replace(/^to\[\d+\]$/, "to");
+  const check = (b) => {
+    const errs = [];
+    if (b.enabled) {
+      if (!b.host) errs.push({ field: "host", message: "Required: the mail server's name or address." });
+      if (!b.from) errs.push({ field: "from", message: "Required: the sender's address." });
+      if (!b.to.length) errs.push({ field: "to", message: "At least one recipient." });
+    }
+    const bad = b.to.find(x => !emailLike.test(x.replace(/^.*<(.*)>$/, "$1")));
+    if (bad) errs.push({ field: "to", message: `${bad} is not an e-mail address.` });
+    if (!Number.isInteger(b.port) || b.port < 0 || b.port > 65535) errs.push({ field: "port", message: "A port from 0 to 65535." });
+    if (b.dailyReportAt !== "off" && !/^([01]\d|2[0-3]):[0-5]\d$/.test(b.dailyReportAt)) errs.push({ field: "dailyReportAt", message: "A time such as 07:00, or off." });
+    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return false; }
+    ctx.fieldErrors(form, null);
+    return true;
+  };
+  btn.addEventListener("click", async () => {
     ctx.fieldErrors(form, null);
     clear(out);
     if (!to.value || !to.checkValidity()) {
-      ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", [{ field: "to", message: "One e-mail address, such as ops@example.com." }]));
+      ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", [{ field: "testTo", message: "One e-mail address, such as ops@example.com." }]));
       return;
+    }
+    const req = { to: to.value };
+    if (enabled.checked) {
+      const b = body();
+      if (!check(b)) return;
+      req.smtp = b;
     }
     busy(btn, true, "Sending…");
     try {
-      await ctx.api("POST", "/settings/smtp/test", { to: to.value });
+      await ctx.api("POST", "/settings/smtp/test", req);
       out.append(h("p", { class: "notice" }, `Test mail sent to ${to.value}.`));
     } catch (err) {
-      if (err.fields.length) ctx.fieldErrors(form, err);
+      if (err.fields.length) showErrors(ctx, form, err, f => (f === "to" && !req.smtp ? "testTo" : rename(f)));
       else if (err.status === 409 || err.status === 503) out.append(h("p", { class: "form-error" }, `SMTP is not configured: ${err.message}`));
       else out.append(h("p", { class: "form-error" }, `Sending failed: ${err.message}`));
     } finally { busy(btn, false, "Send test mail"); }
   });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clear(out);
+    const b = body();
+    if (!check(b)) return;
+    busy(save, true);
+    try {
+      const r = await ctx.api("PUT", "/settings/smtp", b);
+      ctx.toast(r.message || "Mail settings saved.", "success");
+      await reload();
+    } catch (err) {
+      showErrors(ctx, form, err, rename);
+    } finally { busy(save, false); }
+  });
   box.append(form);
+}
+
+const weekdays = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
+const rangeRe = /^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d$/;
+
+async function maintenance(ctx, box) {
+  const st = await ctx.api("GET", "/settings");
+  const m = st.maintenance || { source: "none", window: null };
+  const w = m.window || null;
+  const enabled = h("input", { name: "enabled", id: "mt-enabled", type: "checkbox" });
+  enabled.checked = !!w;
+  const tz = h("input", { name: "location", id: "mt-tz", autocomplete: "off", value: (w && w.location) || st.timeZone || "UTC" });
+  const days = {};
+  const dayFields = weekdays.map((d) => {
+    days[d] = h("input", { name: `day-${d}`, id: `mt-day-${d}`, autocomplete: "off", placeholder: "e.g. 01:00-06:00",
+      value: ((w && w.days && w.days[d]) || []).join(", ") });
+    return field(d[0].toUpperCase() + d.slice(1), days[d]);
+  });
+  const full = h("input", { name: "fullCheckDays", id: "mt-full", type: "number", min: "0", max: "365", value: String(m.fullCheckDays || 7) });
+  const save = h("button", { type: "submit", class: "primary", id: "mt-save" }, "Save");
+  const reload = async () => { clear(box); await maintenance(ctx, box); };
+  const form = h("form", { id: "settings-maintenance", novalidate: true },
+    sourceLine("mt-source", m.source),
+    h("p", { class: "hint" }, "Retention, space reclaim and checks run inside this weekly window; backups never wait for them. A change applies at once."),
+    h("div", { class: "field inline" }, enabled, h("label", { for: "mt-enabled" }, "Run maintenance in a weekly window")),
+    h("fieldset", { class: "field mt-window", "data-field": "window" }, h("legend", null, "Window (ranges separated by commas; 22:00-02:00 runs past midnight)"),
+      h("div", { class: "row" }, field("Time zone", tz), field("Full check every (days)", full, "Reads every blob; 0: 7 days.")),
+      h("div", { class: "row mt-days" }, dayFields)),
+    h("div", { class: "actions" }, save, " ", m.source === "console" ? resetButton(ctx, "maintenance", "mt-reset", "maintenance window", reload) : ""));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const errs = [];
+    const win = { location: tz.value.trim() || "UTC", days: {} };
+    for (const d of weekdays) {
+      const rs = days[d].value.split(",").map(x => x.trim().replace(/\s*-\s*/, "-")).filter(Boolean);
+      const bad = rs.find(r => !rangeRe.test(r));
+      if (bad) errs.push({ field: `day-${d}`, message: `${bad}: a range such as 01:00-06:00.` });
+      if (rs.length) win.days[d] = rs;
+    }
+    if (enabled.checked && !Object.keys(win.days).length) errs.push({ field: "window", message: "Give at least one range, or untick the window to turn maintenance off." });
+    try { new Intl.DateTimeFormat("en", { timeZone: win.location }); } catch { errs.push({ field: "location", message: "An IANA time zone such as Europe/Paris." }); }
+    const n = Number(full.value || 0);
+    if (!Number.isInteger(n) || n < 0 || n > 365) errs.push({ field: "fullCheckDays", message: "A whole number of days from 0 to 365." });
+    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return; }
+    ctx.fieldErrors(form, null);
+    busy(save, true);
+    try {
+      const r = await ctx.api("PUT", "/settings/maintenance", { window: enabled.checked ? win : null, fullCheckDays: n });
+      ctx.toast(r.message || "Maintenance window saved.", "success");
+      await reload();
+    } catch (err) {
+      showErrors(ctx, form, err);
+    } finally { busy(save, false); }
+  });
+  box.append(form);
+}
+
+async function repositories(ctx, box) {
+  const list = h("div", { id: "settings-repos-list" });
+  const create = h("input", { type: "radio", name: "mode", id: "repo-mode-create", value: "create" });
+  const open = h("input", { type: "radio", name: "mode", id: "repo-mode-open", value: "open" });
+  create.checked = true;
+  const name = h("input", { name: "name", id: "repo-name", autocomplete: "off", maxlength: "64" });
+  const path = h("input", { name: "path", id: "repo-path", autocomplete: "off", placeholder: "/srv/vmvault/offsite" });
+  const pass = h("input", { name: "passphrase", id: "repo-pass", type: "password", autocomplete: "new-password" });
+  const pass2 = h("input", { name: "passphrase2", id: "repo-pass2", type: "password", autocomplete: "new-password" });
+  const confirmField = field("Repeat the passphrase", pass2);
+  const add = h("button", { type: "submit", class: "primary", id: "repo-add-submit" }, "Add repository");
+  const test = h("button", { type: "button", id: "repo-test" }, "Test");
+  const out = h("div", { id: "repo-result", role: "status" });
+  const form = h("form", { id: "repo-add", novalidate: true, "aria-labelledby": "repo-add-title" },
+    h("h3", { id: "repo-add-title" }, "Add repository"),
+    h("fieldset", { class: "row", "data-field": "mode" }, h("legend", { class: "visually-hidden" }, "Create or open"),
+      h("div", { class: "field inline" }, create, h("label", { for: "repo-mode-create" }, "Create a new repository")),
+      h("div", { class: "field inline" }, open, h("label", { for: "repo-mode-open" }, "Open an existing repository"))),
+    h("div", { class: "row" }, field("Name", name, "No spaces or slashes."), field("Directory", path, "An absolute path on the appliance; for a new repository empty or not yet there.")),
+    h("div", { class: "row" }, field("Passphrase", pass, "Kept in a file only the appliance reads; it is never shown again. Lose it and the repository cannot be read."), confirmField),
+    h("p", { class: "hint" }, "Test checks the name and the directory (and opens an existing repository with its passphrase) without adding anything."),
+    h("div", { class: "actions" }, add, " ", test), out);
+  const sync = () => { confirmField.hidden = open.checked; };
+  create.addEventListener("change", sync);
+  open.addEventListener("change", sync);
+
+  async function load() {
+    const all = (await ctx.api("GET", "/repositories")) || [];
+    clear(list).append(table("!Repositories", [
+      { label: "Name", cell: r => r.name },
+      { label: "Directory", cell: r => h("span", { class: "mono" }, r.path) },
+      { label: "Encrypted", cell: r => (r.encrypted ? "yes" : "no") },
+      { label: "Restore points", cell: r => String(r.points ?? 0) },
+    ], all, "No repositories."));
+  }
+  const request = () => {
+    const mode = open.checked ? "open" : "create";
+    const errs = [];
+    if (!name.value.trim()) errs.push({ field: "name", message: "Required." });
+    else if (/[\s/\\]/.test(name.value.trim())) errs.push({ field: "name", message: "No spaces or slashes." });
+    if (!path.value.trim().startsWith("/")) errs.push({ field: "path", message: "An absolute path, e.g. /srv/vmvault/offsite." });
+    if (mode === "create" && pass.value.length < 8) errs.push({ field: "passphrase", message: "At least 8 characters." });
+    if (mode === "create" && pass.value !== pass2.value) errs.push({ field: "passphrase2", message: "The two passphrases differ." });
+    clear(out);
+    if (errs.length) { ctx.fieldErrors(form, new ctx.ApiError(0, "validation", "", errs)); return null; }
+    ctx.fieldErrors(form, null);
+    return { mode, name: name.value.trim(), path: path.value.trim(), passphrase: pass.value };
+  };
+  test.addEventListener("click", async () => {
+    const req = request();
+    if (!req) return;
+    busy(test, true, "Testing…");
+    try {
+      const r = await ctx.api("POST", "/repositories", { ...req, check: true });
+      out.append(h("p", { class: "notice" }, badge("ok"), req.mode === "create"
+        ? ` A new repository can be created in ${r.path}.`
+        : ` Opened ${r.path}: ${r.points} restore point${r.points === 1 ? "" : "s"}, ${r.encrypted ? "encrypted" : "not encrypted"}. Nothing was added yet.`));
+    } catch (err) {
+      ctx.fieldErrors(form, err);
+    } finally { busy(test, false, "Test"); }
+  });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const req = request();
+    if (!req) return;
+    const mode = req.mode;
+    busy(add, true, mode === "create" ? "Creating…" : "Opening…");
+    try {
+      const r = await ctx.api("POST", "/repositories", req);
+      ctx.toast(`Repository ${r.name} ${mode === "create" ? "created" : "opened"}; it opens at every start.`, "success");
+      form.reset();
+      create.checked = true;
+      sync();
+      await load();
+    } catch (err) {
+      ctx.fieldErrors(form, err);
+    } finally { busy(add, false, "Add repository"); }
+  });
+  box.append(list, form);
+  await load();
 }
 
 async function users(ctx, box) {
@@ -318,13 +598,14 @@ export default {
     if (!ctx.can("administrator")) return null;
     const vc = h("div");
     const mail = h("div");
+    const mt = h("div");
+    const repos = h("div");
     const us = h("div");
     const tok = h("div");
-    root.append(section("settings-vcenter-title", "vCenter connection", vc), section("settings-smtp-title", "E-mail (SMTP)", mail),
+    root.append(section("settings-vcenter-title", "vCenter connection", vc), section("settings-smtp-title", "Mail (SMTP)", mail),
+      section("settings-maintenance-title", "Maintenance window", mt), section("settings-repos-title", "Repositories", repos),
       section("settings-users-title", "Users and roles", us), section("settings-tokens-title", "API tokens", tok));
-    vcenter(ctx, vc);
-    smtp(ctx, mail);
-    await Promise.all([users(ctx, us), tokens(ctx, tok)]);
+    await Promise.all([vcenter(ctx, vc), smtp(ctx, mail), maintenance(ctx, mt), repositories(ctx, repos), users(ctx, us), tokens(ctx, tok)]);
     return null;
   },
 };
