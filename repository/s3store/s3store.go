@@ -429,18 +429,25 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 // SyncDeletes: an acknowledged DELETE is durable.
 func (s *Store) SyncDeletes(ctx context.Context, prefix string) error { return nil }
 
-// Clean aborts multipart uploads a crash left under the prefix and removes
+// Clean aborts the multipart pack uploads a crash left in this repository
+// (never those of another repository under a longer prefix) and removes
 // local staging files (the caller holds the repository lock).
 func (s *Store) Clean(ctx context.Context) error {
 	base := ""
 	if s.t.Prefix != "" {
 		base = s.t.Prefix + "/"
 	}
-	for u := range s.c.ListIncompleteUploads(ctx, s.t.Bucket, base, true) {
+	for u := range s.c.ListIncompleteUploads(ctx, s.t.Bucket, base+"packs/", true) {
 		if u.Err != nil {
 			// Not every S3 server lists uploads; staging leftovers are
 			// invisible either way (an incomplete upload is no object).
 			break
+		}
+		// Only packs go multipart, and only packs/XX/NAME is ours: another
+		// repository may live under a longer prefix in the same bucket
+		// (PREFIX/packs/…), with its own uploads in flight.
+		if parts := strings.Split(strings.TrimPrefix(u.Key, base), "/"); len(parts) != 3 || parts[0] != "packs" {
+			continue
 		}
 		if err := s.c.RemoveIncompleteUpload(ctx, s.t.Bucket, u.Key); err != nil {
 			return s.mapErr("abort upload", u.Key, err)
