@@ -24,6 +24,7 @@ const versitygwVersion = "v1.8.0"
 type TestServer struct {
 	Endpoint string // 127.0.0.1:port
 	Dir      string // the posix backend's root
+	PID      int    // the server process (benchmarks read its CPU time)
 }
 
 // Location returns s3:http://endpoint/bucket[/prefix].
@@ -111,7 +112,7 @@ func StartTestServer(t testing.TB) *TestServer {
 	t.Setenv("AWS_ACCESS_KEY_ID", access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_REGION", "us-east-1")
-	return &TestServer{Endpoint: endpoint, Dir: root}
+	return &TestServer{Endpoint: endpoint, Dir: root, PID: cmd.Process.Pid}
 }
 
 // NewTestStore starts a server and returns a Store on a fresh bucket.
