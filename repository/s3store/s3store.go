@@ -5,7 +5,8 @@
 // How FORMAT.md's guarantees hold on S3:
 //   - atomic-or-nothing: an S3 PUT (single or multipart) becomes visible
 //     only when complete, so a crash leaves nothing or the whole object;
-//   - a pack is staged in a local file and uploaded by Commit, which returns
+//   - a pack is staged in memory (within Options.MemoryBudget, else in a
+//     local file) and uploaded by Commit, which returns
 //     only after the server acknowledged it: the repository writes a commit
 //     record only after every pack it needs was committed;
 //   - nothing is overwritten in place: packs carry random names and are
@@ -123,6 +124,10 @@ type Options struct {
 	MaxRetries int
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+	// MemoryBudget bounds the bytes of uploads staged in memory at once;
+	// an upload past it spills to a file in StageDir (0 = 128 MiB, < 0 =
+	// always a file).
+	MemoryBudget int64
 	// ObjectLocking: a bucket CreateBucket makes has Object Lock enabled,
 	// and an existing bucket must have it (objectlock.go).
 	ObjectLocking bool
@@ -133,6 +138,7 @@ type Store struct {
 	t        Target
 	c        *minio.Client
 	stage    string
+	mem      *budget
 	partSize uint64
 	lockMode minio.RetentionMode // set by SetRetention (objectlock.go)
 	lockFor  time.Duration
@@ -192,7 +198,10 @@ func New(ctx context.Context, t Target, o Options) (*Store, error) {
 	if err := os.MkdirAll(o.StageDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: stage dir: %w", t.URL(), err)
 	}
-	return &Store{t: t, c: c, stage: o.StageDir, partSize: o.PartSize}, nil
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget = 128 << 20
+	}
+	return &Store{t: t, c: c, stage: o.StageDir, mem: &budget{left: max(o.MemoryBudget, 0)}, partSize: o.PartSize}, nil
 }
 
 func (s *Store) Location() string { return s.t.URL() }
@@ -281,46 +290,90 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, size int64, s
 }
 
 type staged struct {
-	s    *Store
-	name string
-	f    *os.File
-	n    int64
+	s        *Store
+	name     string
+	mem      memStage
+	reserved int64    // budget held by mem
+	f        *os.File // once spilled (or when no budget): the rest goes here
+	n        int64
+	err      error // a failed spill: every later Write and Commit fails
 }
 
-// Create stages the object in a local file; Commit uploads it.
+// Create stages the object in memory within the store's budget
+// (Options.MemoryBudget), spilling to a local file past it; Commit uploads
+// it.
 func (s *Store) Create(ctx context.Context, name string) (storage.Staged, error) {
-	f, err := os.CreateTemp(s.stage, "stage-*"+".tmp")
-	if err != nil {
-		return nil, fmt.Errorf("stage %s: %w", name, err)
-	}
-	return &staged{s: s, name: name, f: f}, nil
+	return &staged{s: s, name: name}, nil
 }
 
 func (st *staged) Write(p []byte) (int, error) {
+	if st.err != nil {
+		return 0, st.err
+	}
+	if st.f == nil {
+		// Reserve whole blocks: what memStage really holds.
+		need := (st.mem.n+int64(len(p))+stageBlock-1)/stageBlock*stageBlock - st.reserved
+		if need <= 0 || st.s.mem.take(need) {
+			if need > 0 {
+				st.reserved += need
+			}
+			st.mem.write(p)
+			st.n += int64(len(p))
+			return len(p), nil
+		}
+		f, err := os.CreateTemp(st.s.stage, "stage-*"+".tmp")
+		if err != nil {
+			st.err = fmt.Errorf("stage %s: %w", st.name, err)
+			return 0, st.err
+		}
+		st.f = f
+		if err := st.mem.spill(f); err != nil {
+			st.err = err
+			return 0, err
+		}
+		st.releaseMem()
+	}
 	n, err := st.f.Write(p)
 	st.n += int64(n)
 	return n, err
 }
 
+func (st *staged) releaseMem() {
+	st.mem.free()
+	st.s.mem.give(st.reserved)
+	st.reserved = 0
+}
+
 func (st *staged) Abort() {
-	st.f.Close()
-	os.Remove(st.f.Name())
+	st.releaseMem()
+	if st.f != nil {
+		st.f.Close()
+		os.Remove(st.f.Name())
+		st.f = nil
+	}
 }
 
 func (st *staged) Commit(ctx context.Context, steps storage.Steps) error {
 	defer st.Abort()
+	if st.err != nil {
+		return st.err
+	}
 	if err := hit(steps.Fsync); err != nil {
 		return fmt.Errorf("upload %s: %w", st.name, err)
 	}
-	if _, err := st.f.Seek(0, io.SeekStart); err != nil {
-		return err
+	var body io.Reader = io.NewSectionReader(&st.mem, 0, st.n)
+	if st.f != nil {
+		if _, err := st.f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		body = st.f
 	}
 	if err := hit(steps.Rename); err != nil {
 		return fmt.Errorf("upload %s: %w", st.name, err)
 	}
 	// Packs are never overwritten: their names are random, and a name
 	// taken means something is wrong.
-	if err := st.s.put(ctx, st.name, st.f, st.n, strings.HasPrefix(st.name, "packs/")); err != nil {
+	if err := st.s.put(ctx, st.name, body, st.n, strings.HasPrefix(st.name, "packs/")); err != nil {
 		return err
 	}
 	if err := hit(steps.Dirsync); err != nil {
@@ -347,8 +400,9 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 	if off+want > o.size {
 		want, short = o.size-off, true
 	}
-	b, err := o.s.GetRange(context.Background(), o.name, off, want)
-	n := copy(p, b)
+	// Straight into p: no buffer per read, no second copy (restore reads
+	// every byte of a disk through here).
+	n, err := o.s.readRange(context.Background(), o.name, off, p[:want])
 	if err != nil {
 		return n, err
 	}
@@ -369,15 +423,18 @@ func (s *Store) Open(ctx context.Context, name string) (storage.Object, error) {
 
 // GetRange reads length bytes from off (length < 0: to the end).
 func (s *Store) GetRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
-	var opts minio.GetObjectOptions
 	if length == 0 {
 		return []byte{}, nil
 	}
 	if length > 0 {
-		if err := opts.SetRange(off, off+length-1); err != nil {
+		b := make([]byte, length)
+		if _, err := s.readRange(ctx, name, off, b); err != nil {
 			return nil, err
 		}
-	} else if off > 0 {
+		return b, nil
+	}
+	var opts minio.GetObjectOptions
+	if off > 0 {
 		if err := opts.SetRange(off, 0); err != nil {
 			return nil, err
 		}
@@ -387,20 +444,35 @@ func (s *Store) GetRange(ctx context.Context, name string, off, length int64) ([
 		return nil, s.mapErr("get", name, err)
 	}
 	defer obj.Close()
-	var b []byte
-	if length > 0 {
-		b = make([]byte, length)
-		_, err = io.ReadFull(obj, b)
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-	} else {
-		b, err = io.ReadAll(obj)
-	}
+	b, err := io.ReadAll(obj)
 	if err != nil {
 		return nil, s.mapErr("get", name, err)
 	}
 	return b, nil
+}
+
+// readRange fills p from off with one ranged GET.
+func (s *Store) readRange(ctx context.Context, name string, off int64, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
+		return 0, err
+	}
+	obj, err := s.c.GetObject(ctx, s.t.Bucket, s.key(name), opts)
+	if err != nil {
+		return 0, s.mapErr("get", name, err)
+	}
+	defer obj.Close()
+	n, err := io.ReadFull(obj, p)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return n, s.mapErr("get", name, err)
+	}
+	return n, nil
 }
 
 func (s *Store) Stat(ctx context.Context, name string) (int64, error) {
