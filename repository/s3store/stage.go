@@ -12,7 +12,29 @@ import (
 // copy to grow.
 const stageBlock = 1 << 20
 
-var blockPool = sync.Pool{New: func() any { b := make([]byte, 0, stageBlock); return &b }}
+// blockFree keeps freed blocks for reuse. Not a sync.Pool: that one is
+// emptied at every GC, and a fresh 1 MiB block costs its page faults and
+// zeroing again (more CPU than writing to a file in the page cache). It
+// holds at most what the budgets allow, so it never grows past them.
+var blockFree = make(chan *[]byte, 256)
+
+func getBlock() *[]byte {
+	select {
+	case b := <-blockFree:
+		return b
+	default:
+		b := make([]byte, 0, stageBlock)
+		return &b
+	}
+}
+
+func putBlock(b *[]byte) {
+	*b = (*b)[:0]
+	select {
+	case blockFree <- b:
+	default:
+	}
+}
 
 // budget bounds the bytes staged in memory by all of a Store's uploads in
 // flight; past it, an upload spills to a local file (os.CreateTemp in
@@ -48,7 +70,7 @@ type memStage struct {
 func (m *memStage) write(p []byte) {
 	for len(p) > 0 {
 		if len(m.blocks) == 0 || len(*m.blocks[len(m.blocks)-1]) == stageBlock {
-			m.blocks = append(m.blocks, blockPool.Get().(*[]byte))
+			m.blocks = append(m.blocks, getBlock())
 		}
 		last := m.blocks[len(m.blocks)-1]
 		k := min(len(p), stageBlock-len(*last))
@@ -79,8 +101,7 @@ func (m *memStage) ReadAt(p []byte, off int64) (int, error) {
 
 func (m *memStage) free() {
 	for _, b := range m.blocks {
-		*b = (*b)[:0]
-		blockPool.Put(b)
+		putBlock(b)
 	}
 	m.blocks = nil
 }
