@@ -1,8 +1,10 @@
 package s3suite
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +102,9 @@ func BenchmarkS3VsLocal(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("VMVAULT_BENCH_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
-	srv := s3store.StartTestServer(b)
+	// VMVAULT_BENCH_GW_FLAGS: flags for versitygw's posix backend, e.g.
+	// "--data-integrity-etag" (no MD5 of every object for its ETag).
+	srv := s3store.StartTestServerWith(b, strings.Fields(os.Getenv("VMVAULT_BENCH_GW_FLAGS"))...)
 	bin := buildApplianceB(b)
 	dir := b.TempDir()
 	img := filepath.Join(dir, "random.img")
@@ -130,6 +134,7 @@ func BenchmarkS3VsLocal(b *testing.B) {
 	}
 	bk := map[string][]run{}
 	rs := map[string][]run{}
+	ls := map[string][]run{} // repo list: what opening and closing costs
 	var bkRatio, rsRatio []float64
 	n := 0
 	for range b.N {
@@ -154,13 +159,17 @@ func BenchmarkS3VsLocal(b *testing.B) {
 				r, _ := c.timed(b, be.gw, "image", "backup", "--vm", "bench", img)
 				c.env = base
 				bk[be.name] = append(bk[be.name], r)
-				_, list := c.timed(b, 0, "repo", "list", "--json")
+				lr, list := c.timed(b, 0, "repo", "list", "--json")
+				ls[be.name] = append(ls[be.name], lr)
 				id := pointID(b, list)
 				out := filepath.Join(dir, "restored.img")
 				prof("restore")
 				r, _ = c.timed(b, be.gw, "image", "restore", "--restore-point", id, out)
 				c.env = base
 				rs[be.name] = append(rs[be.name], r)
+				if n == 1 {
+					sameFile(b, img, out) // a fast wrong restore is no result
+				}
 				os.Remove(out)
 			}
 			k := len(bk["s3"]) - 1
@@ -183,8 +192,37 @@ func BenchmarkS3VsLocal(b *testing.B) {
 			}
 		}
 	}
+	for _, be := range []string{"local", "s3"} {
+		b.ReportMetric(median(ls[be]).wall, be+"-open+list-s")
+	}
 	b.ReportMetric(medianF(bkRatio), "backup-s3/local")
 	b.ReportMetric(medianF(rsRatio), "restore-s3/local")
+}
+
+// sameFile fails b unless the two files have the same bytes.
+func sameFile(b *testing.B, p1, p2 string) {
+	b.Helper()
+	f1, err := os.Open(p1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f1.Close()
+	f2, err := os.Open(p2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f2.Close()
+	b1, b2 := make([]byte, 1<<20), make([]byte, 1<<20)
+	for off := int64(0); ; off += 1 << 20 {
+		n1, err1 := io.ReadFull(f1, b1)
+		n2, _ := io.ReadFull(f2, b2)
+		if n1 != n2 || !bytes.Equal(b1[:n1], b2[:n2]) {
+			b.Fatalf("restored %s differs from %s in the MiB at %d", p2, p1, off)
+		}
+		if err1 != nil {
+			return
+		}
+	}
 }
 
 func medianF(v []float64) float64 {

@@ -68,6 +68,13 @@ func versitygwBinary(t testing.TB) string {
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION (t.Setenv).
 func StartTestServer(t testing.TB) *TestServer {
 	t.Helper()
+	return StartTestServerWith(t)
+}
+
+// StartTestServerWith is StartTestServer with flags for the posix backend
+// (e.g. "--data-integrity-etag": CRC-derived ETags instead of MD5).
+func StartTestServerWith(t testing.TB, posixFlags ...string) *TestServer {
+	t.Helper()
 	bin := versitygwBinary(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "data")
@@ -82,7 +89,8 @@ func StartTestServer(t testing.TB) *TestServer {
 	l.Close()
 	endpoint := "127.0.0.1:" + strconv.Itoa(port)
 	access, secret := "vmvaulttest", fmt.Sprintf("secret-%d", time.Now().UnixNano())
-	cmd := exec.Command(bin, "--access", access, "--secret", secret, "--port", endpoint, "posix", root)
+	args := append([]string{"--access", access, "--secret", secret, "--port", endpoint, "posix"}, posixFlags...)
+	cmd := exec.Command(bin, append(args, root)...)
 	logf, err := os.Create(filepath.Join(dir, "versitygw.log"))
 	if err != nil {
 		t.Fatal(err)
