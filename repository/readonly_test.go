@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,14 @@ func TestReadOnlyWhileOwnerWrites(t *testing.T) {
 			img1, img2, img3 := testDisk(11, 3<<20), testDisk(12, 2<<20), testDisk(13, 1<<20)
 			p1 := backup(t, a, "web", time.Now(), img1)
 
+			// An upload of A in flight (a .tmp file locally) while B opens:
+			// B must not clean it up as a crash's leftover.
+			inflight, err := a.store.Create(ctx, "packs/ab/"+strings.Repeat("ab", 16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inflight.Write([]byte("a pack being written"))
+
 			// B opens while A holds its lock and lease, with the default
 			// cache directory: its catalog is not A's.
 			b, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{ReadOnly: true})
@@ -107,6 +116,15 @@ func TestReadOnlyWhileOwnerWrites(t *testing.T) {
 				t.Fatalf("B lists %v, want [%s]", ids, p1.ID)
 			}
 			verifyPoint(t, b, p1.ID, img1)
+			if err := b.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := inflight.Commit(ctx, storage.Steps{}); err != nil {
+				t.Fatalf("the owner's upload in flight failed after a read-only open: %v", err)
+			}
+			if err := a.store.Delete(ctx, "packs/ab/"+strings.Repeat("ab", 16)); err != nil {
+				t.Fatal(err)
+			}
 
 			// A writes a point while B reads: B finds it by id without an
 			// explicit Refresh (a miss refreshes), and restores it.
