@@ -28,15 +28,23 @@ func (r *Repository) writable(op string) error {
 // packs and commit records another appliance wrote since Open (or the last
 // Refresh) become visible, and in read-only mode what its owner deleted
 // (points, reclaimed packs) disappears. A read-only repository refreshes by
-// itself when a point id is not found; the owner of a repository never
+// itself when a point id is not found or a pack it knows is gone; the owner of a repository never
 // needs to (it holds the lock, so nothing changes behind it).
 func (r *Repository) Refresh(ctx context.Context) error {
 	if err := r.enter(); err != nil {
 		return err
 	}
 	defer r.leave()
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
+	return r.refreshLocked(ctx)
+}
+
+// refreshLocked is Refresh; the caller holds refreshMu and maintMu.
+func (r *Repository) refreshLocked(ctx context.Context) error {
+	ctx = context.WithValue(ctx, refreshedKey{}, true) // reads inside never refresh again
 	if err := catalogGuard(func() error { return r.reconcile(ctx, nil) }); err != nil {
 		return fmt.Errorf("refresh catalog of %s: %w", r.store.Location(), err)
 	}
@@ -44,6 +52,25 @@ func (r *Repository) Refresh(ctx context.Context) error {
 		return fmt.Errorf("refresh catalog of %s: %w", r.store.Location(), err)
 	}
 	return nil
+}
+
+// refreshAfterMissingPack is the refresh of a read-only catalog whose pack
+// is gone (the owner reclaimed it). It never waits for maintenance of
+// this process (PlanReclaim, Recatalog hold maintMu and may be the very
+// caller, through their reads); when another refresh is running it waits
+// for that one instead of starting its own.
+func (r *Repository) refreshAfterMissingPack(ctx context.Context) error {
+	if !r.refreshMu.TryLock() {
+		r.refreshMu.Lock() // another refresh: its result is ours
+		r.refreshMu.Unlock()
+		return nil
+	}
+	defer r.refreshMu.Unlock()
+	if !r.maintMu.TryLock() {
+		return nil // maintenance in this process: it sees the files itself
+	}
+	defer r.maintMu.Unlock()
+	return r.refreshLocked(ctx)
 }
 
 // pruneReplica drops from a read-only catalog what the owner removed: packs

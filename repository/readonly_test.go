@@ -218,3 +218,41 @@ func TestReadOnlyOpenOfMissingRepository(t *testing.T) {
 		t.Fatalf("the read-only open created %s: %v", dir, err)
 	}
 }
+
+// TestReadOnlyRestoreAfterOwnerRepacks: the owner's reclaim moves the
+// blobs of a point B already knows into new packs and deletes the old
+// one; B's restore of that point finds them (a failed pack read refreshes
+// the read-only catalog once) instead of failing.
+func TestReadOnlyRestoreAfterOwnerRepacks(t *testing.T) {
+	// On S3 only: locally B's open file of the deleted pack still reads.
+	srv := s3store.StartTestServer(t)
+	loc := srv.Location("vmvault-ro-repack", "a")
+	ctx := context.Background()
+	if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{NoFsync: true, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	imgX, imgY := testDisk(21, 6<<20), testDisk(22, 1<<20)
+	p1 := backup(t, a, "both", time.Now(), imgX, imgY) // one pack: X's and Y's blobs
+	p2 := backup(t, a, "y", time.Now(), imgY)          // Y deduplicated into p1's pack
+	b, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{ReadOnly: true, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.Delete(ctx, p1.ID); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.Reclaim(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PacksRepacked == 0 {
+		t.Fatalf("the owner's reclaim repacked nothing (%+v): the test needs Y's blobs moved", rep)
+	}
+	verifyPoint(t, b, p2.ID, imgY)
+}

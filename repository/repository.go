@@ -98,8 +98,9 @@ type Repository struct {
 	finq  chan *packWriter
 	finWG sync.WaitGroup
 
-	gcMu    sync.RWMutex // W: reclaim deleting packs; R: copying a condemned blob
-	maintMu sync.Mutex   // one Reclaim/Recatalog at a time
+	gcMu      sync.RWMutex // W: reclaim deleting packs; R: copying a condemned blob
+	maintMu   sync.Mutex   // one Reclaim/Recatalog at a time
+	refreshMu sync.Mutex   // one Refresh at a time (taken before maintMu)
 }
 
 // pendingBlob is a blob reserved by a session and not yet indexed.
@@ -394,6 +395,15 @@ func (r *Repository) loadBlob(ctx context.Context, id ID, dst []byte) ([]byte, e
 			// Reclaim may have moved the blob and deleted the pack: retry the lookup.
 			lastErr = &CorruptBlobError{Blob: id, Pack: loc.Pack.String(), Err: err}
 			r.files.forget(loc.Pack)
+			if r.opts.ReadOnly && storage.IsNotExist(err) && !refreshed(ctx) {
+				// The owner's reclaim, which this catalog knows nothing of:
+				// learn where the blob went (once; Refresh's own reads
+				// carry the mark, so it never recurses).
+				ctx = context.WithValue(ctx, refreshedKey{}, true)
+				if rerr := r.refreshAfterMissingPack(ctx); rerr != nil {
+					return nil, rerr
+				}
+			}
 			continue
 		}
 		out, err := r.codec.decode(dst, loc.entry(id), buf)
