@@ -84,8 +84,9 @@ bench-deps: test-deps
 
 # Micro-benchmarks of every package, then the end-to-end comparison with restic
 # on generated VM-like images (see docs/PERFORMANCE.md).
-bench: bench-deps build
+bench: bench-deps build $(VERSITYGW)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./vmdk/... ./diskimage/... ./backup/...
+	$(GO) test -run '^$$' -bench S3VsLocal -benchtime 1x ./internal/s3suite/
 	scripts/bench.sh $(BIN)
 
 # A lab vCenter with sample VMs (real ext4/FAT disks, so demo-deps), a

@@ -99,6 +99,9 @@ func appConfigTime(name string) (int64, bool) {
 // is durable when SaveApplianceConfig returns; a crash before leaves the
 // previous one.
 func (r *Repository) SaveApplianceConfig(ctx context.Context, b []byte) error {
+	if err := r.writable("save appliance configuration"); err != nil {
+		return err
+	}
 	if err := r.enter(); err != nil {
 		return err
 	}

@@ -87,6 +87,9 @@ type CopyResult struct {
 //
 // Locks and time locks are not copied: the target's own policy decides.
 func Copy(ctx context.Context, src, dst *Repository, opts CopyOptions) (*CopyResult, error) {
+	if err := dst.writable("copy into"); err != nil {
+		return nil, fmt.Errorf("copy: target: %w", err)
+	}
 	if err := src.enter(); err != nil {
 		return nil, fmt.Errorf("copy: source: %w", err)
 	}

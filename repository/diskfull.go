@@ -49,6 +49,9 @@ func (s *Session) Commit(ctx context.Context, p NewPoint) (Point, error) {
 // because then the live set is unknown. A full disk (repacking writes new
 // packs before old ones go) fails it with a DiskFullError.
 func (r *Repository) Reclaim(ctx context.Context, progress func(Progress)) (*ReclaimReport, error) {
+	if err := r.writable("reclaim"); err != nil {
+		return nil, err
+	}
 	rep, err := r.reclaim(ctx, progress)
 	return rep, r.diskFull(err)
 }

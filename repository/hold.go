@@ -195,6 +195,9 @@ func (r *Repository) applyHolds(pts []Point) {
 // date before the current one is refused with a PointLockedError naming
 // the current date. The date is kept to the second.
 func (r *Repository) LockUntil(ctx context.Context, id string, until time.Time) error {
+	if err := r.writable("time-lock restore point " + id); err != nil {
+		return err
+	}
 	if err := r.enter(); err != nil {
 		return err
 	}

@@ -78,6 +78,34 @@ func cacheDir(dir string, loc Location) (string, error) {
 	return filepath.Join(base, "repos", hex.EncodeToString(h[:8])), nil
 }
 
+// openReadOnlyStore is openStore for OpenOptions.ReadOnly: the catalog
+// cache is never the owner's (for a local repository, not the repository
+// directory), so that the owner's catalog and lock are left alone.
+func openReadOnlyStore(ctx context.Context, loc Location, cache string) (storage.Storage, string, error) {
+	dir := cache
+	if dir == "" {
+		d, err := cacheDir("", loc)
+		if err != nil {
+			return nil, "", err
+		}
+		dir = d + "-ro"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("catalog cache %s: %w", dir, err)
+	}
+	if loc.S3 == nil {
+		if fi, err := os.Stat(loc.Local); err != nil || !fi.IsDir() {
+			return nil, "", fmt.Errorf("repository %s: not a directory: %w", loc.Local, ErrNotFound)
+		}
+		return storage.NewLocal(loc.Local, true), dir, nil
+	}
+	st, err := s3store.New(ctx, *loc.S3, s3store.Options{StageDir: filepath.Join(dir, "stage")})
+	if err != nil {
+		return nil, "", err
+	}
+	return st, dir, nil
+}
+
 // openStore returns the backend for loc and the local directory of the
 // catalog and the process lock (the repository directory itself when
 // local).

@@ -264,6 +264,13 @@ func (r *Repository) Point(ctx context.Context, idOrPrefix string) (Point, error
 	}
 	switch len(found) {
 	case 0:
+		if r.opts.ReadOnly && !refreshed(ctx) {
+			// The owner may have committed it since our last look.
+			if err := r.Refresh(ctx); err != nil {
+				return Point{}, err
+			}
+			return r.Point(context.WithValue(ctx, refreshedKey{}, true), idOrPrefix)
+		}
 		return Point{}, fmt.Errorf("restore point %q: %w", idOrPrefix, ErrNotFound)
 	case 1:
 		return found[0], nil
@@ -285,6 +292,9 @@ func (r *Repository) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Repository) deletePoint(ctx context.Context, id string) error {
+	if err := r.writable("delete restore point " + id); err != nil {
+		return err
+	}
 	if err := r.enter(); err != nil {
 		return err
 	}
@@ -331,6 +341,9 @@ func (r *Repository) Lock(ctx context.Context, id string) error { return r.setLo
 func (r *Repository) Unlock(ctx context.Context, id string) error { return r.setLocked(ctx, id, false) }
 
 func (r *Repository) setLocked(ctx context.Context, id string, locked bool) error {
+	if err := r.writable("lock restore point " + id); err != nil {
+		return err
+	}
 	if err := r.enter(); err != nil {
 		return err
 	}

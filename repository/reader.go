@@ -664,8 +664,17 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 // fetch jobs ahead into a fixed set of reusable buffers, and sink, called
 // in disk order for every hole and data job (j.out holds a data job's
 // extent bytes, valid until sink returns).
+// remoteReadWorkers is the restore workers of a remote repository.
+const remoteReadWorkers = 4
+
 func (d *DiskReader) ordered(ctx context.Context, sink func(j *streamJob) error) error {
 	workers := defaultWorkers()
+	if d.r.storeDir() == "" {
+		// A remote read waits on the network and the server, not on our
+		// cores: more ranges in flight keep the pipe full (each worker
+		// holds one buffer set, so this bounds the memory too).
+		workers = max(workers, remoteReadWorkers)
+	}
 	// Buffer sets bound the bytes in flight: each holds one job's stored
 	// regions (streamReadMax) and compressed blobs' plaintext
 	// (streamRawMax); two beyond the workers keep them busy while the

@@ -18,9 +18,22 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 			progress(Progress{Phase: phase, Done: done, Total: total})
 		}
 	}
+	// Records before packs: a commit record is written only after every
+	// pack it needs was acknowledged, so every pack of a record listed here
+	// is in the pack listing that follows, even while another appliance
+	// writes into the repository (a read-only open).
+	recs, err := r.listRecords()
+	if err != nil {
+		return err
+	}
 	onDisk, err := r.listPackFiles()
 	if err != nil {
 		return fmt.Errorf("list packs: %w", err)
+	}
+	if r.opts.ReadOnly {
+		if err := r.pruneReplica(onDisk, recs); err != nil {
+			return fmt.Errorf("refresh read-only catalog: %w", err)
+		}
 	}
 	// 1. Finish an interrupted reclaim: condemned packs that are gone lose
 	// their entries; the rest become ordinary packs again (the next reclaim
@@ -146,10 +159,6 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	// is detected, not silently forgotten); `repo delete` or a recatalog
 	// drops it.
 	files := map[ID]bool{}
-	recs, err := r.listRecords()
-	if err != nil {
-		return err
-	}
 	for _, id := range recs {
 		files[id] = true
 	}

@@ -42,6 +42,16 @@ type OpenOptions struct {
 	// Clock decides when time locks and object locks expire (nil: the
 	// wall clock).
 	Clock clock.Clock
+	// ReadOnly opens a repository that another appliance may be writing
+	// into, to list and restore: no repository lock or lease is taken and
+	// nothing is written to the repository (writes fail with ErrReadOnly,
+	// nothing left by a crash is cleaned up). The catalog is a cache of its
+	// own, in CacheDir or by default beside the owner's under
+	// vmvault/repos/<hash of the location>-ro (for a local repository too),
+	// brought up to date at Open, by Refresh, and when a point id is not
+	// found. A second read-only Open with the same cache directory waits
+	// for the first (RetryLock) or fails with ErrLocked.
+	ReadOnly bool
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -88,8 +98,9 @@ type Repository struct {
 	finq  chan *packWriter
 	finWG sync.WaitGroup
 
-	gcMu    sync.RWMutex // W: reclaim deleting packs; R: copying a condemned blob
-	maintMu sync.Mutex   // one Reclaim/Recatalog at a time
+	gcMu      sync.RWMutex // W: reclaim deleting packs; R: copying a condemned blob
+	maintMu   sync.Mutex   // one Reclaim/Recatalog at a time
+	refreshMu sync.Mutex   // one Refresh at a time (taken before maintMu)
 }
 
 // pendingBlob is a blob reserved by a session and not yet indexed.
@@ -116,7 +127,13 @@ func Open(ctx context.Context, location string, password []byte, opts OpenOption
 	if err != nil {
 		return nil, fmt.Errorf("open repository: %w", err)
 	}
-	store, dir, err := openStore(ctx, loc, opts.CacheDir, opts.NoFsync, false)
+	var store storage.Storage
+	var dir string
+	if opts.ReadOnly {
+		store, dir, err = openReadOnlyStore(ctx, loc, opts.CacheDir)
+	} else {
+		store, dir, err = openStore(ctx, loc, opts.CacheDir, opts.NoFsync, false)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", location, err)
 	}
@@ -157,7 +174,7 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	var lease func() error
-	if ls, ok := store.(leaser); ok {
+	if ls, ok := store.(leaser); ok && !opts.ReadOnly {
 		// A remote repository is shared by every appliance that can reach
 		// it: the local flock guards the catalog cache, the lease the
 		// bucket.
@@ -217,8 +234,10 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		unlock()
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
-	if err := r.removeTemp(); err != nil {
-		return fail(err)
+	if !opts.ReadOnly { // the owner's staging and uploads in flight are not ours
+		if err := r.removeTemp(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := r.loadCatalog(ctx); err != nil {
 		return fail(err)
@@ -376,6 +395,15 @@ func (r *Repository) loadBlob(ctx context.Context, id ID, dst []byte) ([]byte, e
 			// Reclaim may have moved the blob and deleted the pack: retry the lookup.
 			lastErr = &CorruptBlobError{Blob: id, Pack: loc.Pack.String(), Err: err}
 			r.files.forget(loc.Pack)
+			if r.opts.ReadOnly && storage.IsNotExist(err) && !refreshed(ctx) {
+				// The owner's reclaim, which this catalog knows nothing of:
+				// learn where the blob went (once; Refresh's own reads
+				// carry the mark, so it never recurses).
+				ctx = context.WithValue(ctx, refreshedKey{}, true)
+				if rerr := r.refreshAfterMissingPack(ctx); rerr != nil {
+					return nil, rerr
+				}
+			}
 			continue
 		}
 		out, err := r.codec.decode(dst, loc.entry(id), buf)

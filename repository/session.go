@@ -53,6 +53,9 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := r.writable("new backup session"); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -5,13 +5,17 @@
 // How FORMAT.md's guarantees hold on S3:
 //   - atomic-or-nothing: an S3 PUT (single or multipart) becomes visible
 //     only when complete, so a crash leaves nothing or the whole object;
-//   - a pack is staged in a local file and uploaded by Commit, which returns
+//   - a pack is staged in a local file (or in memory, within
+//     Options.MemoryBudget) and uploaded by Commit, which returns
 //     only after the server acknowledged it: the repository writes a commit
 //     record only after every pack it needs was committed;
 //   - nothing is overwritten in place: packs carry random names and are
 //     written with If-None-Match: * (a name that exists is refused);
-//   - checksums: every upload sends Content-MD5 (per part for multipart),
-//     which the server verifies before it stores the bytes;
+//   - checksums: every upload carries a CRC32C of its bytes in a trailer
+//     (per part for multipart), which the server verifies before it
+//     stores them (TestUploadChecksumVerifiedByServer); the payload is not
+//     signed chunk by chunk (UNSIGNED-PAYLOAD-TRAILER), which saved two
+//     SHA-256 passes over every byte, ours and the server's;
 //   - large objects (over PartSize) go multipart; an interrupted upload is
 //     aborted by Clean (run at open under the repository lock);
 //   - retries: minio-go retries failed requests with exponential backoff
@@ -112,7 +116,7 @@ type Options struct {
 	// StageDir holds packs being written before their upload (local disk).
 	StageDir string
 	// PartSize is the multipart part size; objects larger go multipart
-	// (0 = 16 MiB).
+	// (0 = 64 MiB: a default 32 MiB pack is one PUT, not four requests).
 	PartSize uint64
 	// CreateBucket makes the bucket when it is missing (Init).
 	CreateBucket bool
@@ -120,6 +124,14 @@ type Options struct {
 	MaxRetries int
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+	// MemoryBudget bounds the bytes of uploads staged in memory at once;
+	// an upload past it spills to a file in StageDir (0: always a file).
+	// Off by default: measured (docs/PERFORMANCE.md §11), staging 128 MiB
+	// in memory cost the backup 0.4 CPU-seconds more per 256 MiB than a
+	// file in the page cache (a larger heap: the codec's allocations touch
+	// fresh pages) and 80 MiB more peak RSS. For hosts whose staging
+	// directory is slow and memory plentiful.
+	MemoryBudget int64
 	// ObjectLocking: a bucket CreateBucket makes has Object Lock enabled,
 	// and an existing bucket must have it (objectlock.go).
 	ObjectLocking bool
@@ -130,6 +142,7 @@ type Store struct {
 	t        Target
 	c        *minio.Client
 	stage    string
+	mem      *budget
 	partSize uint64
 	lockMode minio.RetentionMode // set by SetRetention (objectlock.go)
 	lockFor  time.Duration
@@ -151,7 +164,7 @@ func New(ctx context.Context, t Target, o Options) (*Store, error) {
 		o.MaxRetries = 5
 	}
 	if o.PartSize == 0 {
-		o.PartSize = 16 << 20
+		o.PartSize = 64 << 20
 	}
 	c, err := minio.New(t.Endpoint, &minio.Options{
 		Creds:      credentials.NewStaticV4(ak, sk, ""),
@@ -159,6 +172,9 @@ func New(ctx context.Context, t Target, o Options) (*Store, error) {
 		Region:     region,
 		MaxRetries: o.MaxRetries,
 		Transport:  o.Transport,
+		// Lets a PUT carry its checksum (CRC32C) in a trailer instead of
+		// signing the payload chunk by chunk (see put).
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.URL(), err)
@@ -186,7 +202,7 @@ func New(ctx context.Context, t Target, o Options) (*Store, error) {
 	if err := os.MkdirAll(o.StageDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s: stage dir: %w", t.URL(), err)
 	}
-	return &Store{t: t, c: c, stage: o.StageDir, partSize: o.PartSize}, nil
+	return &Store{t: t, c: c, stage: o.StageDir, mem: &budget{left: max(o.MemoryBudget, 0)}, partSize: o.PartSize}, nil
 }
 
 func (s *Store) Location() string { return s.t.URL() }
@@ -230,12 +246,17 @@ func isPreconditionFailed(err error) bool {
 
 func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, exclusive bool) error {
 	opts := minio.PutObjectOptions{
-		// Over http minio-go signs the payload's SHA-256, which the server
-		// verifies: that is the checksum. Over https it sends
-		// UNSIGNED-PAYLOAD, so Content-MD5 (per part) is.
-		SendContentMd5: s.t.Secure,
-		PartSize:       s.partSize,
-		ContentType:    "application/octet-stream",
+		// The checksum is a CRC32C of the whole object (per part for
+		// multipart) sent as a trailer, which the server verifies before it
+		// stores the bytes. Without DisableContentSha256 minio-go signs the
+		// payload over http in 64 KiB chunks (two SHA-256 passes over every
+		// byte here and in the server): the largest CPU cost of an S3
+		// backup on a shared host (docs/PERFORMANCE.md §11). The data's
+		// own integrity is the AEAD of every blob, verified on every read.
+		DisableContentSha256: true,
+		Checksum:             minio.ChecksumFullObjectCRC32C,
+		PartSize:             s.partSize,
+		ContentType:          "application/octet-stream",
 	}
 	if exclusive {
 		opts.SetMatchETagExcept("*")
@@ -270,46 +291,90 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, size int64, s
 }
 
 type staged struct {
-	s    *Store
-	name string
-	f    *os.File
-	n    int64
+	s        *Store
+	name     string
+	mem      memStage
+	reserved int64    // budget held by mem
+	f        *os.File // once spilled (or when no budget): the rest goes here
+	n        int64
+	err      error // a failed spill: every later Write and Commit fails
 }
 
-// Create stages the object in a local file; Commit uploads it.
+// Create stages the object in memory within the store's budget
+// (Options.MemoryBudget, none by default), in a local file past it; Commit
+// uploads it.
 func (s *Store) Create(ctx context.Context, name string) (storage.Staged, error) {
-	f, err := os.CreateTemp(s.stage, "stage-*"+".tmp")
-	if err != nil {
-		return nil, fmt.Errorf("stage %s: %w", name, err)
-	}
-	return &staged{s: s, name: name, f: f}, nil
+	return &staged{s: s, name: name}, nil
 }
 
 func (st *staged) Write(p []byte) (int, error) {
+	if st.err != nil {
+		return 0, st.err
+	}
+	if st.f == nil {
+		// Reserve whole blocks: what memStage really holds.
+		need := (st.mem.n+int64(len(p))+stageBlock-1)/stageBlock*stageBlock - st.reserved
+		if need <= 0 || st.s.mem.take(need) {
+			if need > 0 {
+				st.reserved += need
+			}
+			st.mem.write(p)
+			st.n += int64(len(p))
+			return len(p), nil
+		}
+		f, err := os.CreateTemp(st.s.stage, "stage-*"+".tmp")
+		if err != nil {
+			st.err = fmt.Errorf("stage %s: %w", st.name, err)
+			return 0, st.err
+		}
+		st.f = f
+		if err := st.mem.spill(f); err != nil {
+			st.err = err
+			return 0, err
+		}
+		st.releaseMem()
+	}
 	n, err := st.f.Write(p)
 	st.n += int64(n)
 	return n, err
 }
 
+func (st *staged) releaseMem() {
+	st.mem.free()
+	st.s.mem.give(st.reserved)
+	st.reserved = 0
+}
+
 func (st *staged) Abort() {
-	st.f.Close()
-	os.Remove(st.f.Name())
+	st.releaseMem()
+	if st.f != nil {
+		st.f.Close()
+		os.Remove(st.f.Name())
+		st.f = nil
+	}
 }
 
 func (st *staged) Commit(ctx context.Context, steps storage.Steps) error {
 	defer st.Abort()
+	if st.err != nil {
+		return st.err
+	}
 	if err := hit(steps.Fsync); err != nil {
 		return fmt.Errorf("upload %s: %w", st.name, err)
 	}
-	if _, err := st.f.Seek(0, io.SeekStart); err != nil {
-		return err
+	var body io.Reader = io.NewSectionReader(&st.mem, 0, st.n)
+	if st.f != nil {
+		if _, err := st.f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		body = st.f
 	}
 	if err := hit(steps.Rename); err != nil {
 		return fmt.Errorf("upload %s: %w", st.name, err)
 	}
 	// Packs are never overwritten: their names are random, and a name
 	// taken means something is wrong.
-	if err := st.s.put(ctx, st.name, st.f, st.n, strings.HasPrefix(st.name, "packs/")); err != nil {
+	if err := st.s.put(ctx, st.name, body, st.n, strings.HasPrefix(st.name, "packs/")); err != nil {
 		return err
 	}
 	if err := hit(steps.Dirsync); err != nil {
@@ -336,8 +401,9 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 	if off+want > o.size {
 		want, short = o.size-off, true
 	}
-	b, err := o.s.GetRange(context.Background(), o.name, off, want)
-	n := copy(p, b)
+	// Straight into p: no buffer per read, no second copy (restore reads
+	// every byte of a disk through here).
+	n, err := o.s.readRange(context.Background(), o.name, off, p[:want])
 	if err != nil {
 		return n, err
 	}
@@ -358,15 +424,18 @@ func (s *Store) Open(ctx context.Context, name string) (storage.Object, error) {
 
 // GetRange reads length bytes from off (length < 0: to the end).
 func (s *Store) GetRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
-	var opts minio.GetObjectOptions
 	if length == 0 {
 		return []byte{}, nil
 	}
 	if length > 0 {
-		if err := opts.SetRange(off, off+length-1); err != nil {
+		b := make([]byte, length)
+		if _, err := s.readRange(ctx, name, off, b); err != nil {
 			return nil, err
 		}
-	} else if off > 0 {
+		return b, nil
+	}
+	var opts minio.GetObjectOptions
+	if off > 0 {
 		if err := opts.SetRange(off, 0); err != nil {
 			return nil, err
 		}
@@ -376,20 +445,35 @@ func (s *Store) GetRange(ctx context.Context, name string, off, length int64) ([
 		return nil, s.mapErr("get", name, err)
 	}
 	defer obj.Close()
-	var b []byte
-	if length > 0 {
-		b = make([]byte, length)
-		_, err = io.ReadFull(obj, b)
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-	} else {
-		b, err = io.ReadAll(obj)
-	}
+	b, err := io.ReadAll(obj)
 	if err != nil {
 		return nil, s.mapErr("get", name, err)
 	}
 	return b, nil
+}
+
+// readRange fills p from off with one ranged GET.
+func (s *Store) readRange(ctx context.Context, name string, off int64, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
+		return 0, err
+	}
+	obj, err := s.c.GetObject(ctx, s.t.Bucket, s.key(name), opts)
+	if err != nil {
+		return 0, s.mapErr("get", name, err)
+	}
+	defer obj.Close()
+	n, err := io.ReadFull(obj, p)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return n, s.mapErr("get", name, err)
+	}
+	return n, nil
 }
 
 func (s *Store) Stat(ctx context.Context, name string) (int64, error) {
@@ -429,18 +513,25 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 // SyncDeletes: an acknowledged DELETE is durable.
 func (s *Store) SyncDeletes(ctx context.Context, prefix string) error { return nil }
 
-// Clean aborts multipart uploads a crash left under the prefix and removes
+// Clean aborts the multipart pack uploads a crash left in this repository
+// (never those of another repository under a longer prefix) and removes
 // local staging files (the caller holds the repository lock).
 func (s *Store) Clean(ctx context.Context) error {
 	base := ""
 	if s.t.Prefix != "" {
 		base = s.t.Prefix + "/"
 	}
-	for u := range s.c.ListIncompleteUploads(ctx, s.t.Bucket, base, true) {
+	for u := range s.c.ListIncompleteUploads(ctx, s.t.Bucket, base+"packs/", true) {
 		if u.Err != nil {
 			// Not every S3 server lists uploads; staging leftovers are
 			// invisible either way (an incomplete upload is no object).
 			break
+		}
+		// Only packs go multipart, and only packs/XX/NAME is ours: another
+		// repository may live under a longer prefix in the same bucket
+		// (PREFIX/packs/…), with its own uploads in flight.
+		if parts := strings.Split(strings.TrimPrefix(u.Key, base), "/"); len(parts) != 3 || parts[0] != "packs" {
+			continue
 		}
 		if err := s.c.RemoveIncompleteUpload(ctx, s.t.Bucket, u.Key); err != nil {
 			return s.mapErr("abort upload", u.Key, err)

@@ -24,6 +24,7 @@ const versitygwVersion = "v1.8.0"
 type TestServer struct {
 	Endpoint string // 127.0.0.1:port
 	Dir      string // the posix backend's root
+	PID      int    // the server process (benchmarks read its CPU time)
 }
 
 // Location returns s3:http://endpoint/bucket[/prefix].
@@ -67,6 +68,13 @@ func versitygwBinary(t testing.TB) string {
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION (t.Setenv).
 func StartTestServer(t testing.TB) *TestServer {
 	t.Helper()
+	return StartTestServerWith(t)
+}
+
+// StartTestServerWith is StartTestServer with flags for the posix backend
+// (e.g. "--data-integrity-etag": CRC-derived ETags instead of MD5).
+func StartTestServerWith(t testing.TB, posixFlags ...string) *TestServer {
+	t.Helper()
 	bin := versitygwBinary(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "data")
@@ -81,7 +89,8 @@ func StartTestServer(t testing.TB) *TestServer {
 	l.Close()
 	endpoint := "127.0.0.1:" + strconv.Itoa(port)
 	access, secret := "vmvaulttest", fmt.Sprintf("secret-%d", time.Now().UnixNano())
-	cmd := exec.Command(bin, "--access", access, "--secret", secret, "--port", endpoint, "posix", root)
+	args := append([]string{"--access", access, "--secret", secret, "--port", endpoint, "posix"}, posixFlags...)
+	cmd := exec.Command(bin, append(args, root)...)
 	logf, err := os.Create(filepath.Join(dir, "versitygw.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +120,7 @@ func StartTestServer(t testing.TB) *TestServer {
 	t.Setenv("AWS_ACCESS_KEY_ID", access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_REGION", "us-east-1")
-	return &TestServer{Endpoint: endpoint, Dir: root}
+	return &TestServer{Endpoint: endpoint, Dir: root, PID: cmd.Process.Pid}
 }
 
 // NewTestStore starts a server and returns a Store on a fresh bucket.
