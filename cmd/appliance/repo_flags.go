@@ -21,6 +21,7 @@ type repoFlags struct {
 	passwordFile string
 	noFsync      bool
 	retryLock    time.Duration
+	readOnly     bool
 	command      string // "appliance repo check": names this process in the lock file
 }
 
@@ -30,6 +31,7 @@ func addRepoFlags(fs *flag.FlagSet) *repoFlags {
 	fs.StringVar(&f.passwordFile, "password-file", "", "read the repository passphrase from this file (default: $VMVAULT_PASSWORD)")
 	fs.BoolVar(&f.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
 	fs.DurationVar(&f.retryLock, "retry-lock", 0, "wait up to this long (e.g. 5m) for a repository locked by another process (default: fail at once)")
+	fs.BoolVar(&f.readOnly, "read-only", false, "open without the lock, to list and restore while another appliance owns the repository and writes to it (writes are refused)")
 	return f
 }
 
@@ -75,6 +77,7 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 	r, err := repository.Open(ctx, f.dir, pw, repository.OpenOptions{
 		NoFsync:   f.noFsync,
 		RetryLock: f.retryLock,
+		ReadOnly:  f.readOnly,
 		Holder:    "CLI (" + f.command + ")",
 		// Warnings (a catalog rebuilt after corruption) go to the user.
 		Logger: slog.New(slog.NewTextHandler(env.stderr, nil)),

@@ -77,3 +77,23 @@ func TestRecatalogWithCorruptCatalog(t *testing.T) {
 		t.Fatalf("repo list after recatalog: %s", out)
 	}
 }
+
+// TestReadOnlyFlag: with --read-only a command lists the points of a
+// repository another process holds, and a write through it is refused.
+func TestReadOnlyFlag(t *testing.T) {
+	repo := initRepo(t)
+	holder, err := repository.Open(context.Background(), repo, []byte(testPassword), repository.OpenOptions{Holder: "daemon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if res := runCLI(t, "repo", "list", "--repo", repo); res.code == 0 || !strings.Contains(res.stderr, "locked") {
+		t.Fatalf("repo list without --read-only on a held repository: exit %d %q", res.code, res.stderr)
+	}
+	if res := runCLI(t, "repo", "list", "--repo", repo, "--read-only"); res.code != 0 {
+		t.Fatalf("repo list --read-only: exit %d: %s", res.code, res.stderr)
+	}
+	if res := runCLI(t, "repo", "reclaim", "--repo", repo, "--read-only"); res.code == 0 || !strings.Contains(res.stderr, "read-only") {
+		t.Fatalf("repo reclaim --read-only: exit %d %q, want a refusal naming read-only", res.code, res.stderr)
+	}
+}
