@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/repository"
 )
 
 // With approvals.delay configured, an administrator's deletion of a
@@ -18,7 +19,7 @@ import (
 func TestServeDelayedDeleteExecutes(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	p := testRepoWithPoint(t, repoDir, "repo-pass")
+	p := repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
 	cfg := fmt.Sprintf(`
 listen: 127.0.0.1:0

@@ -266,7 +266,7 @@ func TestConsoleRepositories(t *testing.T) {
 	c, csrf := cookieLogin(t, sd.addr, "admin-secret-7")
 
 	existing := filepath.Join(dir, "existing")
-	p := testRepoWithPoint(t, existing, "existing-pass")
+	p := repository.TestRepositoryWithPoint(t, existing, "existing-pass")
 	junk := filepath.Join(dir, "junk")
 	if err := os.MkdirAll(junk, 0o755); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func lifecycleConfig(t *testing.T, dir, extra string) *Config {
 	t.Helper()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	p := filepath.Join(dir, "vmvault.yaml")
 	y := fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: state\nlog_level: debug\nrepositories:\n  - {name: main, path: %s, passphrase_env: MAIN_PASS}\n", repoDir) + extra
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
@@ -57,7 +57,7 @@ func TestNewClosesOnError(t *testing.T) {
 	dir := t.TempDir()
 	cfg := lifecycleConfig(t, dir, "")
 	other := filepath.Join(dir, "other")
-	testRepoWithPoint(t, other, "other-pass")
+	repository.TestRepositoryWithPoint(t, other, "other-pass")
 	cfg.Repositories = append(cfg.Repositories, RepoConfig{Name: "other", Path: other, PassphraseEnv: "OTHER_PASS"})
 	_, err := New(context.Background(), cfg, lifecycleOptions(map[string]string{"MAIN_PASS": "repo-pass"}))
 	if err == nil || !strings.Contains(err.Error(), "OTHER_PASS") {

@@ -30,7 +30,7 @@ func TestServeS3OffsiteDisasterRecovery(t *testing.T) {
 	t.Setenv("VMVAULT_CACHE_DIR", cacheDir)
 	dirA := t.TempDir()
 	mainDir := filepath.Join(dirA, "repo")
-	src := testRepoWithPoint(t, mainDir, "repo-pass")
+	src := repository.TestRepositoryWithPoint(t, mainDir, "repo-pass")
 	loc := srv.Location("vmvault-dr", "appliance-1")
 	if err := repository.Init(ctx, loc, []byte("s3-pass"), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
 		t.Fatal(err)

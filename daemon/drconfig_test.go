@@ -276,7 +276,7 @@ func TestImportConfigErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "pw")
+	repository.TestRepositoryWithPoint(t, repoDir, "pw")
 	cfgYAML := fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: %s\nrepositories:\n  - {name: main, path: %s, passphrase_env: P}\n", filepath.Join(dir, "state"), repoDir)
 	p := filepath.Join(dir, "vmvault.yaml")
 	if err := os.WriteFile(p, []byte(cfgYAML), 0o600); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,47 +17,8 @@ import (
 
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/web"
-	"github.com/vmvault/vmvault/web/openapitest"
+	"github.com/vmvault/vmvault/web/webtest"
 )
-
-// testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
-// committed restore point, closes it and returns the point.
-func testRepoWithPoint(t *testing.T, dir, pass string) repository.Point {
-	t.Helper()
-	ctx := context.Background()
-	if err := repository.Init(ctx, dir, []byte(pass), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repository.Open(ctx, dir, []byte(pass), repository.OpenOptions{NoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	s, err := r.NewSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Abort()
-	data := bytes.Repeat([]byte("vmvault disk block "), 8192)
-	id, _, _, err := s.PutChunk(ctx, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := s.PutDisk(ctx, int64(len(data)), []repository.Extent{{Length: int64(len(data)), ID: id}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Commit(ctx, repository.NewPoint{
-		VM:   repository.VMIdentity{Name: "web01", InstanceUUID: "4210a1b2-0000-0000-0000-000000000001"},
-		Time: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), Consistency: "crash",
-		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // randBytes returns n seeded random bytes.
 func randBytes(seed uint64, n int) []byte {
@@ -80,55 +40,18 @@ func startTestLab(t *testing.T) *lab.Lab {
 	return l
 }
 
+// apiClient is webtest.Client under the names these tests use.
 type apiClient struct {
 	t    *testing.T
 	base string
 	hc   *http.Client
 }
 
-// call sends one request and checks the response against the published
-// API document.
+// call sends one request and checks the answer against the published API
+// document (webtest.Client.Call).
 func (a *apiClient) call(method, path string, body any, hdr map[string]string) (int, []byte) {
 	a.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, a.base+path, rd)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := a.hc.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, e := range publishedAPI(a.t).Response(method, path, res.StatusCode, res.Header, b) {
-		a.t.Error(e)
-	}
-	return res.StatusCode, b
-}
-
-var (
-	apiDocOnce sync.Once
-	apiDoc     *openapitest.Validator
-	apiDocErr  error
-)
-
-// publishedAPI is the validator of web/openapi.json: every response the
-// daemon's tests receive must match the published document.
-func publishedAPI(t *testing.T) *openapitest.Validator {
-	t.Helper()
-	apiDocOnce.Do(func() { apiDoc, apiDocErr = openapitest.New(web.OpenAPI()) })
-	if apiDocErr != nil {
-		t.Fatal(apiDocErr)
-	}
-	return apiDoc
+	return (&webtest.Client{T: a.t, Base: a.base, HC: a.hc}).Call(method, path, body, hdr)
 }
 
 // syncBuffer is the daemon's log, read by the test while the daemon writes it.
@@ -229,7 +152,7 @@ func (td *testDaemon) stop(t *testing.T, within time.Duration) {
 func startLabDaemon(t *testing.T, l *lab.Lab, dir, adminPassword, extraYAML string, opts Options) (*testDaemon, string) {
 	t.Helper()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	cfgYAML := fmt.Sprintf(`
 listen: 127.0.0.1:0
 tls: {disable: true}

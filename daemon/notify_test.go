@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/state/schema"
 	"io"
 	"log/slog"
 	"math/big"
@@ -31,15 +30,16 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/vmware/govmomi/vim25/types"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	bolt "go.etcd.io/bbolt"
 )
 
 // mailbox is a real SMTP server (go-smtp) on 127.0.0.1 with STARTTLS (a
@@ -363,7 +363,7 @@ func TestNotifySourceDailyReport(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	p := testRepoWithPoint(t, repoDir, "pw")
+	p := repository.TestRepositoryWithPoint(t, repoDir, "pw")
 	r, err := repository.Open(ctx, repoDir, []byte("pw"), repository.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)

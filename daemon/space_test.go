@@ -18,6 +18,7 @@ import (
 	"github.com/vmvault/vmvault/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/repository/storage"
 )
 
@@ -83,7 +84,7 @@ func TestDaemonLowSpaceAlert(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(vol, unix.MNT_DETACH) }) // after the daemon stops (cleanups run last first)
 	repoDir := filepath.Join(vol, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	y := fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: %s\nrepositories:\n  - {name: main, path: %s, passphrase_env: MAIN_PASS}\n", filepath.Join(dir, "state"), repoDir)
 	sd := startDaemon(t, dir, y, map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-q"}, Options{})
 	api, _ := cookieLogin(t, sd.addr, "admin-secret-q")

@@ -1,8 +1,10 @@
 package repository
 
 import (
+	"bytes"
 	"context"
 	"testing"
+	"time"
 )
 
 // TestOption adjusts TestRepository.
@@ -64,4 +66,43 @@ func TestRepository(t testing.TB, opts ...TestOption) *Repository {
 		}
 	})
 	return r
+}
+
+// TestRepositoryWithPoint creates an encrypted repository (cheap KDF) in
+// dir holding one committed restore point of VM web01, closes it and
+// returns the point (tests of the daemon and the command).
+func TestRepositoryWithPoint(t testing.TB, dir, pass string) Point {
+	t.Helper()
+	ctx := context.Background()
+	if err := Init(ctx, dir, []byte(pass), InitOptions{Chunker: TestChunker, KDF: TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, dir, []byte(pass), OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	data := bytes.Repeat([]byte("vmvault disk block "), 8192)
+	id, _, _, err := s.PutChunk(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.PutDisk(ctx, int64(len(data)), []Extent{{Length: int64(len(data)), ID: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Commit(ctx, NewPoint{
+		VM:   VMIdentity{Name: "web01", InstanceUUID: "4210a1b2-0000-0000-0000-000000000001"},
+		Time: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), Consistency: "crash",
+		Disks: []NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

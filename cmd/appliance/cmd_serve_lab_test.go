@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
@@ -35,7 +36,7 @@ func TestServeWithLab(t *testing.T) {
 	}
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	cfgYAML := fmt.Sprintf(`
 listen: 127.0.0.1:0
 tls: {disable: true}

@@ -215,7 +215,7 @@ func TestServeRestartResumesInterruptedRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	stateDir := filepath.Join(dir, "state")
 	cfgPath := filepath.Join(dir, "vmvault.yaml")
 	cfgYAML := fmt.Sprintf(`

@@ -6,107 +6,31 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/web"
-	"github.com/vmvault/vmvault/web/openapitest"
+	"github.com/vmvault/vmvault/web/webtest"
 )
 
-// testRepoWithPoint creates an encrypted repository (cheap KDF) holding one
-// committed restore point, closes it and returns the point.
-func testRepoWithPoint(t *testing.T, dir, pass string) repository.Point {
-	t.Helper()
-	ctx := context.Background()
-	if err := repository.Init(ctx, dir, []byte(pass), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repository.Open(ctx, dir, []byte(pass), repository.OpenOptions{NoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	s, err := r.NewSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Abort()
-	data := bytes.Repeat([]byte("vmvault disk block "), 8192)
-	id, _, _, err := s.PutChunk(ctx, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := s.PutDisk(ctx, int64(len(data)), []repository.Extent{{Length: int64(len(data)), ID: id}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Commit(ctx, repository.NewPoint{
-		VM:   repository.VMIdentity{Name: "web01", InstanceUUID: "4210a1b2-0000-0000-0000-000000000001"},
-		Time: time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), Consistency: "crash",
-		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
+// apiClient is webtest.Client under the names these tests use.
 type apiClient struct {
 	t    *testing.T
 	base string
 	hc   *http.Client
 }
 
+// call sends one request and checks the answer against the published API
+// document (webtest.Client.Call).
 func (a *apiClient) call(method, path string, body any, hdr map[string]string) (int, []byte) {
 	a.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, a.base+path, rd)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := a.hc.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, e := range publishedAPI(a.t).Response(method, path, res.StatusCode, res.Header, b) {
-		a.t.Error(e)
-	}
-	return res.StatusCode, b
-}
-
-var (
-	apiDocOnce sync.Once
-	apiDoc     *openapitest.Validator
-	apiDocErr  error
-)
-
-// publishedAPI is the validator of web/openapi.json: every response the
-// daemon's tests receive must match the published document.
-func publishedAPI(t *testing.T) *openapitest.Validator {
-	t.Helper()
-	apiDocOnce.Do(func() { apiDoc, apiDocErr = openapitest.New(web.OpenAPI()) })
-	if apiDocErr != nil {
-		t.Fatal(apiDocErr)
-	}
-	return apiDoc
+	return (&webtest.Client{T: a.t, Base: a.base, HC: a.hc}).Call(method, path, body, hdr)
 }
 
 // The daemon end to end without vCenter: TLS with a generated certificate,
@@ -116,7 +40,7 @@ func publishedAPI(t *testing.T) *openapitest.Validator {
 func TestServeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	point := testRepoWithPoint(t, repoDir, "repo-pass")
+	point := repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	adminPw := filepath.Join(dir, "admin-password")
 	if err := os.WriteFile(adminPw, []byte("admin-secret-1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -266,7 +190,7 @@ func TestServeBadConfig(t *testing.T) {
 func TestServeGeneratesAdminPassword(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	cfgPath := filepath.Join(dir, "vmvault.yaml")
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("listen: 127.0.0.1:0\ntls: {disable: true}\nstate_dir: state\nrepositories: [{name: main, path: %s, passphrase_env: P}]\n", repoDir)), 0o600); err != nil {
 		t.Fatal(err)
@@ -355,7 +279,7 @@ func startDaemon(t *testing.T, dir, cfgYAML string, vars map[string]string) *tes
 func startLabDaemon(t *testing.T, l *lab.Lab, dir, adminPassword, extraYAML string) (*testDaemon, string) {
 	t.Helper()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	cfgYAML := fmt.Sprintf(`
 listen: 127.0.0.1:0
 tls: {disable: true}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/repository"
 )
 
 // serveRun is one `appliance serve` run in process with extra flags.
@@ -65,7 +66,7 @@ func (r *serveRun) stop(t *testing.T) {
 func TestServeStartsFromStateCopy(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
-	testRepoWithPoint(t, repoDir, "repo-pass")
+	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	adminPw := filepath.Join(dir, "admin-password")
 	if err := os.WriteFile(adminPw, []byte("admin-secret-1\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -169,6 +169,7 @@ var plantedCases = []struct {
 	{"imagebackup-engine", graph{lib("imagebackup", "web")}, "imagebackup -> web"},
 	{"extent-leaf", graph{lib("internal/extent", "policy")}, "internal/extent -> policy"},
 	{"schema-leaf", graph{lib("internal/state/schema", "policy")}, "internal/state/schema -> policy"},
+	{"webtest-tests-only", graph{lib("daemon", "web/webtest")}, "daemon (daemon/x.go) imports github.com/vmvault/vmvault/web/webtest"},
 	{"vmstatus-pure", graph{lib("vmstatus", "repository")}, "vmstatus -> repository"},
 	{"progress-nothing", graph{lib("internal/progress", "internal/clock")}, "internal/progress -> internal/clock"},
 	{"testutil-tests-only", graph{lib("backup", "internal/testutil")}, "backup (backup/x.go) imports " + module + "/internal/testutil"},

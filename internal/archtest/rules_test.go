@@ -173,7 +173,8 @@ var depRules = []depRule{
 var importerRules = []importerRule{
 	{name: "testutil-tests-only", source: "internal/testutil/doc.go", target: "internal/testutil/..."},
 	{name: "browsertest-tests-only", source: "internal/browsertest/doc.go", target: "internal/browsertest/..."},
-	{name: "openapitest-tests-only", source: "web/openapitest/openapitest.go", target: "web/openapitest/..."},
+	{name: "openapitest-tests-only", source: "web/openapitest/openapitest.go", target: "web/openapitest/...", from: []string{"web/webtest"}},
+	{name: "webtest-tests-only", source: "web/webtest/webtest.go", target: "web/webtest/..."},
 	// frtest is itself test support: it builds flrtest's images into a repository.
 	{name: "flrtest-tests-only", source: "flr/flrtest/flrtest.go", target: "flr/flrtest/...", from: []string{"filerestore/frtest"}},
 	{name: "frtest-tests-only", source: "filerestore/frtest/frtest.go", target: "filerestore/frtest/..."},
