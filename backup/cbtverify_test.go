@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,5 +140,91 @@ func TestVerifyBlocks(t *testing.T) {
 	}
 	if _, err := verifyBlocks(context.Background(), bytes.NewReader(src[:10*block]), bytes.NewReader(parent), sample); err == nil {
 		t.Error("a short source read was not an error")
+	}
+}
+
+// TestVerifySampleRunsOnLargeDisks: on a disk with enough blocks a round's
+// sample comes in runs of verifyGroupMax consecutive blocks, and still every
+// block CBT calls unchanged is sampled exactly once in 1/fraction rounds.
+func TestVerifySampleRunsOnLargeDisks(t *testing.T) {
+	const block, rounds = 4096, 8
+	const blocks = rounds * verifyMinGroups * verifyGroupMax * 2 // G = verifyGroupMax
+	const size = blocks*block - 100                              // a short last block
+	changed := []dedup.Extent{{Offset: 20 * block, Length: 3 * block}, {Offset: 3000*block + 1, Length: 1}}
+	if g := verifyGroup(size, block, rounds); g != verifyGroupMax {
+		t.Fatalf("verifyGroup = %d, want %d", g, verifyGroupMax)
+	}
+	seen := map[int64]int{}
+	for round := int64(0); round < rounds; round++ {
+		s := verifySample(size, changed, round, 1.0/rounds, block)
+		runs := sampleRuns(s, verifyGroupMax*block)
+		if len(s) < blocks/rounds-4 || len(s) > blocks/rounds {
+			t.Errorf("round %d: %d blocks, want about %d", round, len(s), blocks/rounds)
+		}
+		if len(runs) < verifyMinGroups || len(runs) > 2*verifyMinGroups+2 {
+			t.Errorf("round %d: %d runs of adjacent blocks, want about %d", round, len(runs), 2*verifyMinGroups)
+		}
+		for _, x := range s {
+			if x.Offset%block != 0 || x.Offset+x.Length > size {
+				t.Errorf("round %d: sampled %+v", round, x)
+			}
+			if i := x.Offset / block; (i/verifyGroupMax)%rounds != round {
+				t.Errorf("round %d sampled block %d of class %d", round, i, (i/verifyGroupMax)%rounds)
+			}
+			seen[x.Offset/block]++
+		}
+	}
+	for i := int64(0); i < blocks; i++ {
+		want := 1
+		if i >= 20 && i < 23 || i == 3000 {
+			want = 0
+		}
+		if seen[i] != want {
+			t.Errorf("block %d sampled %d times in %d rounds, want %d", i, seen[i], rounds, want)
+		}
+	}
+}
+
+// countingReader counts ReadAt calls.
+type countingReader struct {
+	r     *bytes.Reader
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.r.ReadAt(p, off)
+}
+
+// TestVerifyBlocksReadsRuns: adjacent sampled blocks are read from each side
+// in one call (a parent block costs the decode of its whole chunk; a source
+// block a round trip), and a difference is still counted per block.
+func TestVerifyBlocksReadsRuns(t *testing.T) {
+	const block, rounds = 4096, 8
+	const blocks = rounds * verifyMinGroups * verifyGroupMax
+	src := make([]byte, blocks*block)
+	for i := range src {
+		src[i] = byte(i*7 + i>>12)
+	}
+	parent := append([]byte(nil), src...)
+	sample := verifySample(int64(len(src)), nil, 3, 1.0/rounds, block)
+	// Two differing blocks inside one run, one in another.
+	for _, k := range []int{1, 2, 40} {
+		parent[sample[k].Offset+17] ^= 1
+	}
+	s, p := &countingReader{r: bytes.NewReader(src)}, &countingReader{r: bytes.NewReader(parent)}
+	res, err := verifyBlocks(context.Background(), s, p, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Blocks != len(sample) || res.Mismatched != 3 || res.First != sample[1].Offset {
+		t.Errorf("got %+v, want %d blocks, 3 mismatched, the first at %d", res, len(sample), sample[1].Offset)
+	}
+	want := len(sampleRuns(sample, verifyRunMax))
+	if s.calls != want || p.calls != want || want > len(sample)/verifyGroupMax {
+		t.Errorf("%d source and %d parent reads for %d blocks in %d runs, want one each per run", s.calls, p.calls, len(sample), want)
 	}
 }

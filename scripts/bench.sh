@@ -127,7 +127,7 @@ classes() {
 		case " ${BENCH_CLASSES:-os vm random} " in *" $f "*) ;; *) continue ;; esac
 		new_vmvault; new_restic; sync
 		timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm "$f" --json "$IMG/$f.img"
-		local vs=$SECS vc=$CPU vr=$RSS_MB id; id=$(jq_num restore_point)
+		local vs=$SECS vc=$CPU vr=$RSS_MB id; id=$(jq_num restorePoint)
 		sync
 		timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/$f.img"
 		local rs=$SECS rc=$CPU rr=$RSS_MB
@@ -159,7 +159,7 @@ classes() {
 		{ echo "mkdir var"; echo "write $WORK/boot.log var/boot.log"; } > "$cmds"
 		debugfs -w -f "$cmds" "$c" >/dev/null 2>&1
 		"$APPLIANCE" image backup --repo "$WORK/vv" --vm "clone$i" --json "$c" > "$WORK/last.out"
-		local pid; pid=$(jq_num restore_point)
+		local pid; pid=$(jq_num restorePoint)
 		"$RESTIC" -r "$WORK/rr" backup -q "$c" >/dev/null
 		cp --sparse=always "$c" "$c.before"
 		{ echo "mkdir opt"; for f in "$IMG"/update/*; do echo "write $f opt/$(basename "$f")"; done; } > "$cmds"
@@ -168,7 +168,7 @@ classes() {
 		rm -f "$c.before"
 		local vb0 rb0; vb0=$(du -sb "$WORK/vv" | cut -f1); rb0=$(du -sb "$WORK/rr" | cut -f1)
 		timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm "clone$i" --json --parent "$pid" --changed "$WORK/changed$i.json" "$c"
-		vsecs+=("$SECS"); vcpus+=("$CPU"); vrss+=("$RSS_MB"); reads+=("$(jq_num bytes_read)")
+		vsecs+=("$SECS"); vcpus+=("$CPU"); vrss+=("$RSS_MB"); reads+=("$(jq_num bytesRead)")
 		timed "$RESTIC" -r "$WORK/rr" backup -q "$c"
 		rsecs+=("$SECS"); rcpus+=("$CPU"); rrss+=("$RSS_MB")
 		vstored+=($(( $(du -sb "$WORK/vv" | cut -f1) - vb0 ))); rstored+=($(( $(du -sb "$WORK/rr" | cut -f1) - rb0 )))
@@ -204,7 +204,7 @@ echo "|---|---|---|---|"
 # Full backup of the sparse VM image.
 new_vmvault; new_restic
 timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; V_FULL=$SECS; V_FULL_RSS=$RSS_MB
-V_ID=$(jq_num restore_point); V_FULL_IN=$(jq_num seconds)
+V_ID=$(jq_num restorePoint); V_FULL_IN=$(jq_num seconds)
 timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/vm.img"; R_FULL=$SECS
 echo "| full backup, 4 GiB sparse VM image (s) | $V_FULL ($(mbps $(size "$IMG/vm.img") $V_FULL) MB/s logical, ${V_FULL_RSS} MiB RSS; backup proper $(printf %.2f $V_FULL_IN) s) | $R_FULL | $(ratio $R_FULL $V_FULL)x faster |"
 
@@ -220,7 +220,7 @@ echo "| second backup, unchanged, --force-read (s) | $V_FORCED ($(ratio $V_FULL 
 # Incremental with --changed after the in-place change.
 CHANGED=$(python3 -c "import json; print(sum(e['length'] for e in json.load(open('$IMG/changed.json'))))")
 timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json --parent "$V_ID" --changed "$IMG/changed.json" "$IMG/vm2.img"; V_INC=$SECS
-V_INC_READ=$(jq_num bytes_read); V_INC_STORED=$(jq_num stored_bytes_added); V_INC_IN=$(jq_num seconds)
+V_INC_READ=$(jq_num bytesRead); V_INC_STORED=$(jq_num storedBytesAdded); V_INC_IN=$(jq_num seconds)
 timed "$RESTIC" -r "$WORK/rr" backup -q "$IMG/vm2.img"; R_INC=$SECS
 echo "| incremental after ~50 MB guest change (s) | $V_INC (read $V_INC_READ of $CHANGED changed bytes; $(ratio $V_FULL $V_INC)x faster than full; backup proper $(printf %.2f $V_INC_IN) s, $(ratio $V_FULL_IN $V_INC_IN)x) | $R_INC (reads the whole image) | $(ratio $R_INC $V_INC)x faster |"
 
@@ -264,7 +264,7 @@ echo "| stored bytes, vm + vm2 + clone, same chunker polynomial (MB) | $(awk -v 
 new_vmvault
 timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm big --json "$IMG/big.img"; V_BIG=$SECS; V_BIG_RSS=$RSS_MB
 echo "| 64 GiB sparse image with 4 GiB data: backup (s, peak RSS) | $V_BIG s, ${V_BIG_RSS} MiB | | |"
-BIG_ID=$(jq_num restore_point)
+BIG_ID=$(jq_num restorePoint)
 rm -f "$WORK/big.out"
 timed "$APPLIANCE" image restore --repo "$WORK/vv" --restore-point "$BIG_ID" "$WORK/big.out"; echo "| 64 GiB sparse image: restore (s, peak RSS) | $SECS s, ${RSS_MB} MiB | | |"
 rm -f "$WORK/big.out"
@@ -279,9 +279,9 @@ for spec in "cdc 262144" "cdc 1048576" "cdc 4194304" "fixed 65536" "fixed 104857
 	set -- $spec
 	rm -rf "$WORK/vv"
 	"$APPLIANCE" repo init --repo "$WORK/vv" --chunker "$1" --chunk-size "$2" >/dev/null
-	timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; F=$SECS; ID=$(jq_num restore_point)
+	timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json "$IMG/vm.img"; F=$SECS; ID=$(jq_num restorePoint)
 	timed "$APPLIANCE" image backup --repo "$WORK/vv" --vm vm --json --parent "$ID" --changed "$IMG/changed.json" "$IMG/vm2.img"
-	echo "| $1 $(( $2 / 1024 )) KiB | $F | $SECS | $(jq_num bytes_read) | $(jq_num stored_bytes_added) | $(ratio $(jq_num stored_bytes_added) $CHANGED) |"
+	echo "| $1 $(( $2 / 1024 )) KiB | $F | $SECS | $(jq_num bytesRead) | $(jq_num storedBytesAdded) | $(ratio $(jq_num storedBytesAdded) $CHANGED) |"
 done
 rm -rf "$WORK/vv" "$WORK/rr"
 echo

@@ -162,10 +162,12 @@ func BenchmarkVMBackup(b *testing.B) {
 			return n
 		}
 		none, noneWall := vmBackup()
+		noneCPU := lastCPU
 		type incr struct {
 			name string
 			p    point
 			wall time.Duration
+			cpu  cpuUse
 		}
 		var incs []incr
 		scenarios := []struct {
@@ -192,7 +194,7 @@ func BenchmarkVMBackup(b *testing.B) {
 		for _, sc := range scenarios {
 			sc.change()
 			p, wall := vmBackup()
-			incs = append(incs, incr{sc.name, p, wall})
+			incs = append(incs, incr{sc.name, p, wall, lastCPU})
 		}
 		l.Close()
 
@@ -201,12 +203,13 @@ func BenchmarkVMBackup(b *testing.B) {
 		b.Logf("image backup:        %6.2fs wall (median; %.2fs in command), read %.0f MiB, %.0f MiB/s logical", imgWall.Seconds(), ib.Seconds, float64(ib.BytesRead)/(1<<20), mib/imgWall.Seconds())
 		b.Logf("VM backup (lab):     %6.2fs wall (median; %.2fs in engine), read %.0f MiB, mode %s, %.0f MiB/s logical = %.0f%% of image backup",
 			fullWall.Seconds(), full.Seconds, float64(full.BytesRead)/(1<<20), full.Mode, mib/fullWall.Seconds(), 100*imgWall.Seconds()/fullWall.Seconds())
-		b.Logf("incremental, no change:          %6.2fs wall (%.2fs in engine), read %.1f MiB: %.1fx faster than the full",
-			noneWall.Seconds(), none.Seconds, float64(none.BytesRead)/(1<<20), fullWall.Seconds()/noneWall.Seconds())
+		b.Logf("incremental, no change:          %6.2fs wall (%.2fs in engine), CPU %.2fs + %.2fs lab, read %.1f MiB: %.1fx faster than the full",
+			noneWall.Seconds(), none.Seconds, noneCPU.child.Seconds(), noneCPU.server.Seconds(), float64(none.BytesRead)/(1<<20), fullWall.Seconds()/noneWall.Seconds())
 		b.ReportMetric(100*imgWall.Seconds()/fullWall.Seconds(), "%-of-image-backup")
 		for _, in := range incs {
-			b.Logf("incremental 1%%, %-15s %6.2fs wall (%.2fs in engine), read %.1f MiB, new %.1f MiB, mode %s: %.1fx faster than the full",
-				in.name+":", in.wall.Seconds(), in.p.Seconds, float64(in.p.BytesRead)/(1<<20), float64(in.p.NewBytes)/(1<<20), in.p.Mode, fullWall.Seconds()/in.wall.Seconds())
+			b.Logf("incremental 1%%, %-15s %6.2fs wall (%.2fs in engine), CPU %.2fs + %.2fs lab, RSS %.0f MiB, read %.1f MiB, new %.1f MiB, mode %s: %.1fx faster than the full",
+				in.name+":", in.wall.Seconds(), in.p.Seconds, in.cpu.child.Seconds(), in.cpu.server.Seconds(), float64(in.cpu.maxRSS)/(1<<20),
+				float64(in.p.BytesRead)/(1<<20), float64(in.p.NewBytes)/(1<<20), in.p.Mode, fullWall.Seconds()/in.wall.Seconds())
 			b.ReportMetric(fullWall.Seconds()/in.wall.Seconds(), "x-incr-"+strings.ReplaceAll(in.name, " ", "-"))
 		}
 	}
