@@ -1,7 +1,9 @@
 package repository
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -51,7 +53,7 @@ const (
 // reclaim: its blobs are unknown, so nothing may be deleted. Points the
 // catalog lists without a record on disk (check reports them) are marked
 // too, until `repo delete` or a recatalog forgets them.
-func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progress func(Progress)) error {
+func (r *Repository) markPoints(ctx context.Context, live *liveSet, progress func(Progress)) error {
 	type markTarget struct {
 		id     string
 		config ID
@@ -99,33 +101,33 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 			progress(Progress{Phase: "mark", Done: int64(n), Total: int64(len(pts))})
 		}
 		pid, _ := ParseID(p.id)
-		live[pid] = struct{}{}
+		live.addMeta(pid)
 		if !p.config.IsZero() {
-			live[p.config] = struct{}{}
+			live.addMeta(p.config)
 		}
 		for _, d := range p.disks {
 			// A root or segment already marked had all its blobs marked:
 			// incremental points share almost everything with their parent.
-			if _, seen := live[d.Map]; seen {
+			if live.hasMeta(d.Map) {
 				continue
 			}
-			live[d.Map] = struct{}{}
+			live.addMeta(d.Map)
 			dr, err := r.loadRoot(ctx, d.Map)
 			if err != nil {
 				return fmt.Errorf("restore point %s: %w", p.id, err)
 			}
 			for _, ref := range dr.Segs {
-				if _, seen := live[ref.ID]; seen {
+				if live.hasMeta(ref.ID) {
 					continue
 				}
-				live[ref.ID] = struct{}{}
+				live.addMeta(ref.ID)
 				s, err := r.loadSegment(ctx, ref)
 				if err != nil {
 					return fmt.Errorf("restore point %s: %w", p.id, err)
 				}
 				for _, e := range s.Extents {
 					if !e.Zero {
-						live[e.ID] = struct{}{}
+						live.add(e.ID)
 					}
 				}
 			}
@@ -135,13 +137,39 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 }
 
 // liveBlobMissing reports whether a live blob is neither indexed nor
-// pending.
-func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
+// pending. Metadata ids are looked up whole; data prefixes are merged
+// with a walk of the catalog in key order (one sequential pass, no
+// random lookups). A data prefix counts as indexed when some catalog id
+// starts with it: a live chunk missing from the catalog whose 8-byte
+// prefix another indexed id shares is taken as present, with probability
+// catalog/2^64 (5e-12 at 100 million chunks) per missing chunk — the one
+// answer the prefixes give less exactly than whole ids; it only matters
+// when a live chunk is already lost from the catalog and orphan files
+// exist (FORMAT.md, reclaim notes).
+func (r *Repository) liveBlobMissing(live *liveSet) bool {
 	var missing []ID
+	var missingPre []uint64
 	r.db.View(func(tx *bolt.Tx) error {
-		for id := range live {
+		for id := range live.exact {
 			if _, ok := lookupTx(tx, id); !ok {
 				missing = append(missing, id)
+			}
+		}
+		c := tx.Bucket(bucketBlobs).Cursor()
+		k, v := c.First()
+		for _, p := range live.sortedPrefixes() {
+			for k != nil && keyPrefix(k) < p {
+				k, v = c.Next()
+			}
+			found := false
+			for k != nil && keyPrefix(k) == p {
+				if _, err := decodeBlobLoc(v); err == nil && len(k) == len(ID{}) {
+					found = true
+				}
+				k, v = c.Next()
+			}
+			if !found {
+				missingPre = append(missingPre, p)
 			}
 		}
 		return nil
@@ -153,7 +181,27 @@ func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
 			return true
 		}
 	}
+	if len(missingPre) == 0 {
+		return false
+	}
+	pend := make(map[uint64]bool, len(r.pending))
+	for id := range r.pending {
+		pend[idPrefix(id)] = true
+	}
+	for _, p := range missingPre {
+		if !pend[p] {
+			return true
+		}
+	}
 	return false
+}
+
+// keyPrefix is a catalog key's first 8 bytes as a big-endian number (a
+// shorter key is padded with zeros).
+func keyPrefix(k []byte) uint64 {
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // PlanReclaim is a dry run of Reclaim: it marks the live set and returns
@@ -167,7 +215,7 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
 	defer r.startMark()()
-	live := map[ID]struct{}{}
+	live := newLiveSet()
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: mark: %w", err)
 	}
@@ -178,10 +226,11 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
 	pl, err := planReclaim(snap)
+	snap.close()
 	if err != nil {
 		return ReclaimPlan{}, err
 	}
-	if err := r.findOrphans(&pl, snap, live); err != nil {
+	if err := r.findOrphans(&pl, live); err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
 	return pl, nil
@@ -214,7 +263,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	// 1. Mark.
 	endMark := r.startMark()
 	defer endMark()
-	live := map[ID]struct{}{}
+	live := newLiveSet()
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
@@ -223,12 +272,12 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	}
 
 	// 2. Plan and condemn.
-	pl, snap, condemned, gen, err := r.reclaimCondemn(live)
+	pl, condemned, gen, err := r.reclaimCondemn(live)
 	if err != nil {
 		return nil, err
 	}
 	rep.LiveBlobs = pl.LiveBlobs
-	if err := r.findOrphans(&pl, snap, live); err != nil {
+	if err := r.findOrphans(&pl, live); err != nil {
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
 	rep.OrphanFilesKept = pl.OrphanFilesKept
@@ -279,65 +328,74 @@ func (r *Repository) startMark() func() {
 }
 
 // reclaimSnapshot adds to live what sessions hold (points committed during
-// the mark, blobs open sessions use, pending blobs) and reads the catalog's
-// packs and blobs. The caller holds r.mu.
-func (r *Repository) reclaimSnapshot(live map[ID]struct{}) (reclaimSnapshot, error) {
+// the mark, blobs open sessions use, pending blobs) and opens a read
+// transaction on the catalog from which planReclaim walks its packs and
+// blobs in key order (streamed: the catalog is not copied into memory).
+// The caller holds r.mu, and calls close before any catalog update in
+// this goroutine (bbolt: a writer growing the file waits for readers).
+func (r *Repository) reclaimSnapshot(live *liveSet) (reclaimSnapshot, error) {
 	for id := range r.markExtra {
-		live[id] = struct{}{}
+		live.add(id)
 	}
 	for s := range r.sessions {
 		for _, id := range s.used {
-			live[id] = struct{}{}
+			live.add(id)
 		}
 	}
 	for id := range r.pending {
-		live[id] = struct{}{}
+		live.add(id)
 	}
-	snap := reclaimSnapshot{packs: map[packID]packInfo{}, live: live, packSize: int64(r.cfg.PackSize)}
-	err := r.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
-			pi, err := decodePackInfo(v)
-			if err != nil {
-				return err
-			}
-			snap.packs[packID(k)] = pi
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
-			l, err := decodeBlobLoc(v)
-			if err != nil {
-				return err
-			}
-			snap.blobs = append(snap.blobs, snapBlob{ID(k), l})
-			return nil
-		})
-	})
-	return snap, err
+	tx, err := r.db.Begin(false)
+	if err != nil {
+		return reclaimSnapshot{}, err
+	}
+	return reclaimSnapshot{
+		live:     live,
+		packSize: int64(r.cfg.PackSize),
+		eachPack: func(fn func(packID, packInfo) error) error {
+			return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
+				pi, err := decodePackInfo(v)
+				if err != nil {
+					return err
+				}
+				return fn(packID(k), pi)
+			})
+		},
+		eachBlob: func(fn func(ID, blobLoc) error) error {
+			return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+				l, err := decodeBlobLoc(v)
+				if err != nil {
+					return err
+				}
+				return fn(ID(k), l)
+			})
+		},
+		close: func() { tx.Rollback() },
+	}, nil
 }
 
 // reclaimCondemn plans the reclaim and condemns the doomed packs and their
 // dead blobs, atomically with respect to sessions' dedup lookups (under
 // r.mu). State left by an earlier, cancelled reclaim is recomputed from
-// scratch. It returns the plan, its snapshot, the condemned blob ids and
-// the generation sessions started from now on carry.
-func (r *Repository) reclaimCondemn(live map[ID]struct{}) (ReclaimPlan, reclaimSnapshot, []ID, uint64, error) {
+// scratch. It returns the plan, the condemned blob ids and the generation
+// sessions started from now on carry.
+func (r *Repository) reclaimCondemn(live *liveSet) (ReclaimPlan, []ID, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.condemned = map[ID]struct{}{}
 	snap, err := r.reclaimSnapshot(live)
 	if err != nil {
-		return ReclaimPlan{}, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
+		return ReclaimPlan{}, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
 	pl, err := planReclaim(snap)
+	snap.close()
 	if err != nil {
-		return pl, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
+		return pl, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
 	var condemned []ID
 	if len(pl.packs) > 0 {
 		if err := failpoint.Hit("reclaim.condemn"); err != nil {
-			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
+			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
 		err = r.db.Update(func(tx *bolt.Tx) error {
 			condemned = condemned[:0]
@@ -370,29 +428,28 @@ func (r *Repository) reclaimCondemn(live map[ID]struct{}) (ReclaimPlan, reclaimS
 			return nil
 		})
 		if err != nil {
-			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
+			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
 		for _, id := range condemned {
 			r.condemned[id] = struct{}{}
 		}
 	}
 	r.gen++
-	return pl, snap, condemned, r.gen, nil
+	return pl, condemned, r.gen, nil
 }
 
 // findOrphans adds the orphan pack files to the plan: on disk, not in the
 // catalog (at the snapshot nor now), not being written.
-func (r *Repository) findOrphans(pl *ReclaimPlan, snap reclaimSnapshot, live map[ID]struct{}) error {
+func (r *Repository) findOrphans(pl *ReclaimPlan, live *liveSet) error {
 	onDisk, err := r.listPackFiles()
 	if err != nil {
 		return err
 	}
 	known := map[packID]bool{}
-	for id := range snap.packs {
-		known[id] = true
-	}
-	for _, b := range snap.blobs {
-		known[b.loc.Pack] = true
+	for id := range onDisk {
+		if _, ok := slices.BinarySearchFunc(pl.indexed, id, func(a, b packID) int { return bytes.Compare(a[:], b[:]) }); ok {
+			known[id] = true
+		}
 	}
 	// Open packs before the catalog: a pack sealed and indexed between the
 	// two reads is then seen by the second.

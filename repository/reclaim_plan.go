@@ -1,7 +1,9 @@
 package repository
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -35,6 +37,9 @@ type ReclaimPlan struct {
 
 	packs   []plannedPack // packs to delete, by id
 	orphans []orphanFile
+	// indexed are the packs the snapshot knows (a catalog entry or a blob
+	// in it), sorted: findOrphans keeps those files.
+	indexed []packID
 }
 
 // orphanFile is a pack file the plan deletes as an orphan.
@@ -52,17 +57,24 @@ type plannedPack struct {
 }
 
 // reclaimSnapshot is the input of planReclaim: every pack and blob of the
-// catalog and the set of live blob ids.
+// catalog, walked (more than once) through eachPack and eachBlob in key
+// order, and the set of live blob ids. close ends the walk's read
+// transaction (nil in tests).
 type reclaimSnapshot struct {
-	packs    map[packID]packInfo
-	blobs    []snapBlob
-	live     map[ID]struct{}
+	eachPack func(func(packID, packInfo) error) error
+	eachBlob func(func(ID, blobLoc) error) error
+	live     *liveSet
 	packSize int64 // the repository's target pack size
+	close    func()
 }
 
-type snapBlob struct {
-	id  ID
-	loc blobLoc
+// packTally is what planReclaim keeps per pack while it decides: ~100
+// bytes a pack with its map entry (3.2 million packs at 100 TB of 32 MiB
+// packs: ~320 MiB), nothing per blob.
+type packTally struct {
+	info      packInfo
+	liveBytes int64
+	nLive     int
 }
 
 // planReclaim decides which packs go: a pack with no live blob, or with
@@ -70,65 +82,94 @@ type snapBlob struct {
 // copied first); packs under packSize/smallPackDivisor are merged once at
 // least smallPackMerge of them exist (every Commit flushes a tail pack). A
 // blob whose pack has no catalog entry counts as in a pack of size zero.
+//
+// Memory is bounded by the packs, not the blobs: a first walk of the
+// catalog tallies each pack's live bytes, a second collects the blobs of
+// the doomed packs only.
 func planReclaim(s reclaimSnapshot) (ReclaimPlan, error) {
 	if s.packSize <= 0 {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: pack size %d", s.packSize)
 	}
-	type tally struct {
-		plannedPack
-		liveBytes int64
-	}
-	all := map[packID]*tally{}
-	for id, pi := range s.packs {
-		all[id] = &tally{plannedPack: plannedPack{id: id, info: pi}}
+	all := map[packID]*packTally{}
+	if err := s.eachPack(func(id packID, pi packInfo) error {
+		all[id] = &packTally{info: pi}
+		return nil
+	}); err != nil {
+		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
 	var pl ReclaimPlan
 	totalDead := 0
-	for _, b := range s.blobs {
-		t := all[b.loc.Pack]
+	if err := s.eachBlob(func(id ID, l blobLoc) error {
+		t := all[l.Pack]
 		if t == nil {
-			t = &tally{plannedPack: plannedPack{id: b.loc.Pack}}
-			all[b.loc.Pack] = t
+			t = &packTally{}
+			all[l.Pack] = t
 		}
-		if _, ok := s.live[b.id]; ok {
-			t.liveBytes += int64(b.loc.StoredLen)
-			t.live = append(t.live, b.loc.entry(b.id))
+		if s.live.has(id) {
+			t.liveBytes += int64(l.StoredLen)
+			t.nLive++
 			pl.LiveBlobs++
 		} else {
-			t.dead = append(t.dead, b.id)
 			totalDead++
 		}
+		return nil
+	}); err != nil {
+		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
-	doomed := map[packID]bool{}
+	doomed := map[packID]*plannedPack{}
 	var small []packID
+	pl.indexed = make([]packID, 0, len(all))
 	for id, t := range all {
-		if len(t.live) == 0 || float64(t.liveBytes) < repackThreshold*float64(t.info.Size) {
-			doomed[id] = true
+		pl.indexed = append(pl.indexed, id)
+		if t.nLive == 0 || float64(t.liveBytes) < repackThreshold*float64(t.info.Size) {
+			doomed[id] = &plannedPack{id: id, info: t.info}
 		} else if t.info.Size < uint64(s.packSize)/smallPackDivisor {
 			small = append(small, id)
 		}
 	}
 	if len(small) >= smallPackMerge {
 		for _, id := range small {
-			doomed[id] = true
+			doomed[id] = &plannedPack{id: id, info: all[id].info}
 		}
 	}
-	for id := range doomed {
-		t := all[id]
+	slices.SortFunc(pl.indexed, func(a, b packID) int { return bytes.Compare(a[:], b[:]) })
+	clear(all)
+	if len(doomed) > 0 {
+		if err := s.eachBlob(func(id ID, l blobLoc) error {
+			pp := doomed[l.Pack]
+			if pp == nil {
+				return nil
+			}
+			if s.live.has(id) {
+				pp.live = append(pp.live, l.entry(id))
+			} else {
+				pp.dead = append(pp.dead, id)
+			}
+			return nil
+		}); err != nil {
+			return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
+		}
+	}
+	for _, pp := range doomed {
 		// Copy in pack order: the repack then reads each pack front to back.
-		sort.Slice(t.live, func(i, j int) bool { return t.live[i].Offset < t.live[j].Offset })
-		sort.Slice(t.dead, func(i, j int) bool { return string(t.dead[i][:]) < string(t.dead[j][:]) })
-		pl.packs = append(pl.packs, t.plannedPack)
-		if len(t.live) == 0 {
+		sort.Slice(pp.live, func(i, j int) bool { return pp.live[i].Offset < pp.live[j].Offset })
+		sort.Slice(pp.dead, func(i, j int) bool { return string(pp.dead[i][:]) < string(pp.dead[j][:]) })
+		pl.packs = append(pl.packs, *pp)
+		if len(pp.live) == 0 {
 			pl.PacksDropped++
 		} else {
 			pl.PacksRepacked++
 		}
-		pl.BlobsMoved += len(t.live)
-		pl.BytesMoved += t.liveBytes
-		pl.BytesFreed += int64(t.info.Size)
-		pl.DeadBlobs += len(t.dead)
+		pl.BlobsMoved += len(pp.live)
+		for _, e := range pp.live {
+			pl.BytesMoved += int64(e.StoredLen)
+		}
+		pl.BytesFreed += int64(pp.info.Size)
+		pl.DeadBlobs += len(pp.dead)
 	}
+	// Pack id order is the packs' on-disk order (packs/xx/<id>, FORMAT.md):
+	// the repack reads them, and the delete removes them, directory by
+	// directory.
 	sort.Slice(pl.packs, func(i, j int) bool { return string(pl.packs[i].id[:]) < string(pl.packs[j].id[:]) })
 	pl.DeadBlobsKept = totalDead - pl.DeadBlobs
 	return pl, nil

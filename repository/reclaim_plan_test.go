@@ -23,7 +23,8 @@ type synthPack struct {
 // are distinct per pack and position.
 func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnapshot, []packID) {
 	t.Helper()
-	s := reclaimSnapshot{packs: map[packID]packInfo{}, live: map[ID]struct{}{}, packSize: packSize}
+	var s synthSnap
+	s.packs, s.live = map[packID]packInfo{}, newLiveSet()
 	var ids []packID
 	for i, p := range packs {
 		var pid packID
@@ -37,7 +38,7 @@ func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnap
 			s.blobs = append(s.blobs, snapBlob{id, blobLoc{Type: BlobData, StoredLen: n, RawLen: n, Offset: off, Pack: pid}})
 			off += uint64(n)
 			if live {
-				s.live[id] = struct{}{}
+				s.live.add(id)
 			}
 		}
 		// Interleave so pack order differs from id order.
@@ -48,7 +49,49 @@ func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnap
 			add(p.live[j], true, j)
 		}
 	}
-	return s, ids
+	return s.snapshot(packSize), ids
+}
+
+// synthSnap is a catalog in memory; snapshot walks it as reclaimSnapshot
+// walks bbolt: packs and blobs in key order.
+type synthSnap struct {
+	packs map[packID]packInfo
+	blobs []snapBlob
+	live  *liveSet
+}
+
+type snapBlob struct {
+	id  ID
+	loc blobLoc
+}
+
+func (s synthSnap) snapshot(packSize int64) reclaimSnapshot {
+	sort.Slice(s.blobs, func(i, j int) bool { return string(s.blobs[i].id[:]) < string(s.blobs[j].id[:]) })
+	var pids []packID
+	for id := range s.packs {
+		pids = append(pids, id)
+	}
+	sort.Slice(pids, func(i, j int) bool { return string(pids[i][:]) < string(pids[j][:]) })
+	return reclaimSnapshot{
+		live:     s.live,
+		packSize: packSize,
+		eachPack: func(fn func(packID, packInfo) error) error {
+			for _, id := range pids {
+				if err := fn(id, s.packs[id]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		eachBlob: func(fn func(ID, blobLoc) error) error {
+			for _, b := range s.blobs {
+				if err := fn(b.id, b.loc); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
 }
 
 const packHeaderReserve = 64
@@ -113,12 +156,12 @@ func TestPlanReclaim(t *testing.T) {
 					t.Errorf("pack %s: live blobs not in pack order", p.id)
 				}
 				for _, e := range p.live {
-					if _, ok := snap.live[e.ID]; !ok {
+					if !snap.live.has(e.ID) {
 						t.Errorf("pack %s: dead blob %x planned to move", p.id, e.ID[:8])
 					}
 				}
 				for _, d := range p.dead {
-					if _, ok := snap.live[d]; ok {
+					if snap.live.has(d) {
 						t.Errorf("pack %s: live blob %x planned as dead", p.id, d[:8])
 					}
 				}
@@ -130,7 +173,7 @@ func TestPlanReclaim(t *testing.T) {
 			if !reflect.DeepEqual(doomed, want) {
 				t.Errorf("doomed packs %v, want %v", doomed, want)
 			}
-			got.packs = nil
+			got.packs, got.indexed = nil, nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("plan\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -148,8 +191,10 @@ func TestPlanReclaimUnindexedPack(t *testing.T) {
 	var live, dead ID
 	copy(live[:], "live")
 	copy(dead[:], "dead")
-	snap := reclaimSnapshot{packs: map[packID]packInfo{}, live: map[ID]struct{}{live: {}}, packSize: 1 << 24,
-		blobs: []snapBlob{{live, blobLoc{StoredLen: 10, Pack: p1}}, {dead, blobLoc{StoredLen: 10, Pack: p2}}}}
+	set := newLiveSet()
+	set.add(live)
+	snap := synthSnap{packs: map[packID]packInfo{}, live: set,
+		blobs: []snapBlob{{live, blobLoc{StoredLen: 10, Pack: p1}}, {dead, blobLoc{StoredLen: 10, Pack: p2}}}}.snapshot(1 << 24)
 	pl, err := planReclaim(snap)
 	if err != nil {
 		t.Fatal(err)
