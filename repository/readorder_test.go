@@ -128,9 +128,9 @@ func TestReclaimRepackReadsPacksInOrder(t *testing.T) {
 	}
 }
 
-// TestCheckReadsPacksInOrder: check's data pass reads each pack front to
-// back, and starts them in pack id order (a bounded pool of readers may
-// overlap neighbours, never more than the pool); CheckPacks strictly.
+// TestCheckReadsPacksInOrder: check's data pass reads each pack once,
+// front to back; CheckPacks (the resumable check) reads them in pack id
+// order.
 func TestCheckReadsPacksInOrder(t *testing.T) {
 	r, rec, _ := openRecording(t)
 	ctx := context.Background()
@@ -171,11 +171,11 @@ func TestCheckReadsPacksInOrder(t *testing.T) {
 	if len(starts) < 8 {
 		t.Fatalf("check read the data of %d packs", len(starts))
 	}
-	sorted := slices.Sorted(slices.Values(starts))
-	for i, name := range starts {
-		if d := slices.Index(sorted, name) - i; d >= defaultWorkers() || -d >= defaultWorkers() {
-			t.Errorf("check started pack %s at %d, its rank in id order is %d (%d readers): %v", name, i, i+d, defaultWorkers(), starts)
-		}
+	// Each pack's data is read once. The pool takes packs in id order,
+	// but when a reader starts its pack depends on the scheduler, so the
+	// order across packs is asserted on CheckPacks (serial) below.
+	if sorted := slices.Sorted(slices.Values(starts)); len(slices.Compact(sorted)) != len(starts) {
+		t.Errorf("check read some packs' data more than once: %v", starts)
 	}
 
 	rec.mu.Lock()

@@ -33,6 +33,9 @@ type ReclaimReport struct {
 	Held          []HeldObject `json:"held,omitempty"`
 	BytesFreed    int64        `json:"bytesFreed"`
 	BytesRepacked int64        `json:"bytesRepacked"`
+	// PacksDeferred qualified but wait for the next reclaim (one reclaim
+	// takes a bounded number of blobs: ReclaimPlan.PacksDeferred).
+	PacksDeferred int `json:"packsDeferred,omitempty"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
@@ -276,7 +279,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err != nil {
 		return nil, err
 	}
-	rep.LiveBlobs = pl.LiveBlobs
+	rep.LiveBlobs, rep.PacksDeferred = pl.LiveBlobs, pl.PacksDeferred
 	if err := r.findOrphans(&pl, live); err != nil {
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
@@ -352,6 +355,7 @@ func (r *Repository) reclaimSnapshot(live *liveSet) (reclaimSnapshot, error) {
 	return reclaimSnapshot{
 		live:     live,
 		packSize: int64(r.cfg.PackSize),
+		maxBlobs: r.reclaimMaxBlobs,
 		eachPack: func(fn func(packID, packInfo) error) error {
 			return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
 				pi, err := decodePackInfo(v)

@@ -34,6 +34,10 @@ type ReclaimPlan struct {
 	// not indexed (it may be in one of them).
 	OrphanFiles     int `json:"orphanFiles"`
 	OrphanFilesKept int `json:"orphanFilesKept"`
+	// PacksDeferred qualified but were left for the next reclaim: one
+	// reclaim takes at most reclaimMaxBlobs blobs' worth of packs, which
+	// bounds its memory (their dead blobs count in DeadBlobsKept).
+	PacksDeferred int `json:"packsDeferred,omitempty"`
 
 	packs   []plannedPack // packs to delete, by id
 	orphans []orphanFile
@@ -65,8 +69,17 @@ type reclaimSnapshot struct {
 	eachBlob func(func(ID, blobLoc) error) error
 	live     *liveSet
 	packSize int64 // the repository's target pack size
+	maxBlobs int   // blobs of the packs one plan takes at most; 0: reclaimMaxBlobs
 	close    func()
 }
+
+// reclaimMaxBlobs bounds the blobs (live and dead) of the packs one
+// reclaim deletes: the plan keeps each one's id and location, and condemn
+// an entry per dead blob (~200 bytes a blob in all: 4 Mi blobs, ~800 MiB at
+// worst, 4 TiB of 1 MiB chunks a run). Packs beyond it, in pack id order,
+// wait for the next reclaim (PacksDeferred), which starts where this one
+// stopped since what it deleted is gone.
+const reclaimMaxBlobs = 4 << 20
 
 // packTally is what planReclaim keeps per pack while it decides: ~100
 // bytes a pack with its map entry (3.2 million packs at 100 TB of 32 MiB
@@ -75,10 +88,18 @@ type packTally struct {
 	info      packInfo
 	liveBytes int64
 	nLive     int
+	nDead     int
 }
 
-// planReclaim decides which packs go: a pack with no live blob, or with
-// live bytes under repackThreshold of its size, is deleted (its live blobs
+// packOverhead is what a pack of n blobs takes besides their stored bytes:
+// magic, header (sealed, when encrypted) and trailer (FORMAT.md §pack).
+func packOverhead(n int) int64 {
+	return packStart + packHeaderFixed + int64(n)*packEntrySize + blobSealOverhead + packTrailerSize
+}
+
+// planReclaim decides which packs go: a pack with no live blob, or whose
+// live bytes (with the header a copy of them needs) are under
+// repackThreshold of its size, is deleted (its live blobs
 // copied first); packs under packSize/smallPackDivisor are merged once at
 // least smallPackMerge of them exist (every Commit flushes a tail pack). A
 // blob whose pack has no catalog entry counts as in a pack of size zero.
@@ -110,6 +131,7 @@ func planReclaim(s reclaimSnapshot) (ReclaimPlan, error) {
 			t.nLive++
 			pl.LiveBlobs++
 		} else {
+			t.nDead++
 			totalDead++
 		}
 		return nil
@@ -121,19 +143,53 @@ func planReclaim(s reclaimSnapshot) (ReclaimPlan, error) {
 	pl.indexed = make([]packID, 0, len(all))
 	for id, t := range all {
 		pl.indexed = append(pl.indexed, id)
-		if t.nLive == 0 || float64(t.liveBytes) < repackThreshold*float64(t.info.Size) {
+		// Live bytes count with the header their copy needs: a pack of a
+		// few small blobs is mostly header, and copying it only wrote
+		// the same pack again (every reclaim repacked it, forever).
+		if t.nLive == 0 || float64(t.liveBytes+packOverhead(t.nLive)) < repackThreshold*float64(t.info.Size) {
 			doomed[id] = &plannedPack{id: id, info: t.info}
 		} else if t.info.Size < uint64(s.packSize)/smallPackDivisor {
 			small = append(small, id)
 		}
 	}
+	slices.SortFunc(pl.indexed, func(a, b packID) int { return bytes.Compare(a[:], b[:]) })
+	budget := s.maxBlobs
+	if budget <= 0 {
+		budget = reclaimMaxBlobs
+	}
+	cmp := func(a, b packID) int { return bytes.Compare(a[:], b[:]) }
+	ids := make([]packID, 0, len(doomed))
+	for id := range doomed {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, cmp)
+	taken := 0
+	for k, id := range ids {
+		t := all[id]
+		// The first pack is always taken, however large: every reclaim
+		// makes progress.
+		if k > 0 && taken+t.nLive+t.nDead > budget {
+			delete(doomed, id)
+			pl.PacksDeferred++
+			continue
+		}
+		taken += t.nLive + t.nDead
+	}
+	// Small packs merge at least smallPackMerge at a time whatever the
+	// budget (a few small packs' blobs): merging fewer would only write
+	// a new small pack, and the next reclaim would merge it again.
 	if len(small) >= smallPackMerge {
-		for _, id := range small {
-			doomed[id] = &plannedPack{id: id, info: all[id].info}
+		slices.SortFunc(small, cmp)
+		for k, id := range small {
+			t := all[id]
+			if k >= smallPackMerge && taken+t.nLive+t.nDead > budget {
+				pl.PacksDeferred += len(small) - k
+				break
+			}
+			taken += t.nLive + t.nDead
+			doomed[id] = &plannedPack{id: id, info: t.info}
 		}
 	}
-	slices.SortFunc(pl.indexed, func(a, b packID) int { return bytes.Compare(a[:], b[:]) })
-	clear(all)
 	if len(doomed) > 0 {
 		if err := s.eachBlob(func(id ID, l blobLoc) error {
 			pp := doomed[l.Pack]

@@ -127,15 +127,19 @@ func TestPlanReclaim(t *testing.T) {
 			want: ReclaimPlan{LiveBlobs: 2, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 2, BytesMoved: 3 * mib, BytesFreed: int64(big)}},
 		{name: "exactly half live is kept", packs: []synthPack{{size: big, live: []uint32{8 * mib}, dead: []uint32{8 * mib}}},
 			want: ReclaimPlan{LiveBlobs: 1, DeadBlobsKept: 1}},
-		{name: "just under half live is repacked", packs: []synthPack{{size: big, live: []uint32{8*mib - 1}, dead: []uint32{8 * mib}}}, doom: []int{0},
-			want: ReclaimPlan{LiveBlobs: 1, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 1, BytesMoved: 8*mib - 1, BytesFreed: int64(big)}},
+		{name: "just under half live is repacked", packs: []synthPack{{size: big, live: []uint32{8*mib - uint32(packOverhead(1)) - 1}, dead: []uint32{8 * mib}}}, doom: []int{0},
+			want: ReclaimPlan{LiveBlobs: 1, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 1, BytesMoved: 8*mib - packOverhead(1) - 1, BytesFreed: int64(big)}},
+		// Every reclaim repacked such a pack (its header is most of it)
+		// into the same pack again.
+		{name: "a live pack of a few small blobs is kept", packs: []synthPack{{size: uint64(packOverhead(10) + 50), live: []uint32{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}},
+			want: ReclaimPlan{LiveBlobs: 10}},
 		{name: "seven small live packs stay", packs: tenSmall(true)[:7],
 			want: ReclaimPlan{LiveBlobs: 7}},
 		{name: "eight small live packs merge", packs: tenSmall(true)[:8], doom: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			want: ReclaimPlan{LiveBlobs: 8, PacksRepacked: 8, BlobsMoved: 8, BytesMoved: 8 * (mib - 100), BytesFreed: 8 * mib}},
 		{name: "dead small packs do not count toward a merge",
 			packs: append(tenSmall(false)[:3], tenSmall(true)[:7]...), doom: []int{0, 1, 2},
-			want:  ReclaimPlan{LiveBlobs: 7, DeadBlobs: 3, PacksDropped: 3, BytesFreed: 3 * mib}},
+			want: ReclaimPlan{LiveBlobs: 7, DeadBlobs: 3, PacksDropped: 3, BytesFreed: 3 * mib}},
 		{name: "mixed", packs: []synthPack{
 			{size: big, live: []uint32{15 * mib}, dead: []uint32{mib / 2}},
 			{size: big, dead: []uint32{mib}},
@@ -297,4 +301,80 @@ func TestPlanReclaimDryRun(t *testing.T) {
 	}
 	verifyPoint(t, r, p2.ID, img1)
 	requireClean(t, r)
+}
+
+// TestPlanReclaimBudget: a plan takes packs in id order until their blobs
+// reach the budget (always at least one) and defers the rest, counting
+// their dead blobs as kept.
+func TestPlanReclaimBudget(t *testing.T) {
+	const mib = 1 << 20
+	dead := synthPack{size: 16 * mib, dead: []uint32{mib, mib}}
+	for _, tc := range []struct {
+		budget, taken, deferred int
+	}{
+		{1, 1, 3}, // one pack even over the budget
+		{3, 1, 3},
+		{4, 2, 2},
+		{8, 4, 0},
+		{0, 4, 0}, // the default
+	} {
+		snap, ids := synthSnapshot(t, 16*mib, []synthPack{dead, dead, dead, dead})
+		snap.maxBlobs = tc.budget
+		pl, err := planReclaim(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.packs) != tc.taken || pl.PacksDeferred != tc.deferred || pl.DeadBlobs != 2*tc.taken || pl.DeadBlobsKept != 2*tc.deferred {
+			t.Errorf("budget %d: took %d deferred %d dead %d kept %d, want %d %d", tc.budget, len(pl.packs), pl.PacksDeferred, pl.DeadBlobs, pl.DeadBlobsKept, tc.taken, tc.deferred)
+			continue
+		}
+		for k, p := range pl.packs {
+			if p.id != ids[k] {
+				t.Errorf("budget %d: pack %d is %s, want %s (id order)", tc.budget, k, p.id, ids[k])
+			}
+		}
+	}
+}
+
+// TestReclaimBudgetFinishesOverRuns: with a budget of one pack a run,
+// successive reclaims delete every dead pack, and the data stays intact.
+func TestReclaimBudgetFinishesOverRuns(t *testing.T) {
+	r := TestRepository(t)
+	ctx := context.Background()
+	var pts []Point
+	for i := range 6 {
+		pts = append(pts, backup(t, r, "vm", testTime.Add(time.Duration(i)*time.Hour), testDisk(uint64(300+i), 300<<10)))
+	}
+	for _, p := range pts[:3] {
+		if err := r.Delete(ctx, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.reclaimMaxBlobs = 1
+	runs, deleted := 0, 0
+	for {
+		rep, err := r.Reclaim(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs++
+		deleted += rep.PacksDeleted
+		if rep.PacksDeferred == 0 {
+			break
+		}
+		if rep.PacksDeleted == 0 || runs > 50 {
+			t.Fatalf("run %d made no progress: %+v", runs, rep)
+		}
+	}
+	if runs < 2 || deleted < 3 {
+		t.Errorf("%d runs deleted %d packs: the budget did not split the work", runs, deleted)
+	}
+	r.reclaimMaxBlobs = 0
+	if rep, err := r.Reclaim(ctx, nil); err != nil || rep.PacksDeleted != 0 || rep.DeadBlobs != 0 {
+		t.Errorf("a reclaim after the budgeted runs still found work: %+v %v", rep, err)
+	}
+	requireClean(t, r)
+	for i := 3; i < len(pts); i++ {
+		verifyPoint(t, r, pts[i].ID, testDisk(uint64(300+i), 300<<10))
+	}
 }

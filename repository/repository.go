@@ -59,6 +59,9 @@ type Repository struct {
 	db       *bolt.DB
 	files    *fileCache
 	log      *slog.Logger
+	// reclaimMaxBlobs overrides the blobs one reclaim takes (tests; 0:
+	// reclaimMaxBlobs).
+	reclaimMaxBlobs int
 
 	warnMu   sync.Mutex
 	warnings []string
