@@ -38,7 +38,7 @@ import (
 // usual. Chunk i sits in pack q/32 at slot q%32, q a fixed permutation of
 // i (a pack holds chunks from all over the key space, as in a real
 // repository). Packs q/32 ≡ 0 (mod 10) are unreferenced (reclaim drops
-// them), packs ≡ 1 half referenced (planned for repack; their files are
+// them), packs ≡ 1 a quarter referenced (planned for repack; their files are
 // absent, so the repack keeps them); the rest are live.
 //
 // Phases (VMVAULT_BIGCAT_PHASE, comma separated): build makes the
@@ -144,7 +144,7 @@ func bigcatLive(i, n uint64) bool {
 	case 0:
 		return false
 	case 1:
-		return s%2 == 0
+		return s%4 == 0
 	}
 	return true
 }

@@ -27,16 +27,22 @@ import (
 // 100 million live chunks). See liveMissing for the one question a prefix
 // answers less exactly than a whole id.
 //
-// Memory: 8 bytes per distinct live chunk, at most twice that while the
-// slice grows (100 million chunks: 763 MiB, peak 1.5 GiB), plus the exact
-// map (~100 bytes per metadata blob). A liveSet is used by one goroutine.
+// Memory: 8 bytes per blob the catalog's packs hold (the slice is sized
+// from them up front, liveSetHint: 100 million chunks, 763 MiB), more only
+// when the points reference more than the catalog has (by a quarter at a
+// time), plus the exact map (~100 bytes per metadata blob; a segment
+// covers 256 MiB of disk, 256 chunks of 1 MiB). A liveSet is used by one
+// goroutine.
 type liveSet struct {
 	exact    map[ID]struct{}
 	prefixes []uint64
 	sorted   int // prefixes[:sorted] is sorted and unique
 }
 
-func newLiveSet() *liveSet { return &liveSet{exact: map[ID]struct{}{}} }
+// newLiveSet returns an empty set with room for hint data prefixes.
+func newLiveSet(hint int) *liveSet {
+	return &liveSet{exact: map[ID]struct{}{}, prefixes: make([]uint64, 0, max(hint, 0))}
+}
 
 func idPrefix(id ID) uint64 { return binary.BigEndian.Uint64(id[:8]) }
 
@@ -55,8 +61,10 @@ func (l *liveSet) add(id ID) {
 		// Deduplicate before growing: chunks shared by several segments
 		// (dedup across disks) are appended once per segment.
 		l.compact()
-		if len(l.prefixes) > cap(l.prefixes)*3/4 {
-			l.prefixes = slices.Grow(l.prefixes, len(l.prefixes))
+		if len(l.prefixes) > cap(l.prefixes)*7/8 {
+			// By a quarter: sized from the catalog (liveSetHint), the
+			// set rarely grows at all, and a copy needs old and new.
+			l.prefixes = slices.Grow(l.prefixes, max(len(l.prefixes)/4, 1024))
 		}
 	}
 	l.prefixes = append(l.prefixes, idPrefix(id))

@@ -16,7 +16,7 @@ func testID(n uint64) ID {
 // (no live id is ever taken as dead), metadata ids are exact, and ids
 // never added are not live unless they share an 8-byte prefix.
 func TestLiveSet(t *testing.T) {
-	l := newLiveSet()
+	l := newLiveSet(0)
 	const n = 200_000
 	for i := range uint64(n) {
 		l.add(testID(i))

@@ -139,6 +139,22 @@ func (r *Repository) markPoints(ctx context.Context, live *liveSet, progress fun
 	return nil
 }
 
+// liveSetHint is the number of blobs the catalog's packs hold (their
+// header counts): what the live set can hold at most, short of points
+// that reference blobs the catalog lost.
+func (r *Repository) liveSetHint() int {
+	n := 0
+	r.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPacks).ForEach(func(_, v []byte) error {
+			if pi, err := decodePackInfo(v); err == nil {
+				n += int(pi.Count)
+			}
+			return nil
+		})
+	})
+	return min(n, 1<<31)
+}
+
 // liveBlobMissing reports whether a live blob is neither indexed nor
 // pending. Metadata ids are looked up whole; data prefixes are merged
 // with a walk of the catalog in key order (one sequential pass, no
@@ -218,7 +234,7 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
 	defer r.startMark()()
-	live := newLiveSet()
+	live := newLiveSet(r.liveSetHint())
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: mark: %w", err)
 	}
@@ -266,7 +282,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	// 1. Mark.
 	endMark := r.startMark()
 	defer endMark()
-	live := newLiveSet()
+	live := newLiveSet(r.liveSetHint())
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
@@ -401,37 +417,47 @@ func (r *Repository) reclaimCondemn(live *liveSet) (ReclaimPlan, []ID, uint64, e
 		if err := failpoint.Hit("reclaim.condemn"); err != nil {
 			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
-		err = r.db.Update(func(tx *bolt.Tx) error {
-			condemned = condemned[:0]
-			if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
-				return err
-			}
-			for _, pp := range pl.packs {
-				if v := tx.Bucket(bucketPacks).Get(pp.id[:]); v != nil {
-					pi, err := decodePackInfo(v)
-					if err != nil {
-						return err
-					}
-					pi.State = blobStateCondemned
-					if err := tx.Bucket(bucketPacks).Put(pp.id[:], encodePackInfo(pi)); err != nil {
-						return err
-					}
-				}
-				for _, bid := range pp.dead {
-					l, ok := lookupTx(tx, bid)
-					if !ok || l.Pack != pp.id {
-						continue
-					}
-					l.State = blobStateCondemned
-					if err := tx.Bucket(bucketBlobs).Put(bid[:], encodeBlobLoc(l)); err != nil {
-						return err
-					}
-					condemned = append(condemned, bid)
+		// In transactions of at most catalogBatch entries: dead blobs are
+		// spread over the whole key space, and one transaction over all
+		// of them held every page of the catalog in memory (bbolt copies
+		// each page it changes). The first sets the reclaim mark, so a
+		// crash between them is recovered at open like one after them.
+		var txc []ID // condemned by the running transaction
+		err = r.updateBatched(pl.packs, func() { txc = txc[:0] }, func(tx *bolt.Tx, pp plannedPack, first bool) (int, error) {
+			if first {
+				if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
+					return 0, err
 				}
 			}
-			return nil
-		})
+			if v := tx.Bucket(bucketPacks).Get(pp.id[:]); v != nil {
+				pi, err := decodePackInfo(v)
+				if err != nil {
+					return 0, err
+				}
+				pi.State = blobStateCondemned
+				if err := tx.Bucket(bucketPacks).Put(pp.id[:], encodePackInfo(pi)); err != nil {
+					return 0, err
+				}
+			}
+			n := 1
+			for _, bid := range pp.dead {
+				l, ok := lookupTx(tx, bid)
+				if !ok || l.Pack != pp.id {
+					continue
+				}
+				l.State = blobStateCondemned
+				if err := tx.Bucket(bucketBlobs).Put(bid[:], encodeBlobLoc(l)); err != nil {
+					return n, err
+				}
+				txc = append(txc, bid)
+				n++
+			}
+			return n, nil
+		}, func() { condemned = append(condemned, txc...) }, nil)
 		if err != nil {
+			// Packs condemned by the transactions that committed stay so
+			// until the next reclaim or open: only unreferenced blobs are
+			// condemned, and a condemned blob is never deduplicated.
 			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
 		for _, id := range condemned {
@@ -630,6 +656,57 @@ func (r *Repository) reclaimDelete(ctx context.Context, pl *ReclaimPlan, keep ma
 	return gone, nil
 }
 
+// catalogBatch is the most catalog entries one of reclaim's transactions
+// changes: a transaction keeps a copy of each page it changes, and
+// reclaim's changes are spread over the whole catalog (~16 KiB of heap per
+// entry at worst: 128 MiB).
+const catalogBatch = 8192
+
+// updateBatched runs fn for each pack in catalog transactions of about
+// catalogBatch changed entries (fn returns how many it changed). begin,
+// when non-nil, runs as each transaction starts and committed after each
+// commits; last, when non-nil, runs in the final transaction. first tells
+// fn it runs first in the first transaction.
+func (r *Repository) updateBatched(packs []plannedPack, begin func(), fn func(tx *bolt.Tx, pp plannedPack, first bool) (int, error), committed func(), last func(tx *bolt.Tx) error) error {
+	for lo := 0; lo < len(packs) || (lo == 0 && last != nil); {
+		hi := lo
+		err := r.db.Update(func(tx *bolt.Tx) error {
+			if begin != nil {
+				begin()
+			}
+			hi = lo
+			changed := 0
+			batch := catalogBatch
+			if r.reclaimBatch > 0 {
+				batch = r.reclaimBatch
+			}
+			for hi < len(packs) && changed < batch {
+				n, err := fn(tx, packs[hi], hi == 0)
+				if err != nil {
+					return err
+				}
+				changed += n
+				hi++
+			}
+			if hi == len(packs) && last != nil {
+				return last(tx)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if committed != nil {
+			committed()
+		}
+		if hi == len(packs) {
+			return nil
+		}
+		lo = hi
+	}
+	return nil
+}
+
 // packDir is the directory of a pack file, as the store names it.
 func packDir(id packID) string {
 	s := id.String()
@@ -643,51 +720,53 @@ func (r *Repository) reclaimDropEntries(pl *ReclaimPlan, gone map[packID]bool) (
 	if err := failpoint.Hit("reclaim.catalog"); err != nil {
 		return 0, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
-	removed := 0
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		removed = 0
+	// In batches (updateBatched): the reclaim mark goes with the last, so
+	// a crash between them finishes at open (reconcile).
+	removed, txRemoved := 0, 0
+	err := r.updateBatched(pl.packs, func() { txRemoved = 0 }, func(tx *bolt.Tx, pp plannedPack, _ bool) (int, error) {
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)
-		for _, pp := range pl.packs {
-			id := pp.id
-			if !gone[id] {
-				// Kept (unreadable live blob): back to an ordinary pack.
-				if v := packs.Get(id[:]); v != nil {
-					if pi, err := decodePackInfo(v); err == nil {
-						pi.State = blobStateLive
-						if err := packs.Put(id[:], encodePackInfo(pi)); err != nil {
-							return err
-						}
-					}
-				}
-				for _, bid := range pp.dead {
-					if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
-						l.State = blobStateLive
-						if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
-							return err
-						}
-					}
-				}
-				continue
-			}
-			for _, e := range pp.live {
-				if l, ok := lookupTx(tx, e.ID); ok && l.Pack == id {
-					if err := blobs.Delete(e.ID[:]); err != nil {
-						return err
+		id := pp.id
+		n := 1
+		if !gone[id] {
+			// Kept (unreadable live blob): back to an ordinary pack.
+			if v := packs.Get(id[:]); v != nil {
+				if pi, err := decodePackInfo(v); err == nil {
+					pi.State = blobStateLive
+					if err := packs.Put(id[:], encodePackInfo(pi)); err != nil {
+						return n, err
 					}
 				}
 			}
 			for _, bid := range pp.dead {
-				if l, ok := lookupTx(tx, bid); ok && l.Pack == id {
-					if err := blobs.Delete(bid[:]); err != nil {
-						return err
+				if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
+					l.State = blobStateLive
+					if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
+						return n, err
 					}
-					removed++
+					n++
 				}
 			}
-			if err := packs.Delete(id[:]); err != nil {
-				return err
+			return n, nil
+		}
+		for _, e := range pp.live {
+			if l, ok := lookupTx(tx, e.ID); ok && l.Pack == id {
+				if err := blobs.Delete(e.ID[:]); err != nil {
+					return n, err
+				}
+				n++
 			}
 		}
+		for _, bid := range pp.dead {
+			if l, ok := lookupTx(tx, bid); ok && l.Pack == id {
+				if err := blobs.Delete(bid[:]); err != nil {
+					return n, err
+				}
+				txRemoved++
+				n++
+			}
+		}
+		return n, packs.Delete(id[:])
+	}, func() { removed += txRemoved }, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Delete(metaReclaim)
 	})
 	if err != nil {

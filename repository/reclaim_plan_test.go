@@ -24,7 +24,7 @@ type synthPack struct {
 func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnapshot, []packID) {
 	t.Helper()
 	var s synthSnap
-	s.packs, s.live = map[packID]packInfo{}, newLiveSet()
+	s.packs, s.live = map[packID]packInfo{}, newLiveSet(0)
 	var ids []packID
 	for i, p := range packs {
 		var pid packID
@@ -195,7 +195,7 @@ func TestPlanReclaimUnindexedPack(t *testing.T) {
 	var live, dead ID
 	copy(live[:], "live")
 	copy(dead[:], "dead")
-	set := newLiveSet()
+	set := newLiveSet(0)
 	set.add(live)
 	snap := synthSnap{packs: map[packID]packInfo{}, live: set,
 		blobs: []snapBlob{{live, blobLoc{StoredLen: 10, Pack: p1}}, {dead, blobLoc{StoredLen: 10, Pack: p2}}}}.snapshot(1 << 24)
@@ -376,5 +376,54 @@ func TestReclaimBudgetFinishesOverRuns(t *testing.T) {
 	requireClean(t, r)
 	for i := 3; i < len(pts); i++ {
 		verifyPoint(t, r, pts[i].ID, testDisk(uint64(300+i), 300<<10))
+	}
+}
+
+// TestReclaimInBatches: a reclaim whose catalog changes span many
+// transactions (one entry each) ends as one in a single transaction:
+// same report, a clean repository, the kept points intact, and no
+// reclaim mark left.
+func TestReclaimInBatches(t *testing.T) {
+	ctx := context.Background()
+	var reports []*ReclaimReport
+	for _, batch := range []int{0, 1} {
+		r := TestRepository(t)
+		r.reclaimBatch = batch
+		var pts []Point
+		for i := range 5 {
+			pts = append(pts, backup(t, r, "vm", testTime.Add(time.Duration(i)*time.Hour), testDisk(uint64(500+i), 400<<10)))
+		}
+		for _, p := range pts[:3] {
+			if err := r.Delete(ctx, p.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := r.Reclaim(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DeadBlobs < 3 || rep.PacksDeleted < 2 {
+			t.Fatalf("batch %d: too little reclaimed to span transactions: %+v", batch, rep)
+		}
+		r.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketMeta).Get(metaReclaim) != nil {
+				t.Errorf("batch %d: reclaim mark left in the catalog", batch)
+			}
+			return nil
+		})
+		requireClean(t, r)
+		for i := 3; i < len(pts); i++ {
+			verifyPoint(t, r, pts[i].ID, testDisk(uint64(500+i), 400<<10))
+		}
+		reports = append(reports, rep)
+	}
+	// Two repositories (two keys): the packs' sizes differ by a few bytes
+	// of compressed metadata.
+	if d := reports[0].BytesFreed - reports[1].BytesFreed; d > 64 || d < -64 {
+		t.Errorf("bytes freed %d vs %d", reports[0].BytesFreed, reports[1].BytesFreed)
+	}
+	reports[0].BytesFreed, reports[1].BytesFreed = 0, 0
+	if !reflect.DeepEqual(reports[0], reports[1]) {
+		t.Errorf("one transaction %+v, batches of one %+v", reports[0], reports[1])
 	}
 }

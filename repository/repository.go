@@ -62,6 +62,8 @@ type Repository struct {
 	// reclaimMaxBlobs overrides the blobs one reclaim takes (tests; 0:
 	// reclaimMaxBlobs).
 	reclaimMaxBlobs int
+	// reclaimBatch overrides catalogBatch (tests; 0: catalogBatch).
+	reclaimBatch int
 
 	warnMu   sync.Mutex
 	warnings []string
