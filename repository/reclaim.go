@@ -532,6 +532,10 @@ func (r *Repository) reclaimRepack(ctx context.Context, pl *ReclaimPlan, rep *Re
 		pl.orphans = slices.DeleteFunc(pl.orphans, func(o orphanFile) bool { return !stay[o.id] })
 	}
 	written := map[*packWriter]struct{}{}
+	// One read buffer and one copy for the whole repack (appendBlob writes
+	// the copy before it returns): a fresh pair per blob was two MiB of
+	// garbage per 1 MiB chunk, and the heap grew with it.
+	var buf, stored []byte
 	for n, pp := range pl.packs {
 		phase("repack", int64(n), int64(len(pl.packs)))
 		if keep[pp.id] { // held by its object lock
@@ -544,14 +548,14 @@ func (r *Repository) reclaimRepack(ctx context.Context, pl *ReclaimPlan, rep *Re
 			if err := ctx.Err(); err != nil {
 				return keep, err
 			}
-			buf := make([]byte, e.StoredLen)
+			buf = slices.Grow(buf[:0], int(e.StoredLen))[:e.StoredLen]
 			if err := r.readPackAt(pp.id, buf, int64(e.Offset)); err != nil {
 				keep[pp.id] = true
 				break
 			}
 			// The stored bytes are position independent, so they are copied
-			// verbatim once verified.
-			stored := append([]byte(nil), buf...)
+			// verbatim once verified (decode may work in place).
+			stored = append(stored[:0], buf...)
 			if _, err := r.codec.decode(nil, e, buf); err != nil {
 				keep[pp.id] = true
 				break
