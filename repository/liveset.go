@@ -22,7 +22,7 @@ import (
 //
 // A data id is live when its prefix is in the set. A dead blob whose prefix
 // equals a live one's is then taken as live: it stays one more reclaim,
-// which is safe (nothing live is ever taken as dead). Ids are keyed hashes,
+// which is safe (nothing live is ever taken as dead). Ids are cryptographic hashes,
 // so this happens to a given dead blob with probability live/2^64 (5e-12 at
 // 100 million live chunks). See liveMissing for the one question a prefix
 // answers less exactly than a whole id.
