@@ -378,6 +378,9 @@ func (r *Repository) reclaimSnapshot(live *liveSet) (reclaimSnapshot, error) {
 				if err != nil {
 					return err
 				}
+				if len(k) != len(packID{}) {
+					return fmt.Errorf("catalog: pack key of %d bytes", len(k))
+				}
 				return fn(packID(k), pi)
 			})
 		},
@@ -386,6 +389,9 @@ func (r *Repository) reclaimSnapshot(live *liveSet) (reclaimSnapshot, error) {
 				l, err := decodeBlobLoc(v)
 				if err != nil {
 					return err
+				}
+				if len(k) != len(ID{}) {
+					return fmt.Errorf("catalog: blob key of %d bytes", len(k))
 				}
 				return fn(ID(k), l)
 			})

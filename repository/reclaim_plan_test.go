@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -425,5 +426,40 @@ func TestReclaimInBatches(t *testing.T) {
 	reports[0].BytesFreed, reports[1].BytesFreed = 0, 0
 	if !reflect.DeepEqual(reports[0], reports[1]) {
 		t.Errorf("one transaction %+v, batches of one %+v", reports[0], reports[1])
+	}
+}
+
+// TestReclaimRefusesMalformedCatalogKey: a blob key of the wrong length
+// (a damaged catalog) stops reclaim with an error and deletes nothing; it
+// used to panic converting the key to an id.
+func TestReclaimRefusesMalformedCatalogKey(t *testing.T) {
+	r := TestRepository(t)
+	ctx := context.Background()
+	p := backup(t, r, "vm", testTime, testDisk(600, 200<<10))
+	backup(t, r, "vm", testTime.Add(time.Hour), testDisk(601, 200<<10))
+	if err := r.Delete(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.listPackFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Put([]byte("short"), encodeBlobLoc(blobLoc{StoredLen: 1}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reclaim(ctx, nil); err == nil || !strings.Contains(err.Error(), "blob key of 5 bytes") {
+		t.Fatalf("reclaim over a malformed key: %v", err)
+	}
+	if _, err := r.PlanReclaim(ctx, nil); err == nil {
+		t.Error("plan over a malformed key succeeded")
+	}
+	after, err := r.listPackFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("packs changed: %d before, %d after", len(before), len(after))
 	}
 }
