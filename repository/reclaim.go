@@ -244,8 +244,10 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 	if err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
-	pl, err := planReclaim(snap)
-	snap.close()
+	pl, err := func() (ReclaimPlan, error) {
+		defer snap.close() // even on a panic: an open read transaction blocks Close
+		return planReclaim(snap)
+	}()
 	if err != nil {
 		return ReclaimPlan{}, err
 	}
@@ -413,8 +415,10 @@ func (r *Repository) reclaimCondemn(live *liveSet) (ReclaimPlan, []ID, uint64, e
 	if err != nil {
 		return ReclaimPlan{}, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
-	pl, err := planReclaim(snap)
-	snap.close()
+	pl, err := func() (ReclaimPlan, error) {
+		defer snap.close() // before the condemn's write transactions, and on a panic
+		return planReclaim(snap)
+	}()
 	if err != nil {
 		return pl, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
