@@ -75,11 +75,12 @@ type reclaimSnapshot struct {
 
 // reclaimMaxBlobs bounds the blobs (live and dead) of the packs one
 // reclaim deletes: the plan keeps each one's id and location, and condemn
-// an entry per dead blob (~200 bytes a blob in all: 4 Mi blobs, ~800 MiB at
-// worst, 4 TiB of 1 MiB chunks a run). Packs beyond it, in pack id order,
+// an entry per dead blob (~200 bytes a blob in all: 2 Mi blobs, ~400 MiB at
+// worst, 2 TiB of 1 MiB chunks a run; at 4 Mi, reclaim's peak heap at 100
+// million chunks was 2.3 GiB instead of 2.0: docs/PERFORMANCE.md). Packs beyond it, in pack id order,
 // wait for the next reclaim (PacksDeferred), which starts where this one
 // stopped since what it deleted is gone.
-const reclaimMaxBlobs = 4 << 20
+const reclaimMaxBlobs = 2 << 20
 
 // packTally is what planReclaim keeps per pack while it decides: ~100
 // bytes a pack with its map entry (3.2 million packs at 100 TB of 32 MiB
