@@ -297,12 +297,12 @@ func (r *Repository) dropHolds(ctx context.Context, pid ID) {
 // runs but whose commit record is missing (deleted by hand or by an
 // attacker): the hold names the manifest, so the data stays. Called by
 // reclaim after markPoints.
-func (r *Repository) markHeldPoints(ctx context.Context, live map[ID]struct{}) error {
+func (r *Repository) markHeldPoints(ctx context.Context, live *liveSet) error {
 	now := r.now()
 	r.mu.Lock()
 	var ids []ID
 	for id, u := range r.holds {
-		if _, ok := live[id]; !ok && u.After(now) {
+		if !live.hasMeta(id) && u.After(now) {
 			ids = append(ids, id)
 		}
 	}
@@ -316,9 +316,9 @@ func (r *Repository) markHeldPoints(ctx context.Context, live map[ID]struct{}) e
 		if err != nil {
 			return fmt.Errorf("time-locked restore point %s: %w", id, err)
 		}
-		live[id] = struct{}{}
+		live.addMeta(id)
 		if !m.Config.IsZero() {
-			live[m.Config] = struct{}{}
+			live.addMeta(m.Config)
 		}
 		for _, d := range m.Disks {
 			if err := r.markMap(ctx, live, d.Map); err != nil {
@@ -330,21 +330,33 @@ func (r *Repository) markHeldPoints(ctx context.Context, live map[ID]struct{}) e
 }
 
 // markMap adds a disk map and every blob it references to live.
-func (r *Repository) markMap(ctx context.Context, live map[ID]struct{}, root ID) error {
-	live[root] = struct{}{}
+func (r *Repository) markMap(ctx context.Context, live *liveSet, root ID) error {
+	return r.walkMapIDs(ctx, root, func(id ID, meta bool) {
+		if meta {
+			live.addMeta(id)
+		} else {
+			live.add(id)
+		}
+	})
+}
+
+// walkMapIDs calls fn with a disk map's root, its segments (meta) and every
+// data blob they reference.
+func (r *Repository) walkMapIDs(ctx context.Context, root ID, fn func(id ID, meta bool)) error {
+	fn(root, true)
 	dr, err := r.loadRoot(ctx, root)
 	if err != nil {
 		return err
 	}
 	for _, ref := range dr.Segs {
-		live[ref.ID] = struct{}{}
+		fn(ref.ID, true)
 		s, err := r.loadSegment(ctx, ref)
 		if err != nil {
 			return err
 		}
 		for _, e := range s.Extents {
 			if !e.Zero {
-				live[e.ID] = struct{}{}
+				fn(e.ID, false)
 			}
 		}
 	}

@@ -173,7 +173,7 @@ func (r *Repository) extendPointRetention(ctx context.Context, p Point, pid ID, 
 		live[p.ConfigID] = struct{}{}
 	}
 	for _, d := range p.Disks {
-		if err := r.markMap(ctx, live, d.Map); err != nil {
+		if err := r.walkMapIDs(ctx, d.Map, func(id ID, _ bool) { live[id] = struct{}{} }); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,9 @@
 package repository
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +33,9 @@ type ReclaimReport struct {
 	Held          []HeldObject `json:"held,omitempty"`
 	BytesFreed    int64        `json:"bytesFreed"`
 	BytesRepacked int64        `json:"bytesRepacked"`
+	// PacksDeferred qualified but wait for the next reclaim (one reclaim
+	// takes a bounded number of blobs: ReclaimPlan.PacksDeferred).
+	PacksDeferred int `json:"packsDeferred,omitempty"`
 }
 
 // repackThreshold: a pack whose live bytes are below this fraction is repacked.
@@ -51,7 +56,7 @@ const (
 // reclaim: its blobs are unknown, so nothing may be deleted. Points the
 // catalog lists without a record on disk (check reports them) are marked
 // too, until `repo delete` or a recatalog forgets them.
-func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progress func(Progress)) error {
+func (r *Repository) markPoints(ctx context.Context, live *liveSet, progress func(Progress)) error {
 	type markTarget struct {
 		id     string
 		config ID
@@ -99,33 +104,33 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 			progress(Progress{Phase: "mark", Done: int64(n), Total: int64(len(pts))})
 		}
 		pid, _ := ParseID(p.id)
-		live[pid] = struct{}{}
+		live.addMeta(pid)
 		if !p.config.IsZero() {
-			live[p.config] = struct{}{}
+			live.addMeta(p.config)
 		}
 		for _, d := range p.disks {
 			// A root or segment already marked had all its blobs marked:
 			// incremental points share almost everything with their parent.
-			if _, seen := live[d.Map]; seen {
+			if live.hasMeta(d.Map) {
 				continue
 			}
-			live[d.Map] = struct{}{}
+			live.addMeta(d.Map)
 			dr, err := r.loadRoot(ctx, d.Map)
 			if err != nil {
 				return fmt.Errorf("restore point %s: %w", p.id, err)
 			}
 			for _, ref := range dr.Segs {
-				if _, seen := live[ref.ID]; seen {
+				if live.hasMeta(ref.ID) {
 					continue
 				}
-				live[ref.ID] = struct{}{}
+				live.addMeta(ref.ID)
 				s, err := r.loadSegment(ctx, ref)
 				if err != nil {
 					return fmt.Errorf("restore point %s: %w", p.id, err)
 				}
 				for _, e := range s.Extents {
 					if !e.Zero {
-						live[e.ID] = struct{}{}
+						live.add(e.ID)
 					}
 				}
 			}
@@ -134,14 +139,56 @@ func (r *Repository) markPoints(ctx context.Context, live map[ID]struct{}, progr
 	return nil
 }
 
-// liveBlobMissing reports whether a live blob is neither indexed nor
-// pending.
-func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
-	var missing []ID
+// liveSetHint is the number of blobs the catalog's packs hold (their
+// header counts): what the live set can hold at most, short of points
+// that reference blobs the catalog lost.
+func (r *Repository) liveSetHint() int {
+	n := 0
 	r.db.View(func(tx *bolt.Tx) error {
-		for id := range live {
+		return tx.Bucket(bucketPacks).ForEach(func(_, v []byte) error {
+			if pi, err := decodePackInfo(v); err == nil {
+				n += int(pi.Count)
+			}
+			return nil
+		})
+	})
+	return min(n, 1<<31)
+}
+
+// liveBlobMissing reports whether a live blob is neither indexed nor
+// pending. Metadata ids are looked up whole; data prefixes are merged
+// with a walk of the catalog in key order (one sequential pass, no
+// random lookups). A data prefix counts as indexed when some catalog id
+// starts with it: a live chunk missing from the catalog whose 8-byte
+// prefix another indexed id shares is taken as present, with probability
+// catalog/2^64 (5e-12 at 100 million chunks) per missing chunk — the one
+// answer the prefixes give less exactly than whole ids; it only matters
+// when a live chunk is already lost from the catalog and orphan files
+// exist (FORMAT.md, reclaim notes).
+func (r *Repository) liveBlobMissing(live *liveSet) bool {
+	var missing []ID
+	var missingPre []uint64
+	r.db.View(func(tx *bolt.Tx) error {
+		for id := range live.exact {
 			if _, ok := lookupTx(tx, id); !ok {
 				missing = append(missing, id)
+			}
+		}
+		c := tx.Bucket(bucketBlobs).Cursor()
+		k, v := c.First()
+		for _, p := range live.sortedPrefixes() {
+			for k != nil && keyPrefix(k) < p {
+				k, v = c.Next()
+			}
+			found := false
+			for k != nil && keyPrefix(k) == p {
+				if _, err := decodeBlobLoc(v); err == nil && len(k) == len(ID{}) {
+					found = true
+				}
+				k, v = c.Next()
+			}
+			if !found {
+				missingPre = append(missingPre, p)
 			}
 		}
 		return nil
@@ -153,7 +200,27 @@ func (r *Repository) liveBlobMissing(live map[ID]struct{}) bool {
 			return true
 		}
 	}
+	if len(missingPre) == 0 {
+		return false
+	}
+	pend := make(map[uint64]bool, len(r.pending))
+	for id := range r.pending {
+		pend[idPrefix(id)] = true
+	}
+	for _, p := range missingPre {
+		if !pend[p] {
+			return true
+		}
+	}
 	return false
+}
+
+// keyPrefix is a catalog key's first 8 bytes as a big-endian number (a
+// shorter key is padded with zeros).
+func keyPrefix(k []byte) uint64 {
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // PlanReclaim is a dry run of Reclaim: it marks the live set and returns
@@ -167,7 +234,7 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 	r.maintMu.Lock()
 	defer r.maintMu.Unlock()
 	defer r.startMark()()
-	live := map[ID]struct{}{}
+	live := newLiveSet(r.liveSetHint())
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: mark: %w", err)
 	}
@@ -177,11 +244,14 @@ func (r *Repository) PlanReclaim(ctx context.Context, progress func(Progress)) (
 	if err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
-	pl, err := planReclaim(snap)
+	pl, err := func() (ReclaimPlan, error) {
+		defer snap.close() // even on a panic: an open read transaction blocks Close
+		return planReclaim(snap)
+	}()
 	if err != nil {
 		return ReclaimPlan{}, err
 	}
-	if err := r.findOrphans(&pl, snap, live); err != nil {
+	if err := r.findOrphans(&pl, live); err != nil {
 		return ReclaimPlan{}, fmt.Errorf("plan reclaim: %w", err)
 	}
 	return pl, nil
@@ -214,7 +284,7 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	// 1. Mark.
 	endMark := r.startMark()
 	defer endMark()
-	live := map[ID]struct{}{}
+	live := newLiveSet(r.liveSetHint())
 	if err := r.markPoints(ctx, live, progress); err != nil {
 		return nil, fmt.Errorf("reclaim: mark (nothing deleted): %w", err)
 	}
@@ -223,12 +293,12 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	}
 
 	// 2. Plan and condemn.
-	pl, snap, condemned, gen, err := r.reclaimCondemn(live)
+	pl, condemned, gen, err := r.reclaimCondemn(live)
 	if err != nil {
 		return nil, err
 	}
-	rep.LiveBlobs = pl.LiveBlobs
-	if err := r.findOrphans(&pl, snap, live); err != nil {
+	rep.LiveBlobs, rep.PacksDeferred = pl.LiveBlobs, pl.PacksDeferred
+	if err := r.findOrphans(&pl, live); err != nil {
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
 	rep.OrphanFilesKept = pl.OrphanFilesKept
@@ -279,120 +349,147 @@ func (r *Repository) startMark() func() {
 }
 
 // reclaimSnapshot adds to live what sessions hold (points committed during
-// the mark, blobs open sessions use, pending blobs) and reads the catalog's
-// packs and blobs. The caller holds r.mu.
-func (r *Repository) reclaimSnapshot(live map[ID]struct{}) (reclaimSnapshot, error) {
+// the mark, blobs open sessions use, pending blobs) and opens a read
+// transaction on the catalog from which planReclaim walks its packs and
+// blobs in key order (streamed: the catalog is not copied into memory).
+// The caller holds r.mu, and calls close before any catalog update in
+// this goroutine (bbolt: a writer growing the file waits for readers).
+func (r *Repository) reclaimSnapshot(live *liveSet) (reclaimSnapshot, error) {
 	for id := range r.markExtra {
-		live[id] = struct{}{}
+		live.add(id)
 	}
 	for s := range r.sessions {
 		for _, id := range s.used {
-			live[id] = struct{}{}
+			live.add(id)
 		}
 	}
 	for id := range r.pending {
-		live[id] = struct{}{}
+		live.add(id)
 	}
-	snap := reclaimSnapshot{packs: map[packID]packInfo{}, live: live, packSize: int64(r.cfg.PackSize)}
-	err := r.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
-			pi, err := decodePackInfo(v)
-			if err != nil {
-				return err
-			}
-			snap.packs[packID(k)] = pi
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
-			l, err := decodeBlobLoc(v)
-			if err != nil {
-				return err
-			}
-			snap.blobs = append(snap.blobs, snapBlob{ID(k), l})
-			return nil
-		})
-	})
-	return snap, err
+	tx, err := r.db.Begin(false)
+	if err != nil {
+		return reclaimSnapshot{}, err
+	}
+	return reclaimSnapshot{
+		live:     live,
+		packSize: int64(r.cfg.PackSize),
+		maxBlobs: r.reclaimMaxBlobs,
+		eachPack: func(fn func(packID, packInfo) error) error {
+			return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
+				pi, err := decodePackInfo(v)
+				if err != nil {
+					return err
+				}
+				if len(k) != len(packID{}) {
+					return fmt.Errorf("catalog: pack key of %d bytes", len(k))
+				}
+				return fn(packID(k), pi)
+			})
+		},
+		eachBlob: func(fn func(ID, blobLoc) error) error {
+			return tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
+				l, err := decodeBlobLoc(v)
+				if err != nil {
+					return err
+				}
+				if len(k) != len(ID{}) {
+					return fmt.Errorf("catalog: blob key of %d bytes", len(k))
+				}
+				return fn(ID(k), l)
+			})
+		},
+		close: func() { tx.Rollback() },
+	}, nil
 }
 
 // reclaimCondemn plans the reclaim and condemns the doomed packs and their
 // dead blobs, atomically with respect to sessions' dedup lookups (under
 // r.mu). State left by an earlier, cancelled reclaim is recomputed from
-// scratch. It returns the plan, its snapshot, the condemned blob ids and
-// the generation sessions started from now on carry.
-func (r *Repository) reclaimCondemn(live map[ID]struct{}) (ReclaimPlan, reclaimSnapshot, []ID, uint64, error) {
+// scratch. It returns the plan, the condemned blob ids and the generation
+// sessions started from now on carry.
+func (r *Repository) reclaimCondemn(live *liveSet) (ReclaimPlan, []ID, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.condemned = map[ID]struct{}{}
 	snap, err := r.reclaimSnapshot(live)
 	if err != nil {
-		return ReclaimPlan{}, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
+		return ReclaimPlan{}, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
-	pl, err := planReclaim(snap)
+	pl, err := func() (ReclaimPlan, error) {
+		defer snap.close() // before the condemn's write transactions, and on a panic
+		return planReclaim(snap)
+	}()
 	if err != nil {
-		return pl, snap, nil, 0, fmt.Errorf("reclaim: %w", err)
+		return pl, nil, 0, fmt.Errorf("reclaim: %w", err)
 	}
 	var condemned []ID
 	if len(pl.packs) > 0 {
 		if err := failpoint.Hit("reclaim.condemn"); err != nil {
-			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
+			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
-		err = r.db.Update(func(tx *bolt.Tx) error {
-			condemned = condemned[:0]
-			if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
-				return err
-			}
-			for _, pp := range pl.packs {
-				if v := tx.Bucket(bucketPacks).Get(pp.id[:]); v != nil {
-					pi, err := decodePackInfo(v)
-					if err != nil {
-						return err
-					}
-					pi.State = blobStateCondemned
-					if err := tx.Bucket(bucketPacks).Put(pp.id[:], encodePackInfo(pi)); err != nil {
-						return err
-					}
-				}
-				for _, bid := range pp.dead {
-					l, ok := lookupTx(tx, bid)
-					if !ok || l.Pack != pp.id {
-						continue
-					}
-					l.State = blobStateCondemned
-					if err := tx.Bucket(bucketBlobs).Put(bid[:], encodeBlobLoc(l)); err != nil {
-						return err
-					}
-					condemned = append(condemned, bid)
+		// In transactions of at most catalogBatch entries: dead blobs are
+		// spread over the whole key space, and one transaction over all
+		// of them held every page of the catalog in memory (bbolt copies
+		// each page it changes). The first sets the reclaim mark, so a
+		// crash between them is recovered at open like one after them.
+		var txc []ID // condemned by the running transaction
+		err = r.updateBatched(pl.packs, func() { txc = txc[:0] }, func(tx *bolt.Tx, pp plannedPack, first bool) (int, error) {
+			if first {
+				if err := tx.Bucket(bucketMeta).Put(metaReclaim, []byte{1}); err != nil {
+					return 0, err
 				}
 			}
-			return nil
-		})
+			if v := tx.Bucket(bucketPacks).Get(pp.id[:]); v != nil {
+				pi, err := decodePackInfo(v)
+				if err != nil {
+					return 0, err
+				}
+				pi.State = blobStateCondemned
+				if err := tx.Bucket(bucketPacks).Put(pp.id[:], encodePackInfo(pi)); err != nil {
+					return 0, err
+				}
+			}
+			n := 1
+			for _, bid := range pp.dead {
+				l, ok := lookupTx(tx, bid)
+				if !ok || l.Pack != pp.id {
+					continue
+				}
+				l.State = blobStateCondemned
+				if err := tx.Bucket(bucketBlobs).Put(bid[:], encodeBlobLoc(l)); err != nil {
+					return n, err
+				}
+				txc = append(txc, bid)
+				n++
+			}
+			return n, nil
+		}, func() { condemned = append(condemned, txc...) }, nil)
 		if err != nil {
-			return pl, snap, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
+			// Packs condemned by the transactions that committed stay so
+			// until the next reclaim or open: only unreferenced blobs are
+			// condemned, and a condemned blob is never deduplicated.
+			return pl, nil, 0, fmt.Errorf("reclaim: condemn: %w", err)
 		}
 		for _, id := range condemned {
 			r.condemned[id] = struct{}{}
 		}
 	}
 	r.gen++
-	return pl, snap, condemned, r.gen, nil
+	return pl, condemned, r.gen, nil
 }
 
 // findOrphans adds the orphan pack files to the plan: on disk, not in the
 // catalog (at the snapshot nor now), not being written.
-func (r *Repository) findOrphans(pl *ReclaimPlan, snap reclaimSnapshot, live map[ID]struct{}) error {
+func (r *Repository) findOrphans(pl *ReclaimPlan, live *liveSet) error {
 	onDisk, err := r.listPackFiles()
 	if err != nil {
 		return err
 	}
 	known := map[packID]bool{}
-	for id := range snap.packs {
-		known[id] = true
-	}
-	for _, b := range snap.blobs {
-		known[b.loc.Pack] = true
+	for id := range onDisk {
+		if _, ok := slices.BinarySearchFunc(pl.indexed, id, func(a, b packID) int { return bytes.Compare(a[:], b[:]) }); ok {
+			known[id] = true
+		}
 	}
 	// Open packs before the catalog: a pack sealed and indexed between the
 	// two reads is then seen by the second.
@@ -445,6 +542,10 @@ func (r *Repository) reclaimRepack(ctx context.Context, pl *ReclaimPlan, rep *Re
 		pl.orphans = slices.DeleteFunc(pl.orphans, func(o orphanFile) bool { return !stay[o.id] })
 	}
 	written := map[*packWriter]struct{}{}
+	// One read buffer and one copy for the whole repack (appendBlob writes
+	// the copy before it returns): a fresh pair per blob was two MiB of
+	// garbage per 1 MiB chunk, and the heap grew with it.
+	var buf, stored []byte
 	for n, pp := range pl.packs {
 		phase("repack", int64(n), int64(len(pl.packs)))
 		if keep[pp.id] { // held by its object lock
@@ -457,14 +558,14 @@ func (r *Repository) reclaimRepack(ctx context.Context, pl *ReclaimPlan, rep *Re
 			if err := ctx.Err(); err != nil {
 				return keep, err
 			}
-			buf := make([]byte, e.StoredLen)
+			buf = slices.Grow(buf[:0], int(e.StoredLen))[:e.StoredLen]
 			if err := r.readPackAt(pp.id, buf, int64(e.Offset)); err != nil {
 				keep[pp.id] = true
 				break
 			}
 			// The stored bytes are position independent, so they are copied
-			// verbatim once verified.
-			stored := append([]byte(nil), buf...)
+			// verbatim once verified (decode may work in place).
+			stored = append(stored[:0], buf...)
 			if _, err := r.codec.decode(nil, e, buf); err != nil {
 				keep[pp.id] = true
 				break
@@ -569,6 +670,57 @@ func (r *Repository) reclaimDelete(ctx context.Context, pl *ReclaimPlan, keep ma
 	return gone, nil
 }
 
+// catalogBatch is the most catalog entries one of reclaim's transactions
+// changes: a transaction keeps a copy of each page it changes, and
+// reclaim's changes are spread over the whole catalog (~16 KiB of heap per
+// entry at worst: 128 MiB).
+const catalogBatch = 8192
+
+// updateBatched runs fn for each pack in catalog transactions of about
+// catalogBatch changed entries (fn returns how many it changed). begin,
+// when non-nil, runs as each transaction starts and committed after each
+// commits; last, when non-nil, runs in the final transaction. first tells
+// fn it runs first in the first transaction.
+func (r *Repository) updateBatched(packs []plannedPack, begin func(), fn func(tx *bolt.Tx, pp plannedPack, first bool) (int, error), committed func(), last func(tx *bolt.Tx) error) error {
+	for lo := 0; lo < len(packs) || (lo == 0 && last != nil); {
+		hi := lo
+		err := r.db.Update(func(tx *bolt.Tx) error {
+			if begin != nil {
+				begin()
+			}
+			hi = lo
+			changed := 0
+			batch := catalogBatch
+			if r.reclaimBatch > 0 {
+				batch = r.reclaimBatch
+			}
+			for hi < len(packs) && changed < batch {
+				n, err := fn(tx, packs[hi], hi == 0)
+				if err != nil {
+					return err
+				}
+				changed += n
+				hi++
+			}
+			if hi == len(packs) && last != nil {
+				return last(tx)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if committed != nil {
+			committed()
+		}
+		if hi == len(packs) {
+			return nil
+		}
+		lo = hi
+	}
+	return nil
+}
+
 // packDir is the directory of a pack file, as the store names it.
 func packDir(id packID) string {
 	s := id.String()
@@ -582,51 +734,53 @@ func (r *Repository) reclaimDropEntries(pl *ReclaimPlan, gone map[packID]bool) (
 	if err := failpoint.Hit("reclaim.catalog"); err != nil {
 		return 0, fmt.Errorf("reclaim: update catalog: %w", err)
 	}
-	removed := 0
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		removed = 0
+	// In batches (updateBatched): the reclaim mark goes with the last, so
+	// a crash between them finishes at open (reconcile).
+	removed, txRemoved := 0, 0
+	err := r.updateBatched(pl.packs, func() { txRemoved = 0 }, func(tx *bolt.Tx, pp plannedPack, _ bool) (int, error) {
 		blobs, packs := tx.Bucket(bucketBlobs), tx.Bucket(bucketPacks)
-		for _, pp := range pl.packs {
-			id := pp.id
-			if !gone[id] {
-				// Kept (unreadable live blob): back to an ordinary pack.
-				if v := packs.Get(id[:]); v != nil {
-					if pi, err := decodePackInfo(v); err == nil {
-						pi.State = blobStateLive
-						if err := packs.Put(id[:], encodePackInfo(pi)); err != nil {
-							return err
-						}
-					}
-				}
-				for _, bid := range pp.dead {
-					if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
-						l.State = blobStateLive
-						if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
-							return err
-						}
-					}
-				}
-				continue
-			}
-			for _, e := range pp.live {
-				if l, ok := lookupTx(tx, e.ID); ok && l.Pack == id {
-					if err := blobs.Delete(e.ID[:]); err != nil {
-						return err
+		id := pp.id
+		n := 1
+		if !gone[id] {
+			// Kept (unreadable live blob): back to an ordinary pack.
+			if v := packs.Get(id[:]); v != nil {
+				if pi, err := decodePackInfo(v); err == nil {
+					pi.State = blobStateLive
+					if err := packs.Put(id[:], encodePackInfo(pi)); err != nil {
+						return n, err
 					}
 				}
 			}
 			for _, bid := range pp.dead {
-				if l, ok := lookupTx(tx, bid); ok && l.Pack == id {
-					if err := blobs.Delete(bid[:]); err != nil {
-						return err
+				if l, ok := lookupTx(tx, bid); ok && l.Pack == id && l.State == blobStateCondemned {
+					l.State = blobStateLive
+					if err := blobs.Put(bid[:], encodeBlobLoc(l)); err != nil {
+						return n, err
 					}
-					removed++
+					n++
 				}
 			}
-			if err := packs.Delete(id[:]); err != nil {
-				return err
+			return n, nil
+		}
+		for _, e := range pp.live {
+			if l, ok := lookupTx(tx, e.ID); ok && l.Pack == id {
+				if err := blobs.Delete(e.ID[:]); err != nil {
+					return n, err
+				}
+				n++
 			}
 		}
+		for _, bid := range pp.dead {
+			if l, ok := lookupTx(tx, bid); ok && l.Pack == id {
+				if err := blobs.Delete(bid[:]); err != nil {
+					return n, err
+				}
+				txRemoved++
+				n++
+			}
+		}
+		return n, packs.Delete(id[:])
+	}, func() { removed += txRemoved }, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Delete(metaReclaim)
 	})
 	if err != nil {

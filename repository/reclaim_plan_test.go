@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ type synthPack struct {
 // are distinct per pack and position.
 func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnapshot, []packID) {
 	t.Helper()
-	s := reclaimSnapshot{packs: map[packID]packInfo{}, live: map[ID]struct{}{}, packSize: packSize}
+	var s synthSnap
+	s.packs, s.live = map[packID]packInfo{}, newLiveSet(0)
 	var ids []packID
 	for i, p := range packs {
 		var pid packID
@@ -37,7 +39,7 @@ func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnap
 			s.blobs = append(s.blobs, snapBlob{id, blobLoc{Type: BlobData, StoredLen: n, RawLen: n, Offset: off, Pack: pid}})
 			off += uint64(n)
 			if live {
-				s.live[id] = struct{}{}
+				s.live.add(id)
 			}
 		}
 		// Interleave so pack order differs from id order.
@@ -48,7 +50,49 @@ func synthSnapshot(t *testing.T, packSize int64, packs []synthPack) (reclaimSnap
 			add(p.live[j], true, j)
 		}
 	}
-	return s, ids
+	return s.snapshot(packSize), ids
+}
+
+// synthSnap is a catalog in memory; snapshot walks it as reclaimSnapshot
+// walks bbolt: packs and blobs in key order.
+type synthSnap struct {
+	packs map[packID]packInfo
+	blobs []snapBlob
+	live  *liveSet
+}
+
+type snapBlob struct {
+	id  ID
+	loc blobLoc
+}
+
+func (s synthSnap) snapshot(packSize int64) reclaimSnapshot {
+	sort.Slice(s.blobs, func(i, j int) bool { return string(s.blobs[i].id[:]) < string(s.blobs[j].id[:]) })
+	var pids []packID
+	for id := range s.packs {
+		pids = append(pids, id)
+	}
+	sort.Slice(pids, func(i, j int) bool { return string(pids[i][:]) < string(pids[j][:]) })
+	return reclaimSnapshot{
+		live:     s.live,
+		packSize: packSize,
+		eachPack: func(fn func(packID, packInfo) error) error {
+			for _, id := range pids {
+				if err := fn(id, s.packs[id]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		eachBlob: func(fn func(ID, blobLoc) error) error {
+			for _, b := range s.blobs {
+				if err := fn(b.id, b.loc); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
 }
 
 const packHeaderReserve = 64
@@ -84,15 +128,19 @@ func TestPlanReclaim(t *testing.T) {
 			want: ReclaimPlan{LiveBlobs: 2, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 2, BytesMoved: 3 * mib, BytesFreed: int64(big)}},
 		{name: "exactly half live is kept", packs: []synthPack{{size: big, live: []uint32{8 * mib}, dead: []uint32{8 * mib}}},
 			want: ReclaimPlan{LiveBlobs: 1, DeadBlobsKept: 1}},
-		{name: "just under half live is repacked", packs: []synthPack{{size: big, live: []uint32{8*mib - 1}, dead: []uint32{8 * mib}}}, doom: []int{0},
-			want: ReclaimPlan{LiveBlobs: 1, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 1, BytesMoved: 8*mib - 1, BytesFreed: int64(big)}},
+		{name: "just under half live is repacked", packs: []synthPack{{size: big, live: []uint32{8*mib - uint32(packOverhead(1)) - 1}, dead: []uint32{8 * mib}}}, doom: []int{0},
+			want: ReclaimPlan{LiveBlobs: 1, DeadBlobs: 1, PacksRepacked: 1, BlobsMoved: 1, BytesMoved: 8*mib - packOverhead(1) - 1, BytesFreed: int64(big)}},
+		// Every reclaim repacked such a pack (its header is most of it)
+		// into the same pack again.
+		{name: "a live pack of a few small blobs is kept", packs: []synthPack{{size: uint64(packOverhead(10) + 50), live: []uint32{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}},
+			want: ReclaimPlan{LiveBlobs: 10}},
 		{name: "seven small live packs stay", packs: tenSmall(true)[:7],
 			want: ReclaimPlan{LiveBlobs: 7}},
 		{name: "eight small live packs merge", packs: tenSmall(true)[:8], doom: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			want: ReclaimPlan{LiveBlobs: 8, PacksRepacked: 8, BlobsMoved: 8, BytesMoved: 8 * (mib - 100), BytesFreed: 8 * mib}},
 		{name: "dead small packs do not count toward a merge",
 			packs: append(tenSmall(false)[:3], tenSmall(true)[:7]...), doom: []int{0, 1, 2},
-			want:  ReclaimPlan{LiveBlobs: 7, DeadBlobs: 3, PacksDropped: 3, BytesFreed: 3 * mib}},
+			want: ReclaimPlan{LiveBlobs: 7, DeadBlobs: 3, PacksDropped: 3, BytesFreed: 3 * mib}},
 		{name: "mixed", packs: []synthPack{
 			{size: big, live: []uint32{15 * mib}, dead: []uint32{mib / 2}},
 			{size: big, dead: []uint32{mib}},
@@ -113,12 +161,12 @@ func TestPlanReclaim(t *testing.T) {
 					t.Errorf("pack %s: live blobs not in pack order", p.id)
 				}
 				for _, e := range p.live {
-					if _, ok := snap.live[e.ID]; !ok {
+					if !snap.live.has(e.ID) {
 						t.Errorf("pack %s: dead blob %x planned to move", p.id, e.ID[:8])
 					}
 				}
 				for _, d := range p.dead {
-					if _, ok := snap.live[d]; ok {
+					if snap.live.has(d) {
 						t.Errorf("pack %s: live blob %x planned as dead", p.id, d[:8])
 					}
 				}
@@ -130,7 +178,7 @@ func TestPlanReclaim(t *testing.T) {
 			if !reflect.DeepEqual(doomed, want) {
 				t.Errorf("doomed packs %v, want %v", doomed, want)
 			}
-			got.packs = nil
+			got.packs, got.indexed = nil, nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("plan\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -148,8 +196,10 @@ func TestPlanReclaimUnindexedPack(t *testing.T) {
 	var live, dead ID
 	copy(live[:], "live")
 	copy(dead[:], "dead")
-	snap := reclaimSnapshot{packs: map[packID]packInfo{}, live: map[ID]struct{}{live: {}}, packSize: 1 << 24,
-		blobs: []snapBlob{{live, blobLoc{StoredLen: 10, Pack: p1}}, {dead, blobLoc{StoredLen: 10, Pack: p2}}}}
+	set := newLiveSet(0)
+	set.add(live)
+	snap := synthSnap{packs: map[packID]packInfo{}, live: set,
+		blobs: []snapBlob{{live, blobLoc{StoredLen: 10, Pack: p1}}, {dead, blobLoc{StoredLen: 10, Pack: p2}}}}.snapshot(1 << 24)
 	pl, err := planReclaim(snap)
 	if err != nil {
 		t.Fatal(err)
@@ -252,4 +302,164 @@ func TestPlanReclaimDryRun(t *testing.T) {
 	}
 	verifyPoint(t, r, p2.ID, img1)
 	requireClean(t, r)
+}
+
+// TestPlanReclaimBudget: a plan takes packs in id order until their blobs
+// reach the budget (always at least one) and defers the rest, counting
+// their dead blobs as kept.
+func TestPlanReclaimBudget(t *testing.T) {
+	const mib = 1 << 20
+	dead := synthPack{size: 16 * mib, dead: []uint32{mib, mib}}
+	for _, tc := range []struct {
+		budget, taken, deferred int
+	}{
+		{1, 1, 3}, // one pack even over the budget
+		{3, 1, 3},
+		{4, 2, 2},
+		{8, 4, 0},
+		{0, 4, 0}, // the default
+	} {
+		snap, ids := synthSnapshot(t, 16*mib, []synthPack{dead, dead, dead, dead})
+		snap.maxBlobs = tc.budget
+		pl, err := planReclaim(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.packs) != tc.taken || pl.PacksDeferred != tc.deferred || pl.DeadBlobs != 2*tc.taken || pl.DeadBlobsKept != 2*tc.deferred {
+			t.Errorf("budget %d: took %d deferred %d dead %d kept %d, want %d %d", tc.budget, len(pl.packs), pl.PacksDeferred, pl.DeadBlobs, pl.DeadBlobsKept, tc.taken, tc.deferred)
+			continue
+		}
+		for k, p := range pl.packs {
+			if p.id != ids[k] {
+				t.Errorf("budget %d: pack %d is %s, want %s (id order)", tc.budget, k, p.id, ids[k])
+			}
+		}
+	}
+}
+
+// TestReclaimBudgetFinishesOverRuns: with a budget of one pack a run,
+// successive reclaims delete every dead pack, and the data stays intact.
+func TestReclaimBudgetFinishesOverRuns(t *testing.T) {
+	r := TestRepository(t)
+	ctx := context.Background()
+	var pts []Point
+	for i := range 6 {
+		pts = append(pts, backup(t, r, "vm", testTime.Add(time.Duration(i)*time.Hour), testDisk(uint64(300+i), 300<<10)))
+	}
+	for _, p := range pts[:3] {
+		if err := r.Delete(ctx, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.reclaimMaxBlobs = 1
+	runs, deleted := 0, 0
+	for {
+		rep, err := r.Reclaim(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs++
+		deleted += rep.PacksDeleted
+		if rep.PacksDeferred == 0 {
+			break
+		}
+		if rep.PacksDeleted == 0 || runs > 50 {
+			t.Fatalf("run %d made no progress: %+v", runs, rep)
+		}
+	}
+	if runs < 2 || deleted < 3 {
+		t.Errorf("%d runs deleted %d packs: the budget did not split the work", runs, deleted)
+	}
+	r.reclaimMaxBlobs = 0
+	if rep, err := r.Reclaim(ctx, nil); err != nil || rep.PacksDeleted != 0 || rep.DeadBlobs != 0 {
+		t.Errorf("a reclaim after the budgeted runs still found work: %+v %v", rep, err)
+	}
+	requireClean(t, r)
+	for i := 3; i < len(pts); i++ {
+		verifyPoint(t, r, pts[i].ID, testDisk(uint64(300+i), 300<<10))
+	}
+}
+
+// TestReclaimInBatches: a reclaim whose catalog changes span many
+// transactions (one entry each) ends as one in a single transaction:
+// same report, a clean repository, the kept points intact, and no
+// reclaim mark left.
+func TestReclaimInBatches(t *testing.T) {
+	ctx := context.Background()
+	var reports []*ReclaimReport
+	for _, batch := range []int{0, 1} {
+		r := TestRepository(t)
+		r.reclaimBatch = batch
+		var pts []Point
+		for i := range 5 {
+			pts = append(pts, backup(t, r, "vm", testTime.Add(time.Duration(i)*time.Hour), testDisk(uint64(500+i), 400<<10)))
+		}
+		for _, p := range pts[:3] {
+			if err := r.Delete(ctx, p.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := r.Reclaim(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DeadBlobs < 3 || rep.PacksDeleted < 2 {
+			t.Fatalf("batch %d: too little reclaimed to span transactions: %+v", batch, rep)
+		}
+		r.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketMeta).Get(metaReclaim) != nil {
+				t.Errorf("batch %d: reclaim mark left in the catalog", batch)
+			}
+			return nil
+		})
+		requireClean(t, r)
+		for i := 3; i < len(pts); i++ {
+			verifyPoint(t, r, pts[i].ID, testDisk(uint64(500+i), 400<<10))
+		}
+		reports = append(reports, rep)
+	}
+	// Two repositories (two keys): the packs' sizes differ by a few bytes
+	// of compressed metadata.
+	if d := reports[0].BytesFreed - reports[1].BytesFreed; d > 64 || d < -64 {
+		t.Errorf("bytes freed %d vs %d", reports[0].BytesFreed, reports[1].BytesFreed)
+	}
+	reports[0].BytesFreed, reports[1].BytesFreed = 0, 0
+	if !reflect.DeepEqual(reports[0], reports[1]) {
+		t.Errorf("one transaction %+v, batches of one %+v", reports[0], reports[1])
+	}
+}
+
+// TestReclaimRefusesMalformedCatalogKey: a blob key of the wrong length
+// (a damaged catalog) stops reclaim with an error and deletes nothing; it
+// used to panic converting the key to an id.
+func TestReclaimRefusesMalformedCatalogKey(t *testing.T) {
+	r := TestRepository(t)
+	ctx := context.Background()
+	p := backup(t, r, "vm", testTime, testDisk(600, 200<<10))
+	backup(t, r, "vm", testTime.Add(time.Hour), testDisk(601, 200<<10))
+	if err := r.Delete(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.listPackFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBlobs).Put([]byte("short"), encodeBlobLoc(blobLoc{StoredLen: 1}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reclaim(ctx, nil); err == nil || !strings.Contains(err.Error(), "blob key of 5 bytes") {
+		t.Fatalf("reclaim over a malformed key: %v", err)
+	}
+	if _, err := r.PlanReclaim(ctx, nil); err == nil {
+		t.Error("plan over a malformed key succeeded")
+	}
+	after, err := r.listPackFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("packs changed: %d before, %d after", len(before), len(after))
+	}
 }

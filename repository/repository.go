@@ -69,6 +69,11 @@ type Repository struct {
 	db       *bolt.DB
 	files    *fileCache
 	log      *slog.Logger
+	// reclaimMaxBlobs overrides the blobs one reclaim takes (tests; 0:
+	// reclaimMaxBlobs).
+	reclaimMaxBlobs int
+	// reclaimBatch overrides catalogBatch (tests; 0: catalogBatch).
+	reclaimBatch int
 
 	warnMu   sync.Mutex
 	warnings []string
