@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"fmt"
-	"github.com/vmvault/vmvault/reposvc"
 	"path/filepath"
 
 	"github.com/vmvault/vmvault/filerestore"
+	"github.com/vmvault/vmvault/reposvc"
 )
 
 // newFileRestore builds file-level restore for the daemon: the service the

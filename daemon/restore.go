@@ -3,11 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/reposvc"
 	"time"
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/reposvc"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"

@@ -3,12 +3,12 @@ package notify
 import (
 	"context"
 	"fmt"
-	"github.com/vmvault/vmvault/capacity"
 	"html"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/vmvault/vmvault/capacity"
 	"github.com/vmvault/vmvault/policy"
 )
 

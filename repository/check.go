@@ -11,9 +11,10 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
 )
 
 // CheckOptions select the depth of Check.

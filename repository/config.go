@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/repository/storage"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // ChunkerConfig is stored in the config; the repository only validates it,

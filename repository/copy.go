@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
 )
 
 // CopySourceTag is the tag a copied restore point carries in the target:

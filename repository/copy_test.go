@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/vmvault/vmvault/repository/s3store"
 	"github.com/vmvault/vmvault/repository/storage"
-	bolt "go.etcd.io/bbolt"
 )
 
 // copyFixture is a source repository with three points of two VMs: web

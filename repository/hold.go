@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/vmvault/vmvault/internal/clock"
 	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository/storage"
 )
 

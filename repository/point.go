@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vmvault/vmvault/repository/storage"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // VMIdentity names the protected VM.

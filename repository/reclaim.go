@@ -10,8 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
 )
 
 // ReclaimReport summarises a Reclaim.

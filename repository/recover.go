@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
 )
 
 // reconcile makes the catalog agree with the files (packs are the truth,

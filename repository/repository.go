@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/repository/s3store"
-	"github.com/vmvault/vmvault/repository/storage"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,8 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/clock"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/repository/s3store"
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // OpenOptions tune an open repository.

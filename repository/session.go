@@ -7,8 +7,9 @@ import (
 	"os"
 	"sync"
 
-	"github.com/vmvault/vmvault/internal/failpoint"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
 )
 
 // Extent is one run of a disk map: Length bytes at Offset, either a data

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/capacity"
 	"maps"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/vmvault/vmvault/capacity"
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"

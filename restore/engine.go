@@ -11,11 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmconfig"
 	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
-	"golang.org/x/sync/errgroup"
 )
 
 // Points is what restore needs of a repository (*repository.Repository

@@ -6,10 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
-	"golang.org/x/sync/errgroup"
 )
 
 // benchDisk starts a lab whose first VM has a 64 MiB disk full of random

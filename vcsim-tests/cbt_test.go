@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
+	"github.com/vmvault/vmvault/vsphere"
 )
 
 func pattern(n int, seed byte) []byte {

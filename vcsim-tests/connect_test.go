@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 func TestConnectTLSAndCredentials(t *testing.T) {

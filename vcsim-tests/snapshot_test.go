@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
+	"github.com/vmvault/vmvault/vsphere"
 )
 
 func TestSnapshotQuiesceOutcomes(t *testing.T) {

@@ -6,10 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/internal/extent"
 )
 
 // AllocatedAreas is the change id that asks for every allocated area of a

@@ -11,11 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmware/govmomi/nfc"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/vmdk"
 )
 
 // NFCOptions tune ExportDisk.

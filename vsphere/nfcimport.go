@@ -8,11 +8,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmware/govmomi/nfc"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/vmdk"
 )
 
 // DiskFiller writes one disk's content into w in increasing offset order

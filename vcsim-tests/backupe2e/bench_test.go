@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/testutil"
-
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestFallbacks: whenever the parent cannot serve an incremental, the

@@ -6,11 +6,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestQuiesce: without Tools, "require" fails before any snapshot exists and

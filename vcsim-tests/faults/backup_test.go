@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vsphere"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Outcomes of a fault case.

@@ -8,11 +8,12 @@ import (
 	"path"
 	"strings"
 
-	"github.com/vmvault/vmvault/vmdk"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/vmdk"
 )
 
 // nfcDisk is what an export lease URL serves: a flat file as streamOptimized.

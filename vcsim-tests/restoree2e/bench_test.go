@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/testutil"
-
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"

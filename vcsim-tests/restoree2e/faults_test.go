@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestFaultsLeaveNothingBehind: an upload that fails midway, a VM creation

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/simulator"
+
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmware/govmomi/simulator"
 )
 
 // setFree sets a lab datastore's reported free space.
