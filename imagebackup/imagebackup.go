@@ -338,7 +338,6 @@ func ParseChanged(b []byte, size int64) ([]dedup.Extent, error) {
 	return extent.Normalize(exts, extent.NoLimit), nil
 }
 
-
 // sourceTag names the restore point tag that records where disk i came from.
 func sourceTag(i int) string { return fmt.Sprintf("source.%d", i) }
 
