@@ -309,17 +309,28 @@ func configView(c vmconfig.VMConfig) *api.PointConfig {
 	return pc
 }
 
-// SetLocked implements web.Points.
-func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
+// change finds the point id (a unique prefix) for a change: its
+// repository and record, and done, which the caller runs once the change
+// is made so the point index lists that repository again.
+func (s *Set) change(ctx context.Context, id string) (*repository.Repository, repository.Point, func(), error) {
 	name, p, err := s.find(ctx, id)
 	if err != nil {
-		return err
+		return nil, repository.Point{}, nil, err
 	}
 	r, err := s.repo(name)
 	if err != nil {
+		return nil, repository.Point{}, nil, err
+	}
+	return r, p, func() { s.idx.forget(name) }, nil
+}
+
+// SetLocked implements web.Points.
+func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
+	r, p, done, err := s.change(ctx, id)
+	if err != nil {
 		return err
 	}
-	defer s.idx.forget(name)
+	defer done()
 	if locked {
 		return kind(r.Lock(ctx, p.ID))
 	}
@@ -336,29 +347,21 @@ func (s *Set) SetLocked(ctx context.Context, id string, locked bool) error {
 // LockUntil implements web.TimeLocker: a time lock until the date (kept
 // to the second; extended, never shortened).
 func (s *Set) LockUntil(ctx context.Context, id string, until time.Time) error {
-	name, p, err := s.find(ctx, id)
+	r, p, done, err := s.change(ctx, id)
 	if err != nil {
 		return err
 	}
-	r, err := s.repo(name)
-	if err != nil {
-		return err
-	}
-	defer s.idx.forget(name)
+	defer done()
 	return kind(r.LockUntil(ctx, p.ID, until))
 }
 
 // Delete implements web.Points; a locked point is refused (api.ErrPointLocked).
 func (s *Set) Delete(ctx context.Context, id string) error {
-	name, p, err := s.find(ctx, id)
+	r, p, done, err := s.change(ctx, id)
 	if err != nil {
 		return err
 	}
-	r, err := s.repo(name)
-	if err != nil {
-		return err
-	}
-	defer s.idx.forget(name)
+	defer done()
 	return kind(r.Delete(ctx, p.ID))
 }
 

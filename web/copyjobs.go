@@ -105,11 +105,7 @@ func (s *Server) listCopyJobs(c *gin.Context) (any, error) {
 }
 
 func (s *Server) getCopyJob(c *gin.Context) (any, error) {
-	cj, err := s.copyJobs()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pathID(c)
+	cj, id, err := s.copyJobOf(c)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +135,21 @@ func (s *Server) createCopyJob(c *gin.Context) (any, error) {
 	return withStatus(http.StatusCreated, j), nil
 }
 
-func (s *Server) putCopyJob(c *gin.Context) (any, error) {
+// copyJobOf returns the copy-job service and the id in the path.
+func (s *Server) copyJobOf(c *gin.Context) (CopyJobs, string, error) {
 	cj, err := s.copyJobs()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	id, err := pathID(c)
+	if err != nil {
+		return nil, "", err
+	}
+	return cj, id, nil
+}
+
+func (s *Server) putCopyJob(c *gin.Context) (any, error) {
+	cj, id, err := s.copyJobOf(c)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +174,7 @@ func (s *Server) putCopyJob(c *gin.Context) (any, error) {
 }
 
 func (s *Server) deleteCopyJob(c *gin.Context) (any, error) {
-	cj, err := s.copyJobs()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pathID(c)
+	cj, id, err := s.copyJobOf(c)
 	if err != nil {
 		return nil, err
 	}
@@ -184,11 +185,7 @@ func (s *Server) deleteCopyJob(c *gin.Context) (any, error) {
 }
 
 func (s *Server) runCopyJob(c *gin.Context) (any, error) {
-	cj, err := s.copyJobs()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pathID(c)
+	cj, id, err := s.copyJobOf(c)
 	if err != nil {
 		return nil, err
 	}
@@ -200,11 +197,7 @@ func (s *Server) runCopyJob(c *gin.Context) (any, error) {
 }
 
 func (s *Server) copyJobRuns(c *gin.Context) (any, error) {
-	cj, err := s.copyJobs()
-	if err != nil {
-		return nil, err
-	}
-	id, err := pathID(c)
+	cj, id, err := s.copyJobOf(c)
 	if err != nil {
 		return nil, err
 	}
