@@ -5,7 +5,6 @@
 package capacity
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -87,18 +86,4 @@ func Low(total, free int64, percent float64, minBytes int64) bool {
 		return true
 	}
 	return minBytes > 0 && free < minBytes
-}
-
-// Bytes says a size as people read it, in IEC units: "512 B", "9.5 GiB".
-func Bytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmvault/vmvault/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/repository/storage"
@@ -56,10 +57,10 @@ func watchSpace(ctx context.Context, repos map[string]spaceReader, t capacity.Th
 			case capacity.BecameLow:
 				emit(policy.Event{Severity: policy.SeverityError, Kind: EventSpaceLow, Subject: n, Repository: n,
 					Message: fmt.Sprintf("repository %s is low on space: %s free of %s (the alert is below %g%% or %s); backups fail when it fills: shorten retention, reclaim deleted points' space or grow the volume",
-						n, capacity.Bytes(sp.Free), capacity.Bytes(sp.Total), t.Percent, capacity.Bytes(t.MinBytes))})
+						n, progress.Bytes(sp.Free), progress.Bytes(sp.Total), t.Percent, progress.Bytes(t.MinBytes))})
 			case capacity.Recovered:
 				emit(policy.Event{Severity: policy.SeverityInfo, Kind: EventSpaceRecovered, Subject: n, Repository: n,
-					Message: fmt.Sprintf("repository %s has room again: %s free of %s", n, capacity.Bytes(sp.Free), capacity.Bytes(sp.Total))})
+					Message: fmt.Sprintf("repository %s has room again: %s free of %s", n, progress.Bytes(sp.Free), progress.Bytes(sp.Total))})
 			}
 		}
 		t := clk.NewTimer(spaceEvery)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmvault/vmvault/capacity"
+	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -542,4 +542,4 @@ func (r DailyReport) copyRuns(t, h *strings.Builder, ts func(time.Time) string) 
 }
 
 // humanBytes says a size in IEC units.
-func humanBytes(n int64) string { return capacity.Bytes(n) }
+func humanBytes(n int64) string { return progress.Bytes(n) }

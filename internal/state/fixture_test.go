@@ -781,23 +781,7 @@ func BenchmarkMigrateV1(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for batch := range 100 {
-		err := d.Bolt().Update(func(tx *bolt.Tx) error {
-			bk := tx.Bucket(bEvents)
-			for i := range 1000 {
-				n := uint64(batch*1000 + i)
-				e := policy.Event{Time: t0.Add(time.Duration(n) * time.Minute), Kind: "vm-backed-up", Severity: policy.SeverityInfo,
-					Job: "nightly", VM: fmt.Sprintf("vm-%d", n%500), Message: fmt.Sprintf("backed up to restore point %016x (123456789 bytes read, 1234567 stored)", n)}
-				if err := putRecord(bk, binary.BigEndian.AppendUint64(timeKey(e.Time), n), e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	fillEvents(b, d)
 	for i := range 2000 {
 		r := policy.JobRun{ID: fmt.Sprintf("run-%05d", i), Job: "nightly", Start: t0.Add(time.Duration(i) * time.Hour), End: t0.Add(time.Duration(i)*time.Hour + time.Minute),
 			VMs: []policy.VMOutcome{{VM: "vm-1", Status: policy.OutcomeSucceeded, Bytes: 1 << 30}}}
