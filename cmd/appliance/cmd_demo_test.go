@@ -401,7 +401,24 @@ func TestDemoChurn(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A new run; the scheduler may still be busy with the first ones.
+	// A new run. Run now joins a run of the job that still has VMs to do
+	// (the demo's first ones may be): wait until none is running, so this
+	// one backs up after the churn.
+	for wait := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, body := api.call("GET", "/api/v1/jobs/"+demo.JobID+"/runs", nil, nil)
+		var runs []struct{ State string }
+		_ = json.Unmarshal(body, &runs)
+		busy := false
+		for _, r := range runs {
+			busy = busy || r.State == "running"
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the demo's first runs are still running: %s", body)
+		}
+	}
 	start := time.Now()
 	for {
 		code, body := api.call("POST", "/api/v1/jobs/"+demo.JobID+"/run", nil, csrf)
