@@ -419,6 +419,13 @@ func TestDemoChurn(t *testing.T) {
 			t.Fatalf("the demo's first runs are still running: %s", body)
 		}
 	}
+	// And a churn after their last backup, so this run has blocks to read.
+	idle := dataContent(t, l, s)
+	for wait := time.Now().Add(20 * time.Second); bytes.Equal(dataContent(t, l, s), idle); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("churn did not change the sample's file data after the first runs")
+		}
+	}
 	start := time.Now()
 	for {
 		code, body := api.call("POST", "/api/v1/jobs/"+demo.JobID+"/run", nil, csrf)
