@@ -3,6 +3,7 @@ package repository
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -244,24 +245,19 @@ func (r *Repository) listCatalog(ctx context.Context) ([]Point, error) {
 	return out, nil
 }
 
-// Point returns the restore point with this id or unique id prefix.
+// Point returns the restore point with this id or unique id prefix. It
+// seeks the prefix in the catalog's points bucket (keys are the raw ids,
+// so a hex prefix is a byte range): a lookup costs a few pages whatever
+// the number of points, where listing them all cost a JSON decode per
+// point (GET /restore-points/{id} calls this per request).
 func (r *Repository) Point(ctx context.Context, idOrPrefix string) (Point, error) {
 	s := strings.ToLower(strings.TrimSpace(idOrPrefix))
 	if s == "" {
 		return Point{}, fmt.Errorf("restore point id is empty: %w", ErrNotFound)
 	}
-	pts, err := r.List(ctx)
+	found, err := r.pointsWithPrefix(s, 2)
 	if err != nil {
 		return Point{}, err
-	}
-	var found []Point
-	for _, p := range pts {
-		if p.ID == s {
-			return p, nil
-		}
-		if strings.HasPrefix(p.ID, s) {
-			found = append(found, p)
-		}
 	}
 	switch len(found) {
 	case 0:
@@ -274,10 +270,56 @@ func (r *Repository) Point(ctx context.Context, idOrPrefix string) (Point, error
 		}
 		return Point{}, fmt.Errorf("restore point %q: %w", idOrPrefix, ErrNotFound)
 	case 1:
+		r.applyHolds(found)
 		return found[0], nil
 	}
-	return Point{}, fmt.Errorf("restore point %q matches %d points: %w", idOrPrefix, len(found), ErrAmbiguous)
+	return Point{}, fmt.Errorf("restore point %q matches more than one point: %w", idOrPrefix, ErrAmbiguous)
 }
+
+// pointsWithPrefix returns up to max catalog points whose hex id starts
+// with the lower-case prefix s (an exact id first, alone, when s is one).
+func (r *Repository) pointsWithPrefix(s string, max int) ([]Point, error) {
+	if len(s) > 2*len(ID{}) {
+		return nil, nil
+	}
+	// The whole bytes of the prefix; an odd last nibble is checked on the
+	// hex form. A prefix that is not hex matches nothing, as before.
+	key, err := hex.DecodeString(s[:len(s)&^1])
+	if err != nil || (len(s)%2 == 1 && !isHexDigit(s[len(s)-1])) {
+		return nil, nil
+	}
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
+	var out []Point
+	err = r.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketPoints).Cursor()
+		for k, v := c.Seek(key); k != nil && bytes.HasPrefix(k, key); k, v = c.Next() {
+			if len(s)%2 == 1 && !strings.HasPrefix(hex.EncodeToString(k), s) {
+				continue
+			}
+			p, err := decodePointValue(v)
+			if err != nil {
+				return err
+			}
+			if len(s) == 2*len(ID{}) {
+				out = []Point{p}
+				return nil
+			}
+			if out = append(out, p); len(out) == max {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up restore point %q: %w", s, err)
+	}
+	return out, nil
+}
+
+func isHexDigit(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
 
 // LoadConfigBlob returns the opaque VM configuration of a point (nil when none).
 func (r *Repository) LoadConfigBlob(ctx context.Context, p Point) ([]byte, error) {
