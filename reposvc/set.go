@@ -45,19 +45,50 @@ type Set struct {
 	clk       clock.Clock
 	threshold capacity.Threshold
 
+	// last is each repository's newest statistics and how long their walk
+	// took: served, marked stale, while a slow walk over changed points
+	// runs (staleAfter, staleWait).
+	lastMu                sync.Mutex
+	last                  map[string]lastStats
+	staleAfter, staleWait time.Duration
+
 	// idx is every repository's points in list order (index.go).
 	idx indexCache
 }
 
 type statsKey struct{ repo, sig string }
 
+type lastStats struct {
+	sig  string
+	v    *api.RepoStats
+	took time.Duration
+}
+
+// Defaults of WithStaleStats.
+const (
+	DefaultStaleAfter = time.Second
+	DefaultStaleWait  = 250 * time.Millisecond
+)
+
 // Option changes a Set made by New.
 type Option func(*options)
 
 type options struct {
-	ttl       time.Duration
-	clk       clock.Clock
-	threshold capacity.Threshold
+	ttl                   time.Duration
+	clk                   clock.Clock
+	threshold             capacity.Threshold
+	staleAfter, staleWait time.Duration
+}
+
+// WithStaleStats sets when a caller is served a repository's previous
+// statistics (marked stale) instead of waiting for the walk over its
+// changed points: when the previous walk took at least after and the new
+// one has not ended within wait. A repository of 30,000 points takes
+// seconds to walk, and a backup window commits a point every few seconds:
+// without this every dashboard visit in a window waited for a walk.
+// Defaults DefaultStaleAfter and DefaultStaleWait.
+func WithStaleStats(after, wait time.Duration) Option {
+	return func(o *options) { o.staleAfter, o.staleWait = after, wait }
 }
 
 // WithLowSpace sets when a repository's free space counts as low (default
@@ -73,14 +104,16 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
 
 // New returns a set over repos (name -> open repository).
 func New(repos map[string]*repository.Repository, opts ...Option) *Set {
-	o := options{ttl: DefaultStatsTTL, clk: clock.Real(), threshold: capacity.DefaultThreshold}
+	o := options{ttl: DefaultStatsTTL, clk: clock.Real(), threshold: capacity.DefaultThreshold,
+		staleAfter: DefaultStaleAfter, staleWait: DefaultStaleWait}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.ttl <= 0 {
 		o.ttl = DefaultStatsTTL
 	}
-	s := &Set{repos: maps.Clone(repos), clk: o.clk, threshold: o.threshold}
+	s := &Set{repos: maps.Clone(repos), clk: o.clk, threshold: o.threshold,
+		last: map[string]lastStats{}, staleAfter: o.staleAfter, staleWait: o.staleWait}
 	// The catalog's file times are the real clock's, whatever clock ages
 	// the statistics.
 	s.idx = indexCache{repos: map[string]*repoIndex{}, real: clock.Real()}
@@ -171,16 +204,22 @@ func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error)
 	if err != nil {
 		return nil, err
 	}
+	start := s.idx.real.Now()
 	st, err := r.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return StatsView(st), nil
+	v := StatsView(st)
+	s.lastMu.Lock()
+	s.last[k.repo] = lastStats{sig: k.sig, v: v, took: s.idx.real.Now().Sub(start)}
+	s.lastMu.Unlock()
+	return v, nil
 }
 
 // cachedStats returns r's statistics, computed at most once per TTL for
 // the same points, and once for concurrent callers. A point added or
-// removed invalidates them at once.
+// removed invalidates them at once; while a slow walk over the new points
+// runs, callers get the previous statistics marked stale (WithStaleStats).
 func (s *Set) cachedStats(ctx context.Context, name string, r *repository.Repository) (*api.RepoStats, error) {
 	// The point index's signature of r's points (ids, lock and partial
 	// flags), without listing them again while its catalog is at rest.
@@ -188,7 +227,22 @@ func (s *Set) cachedStats(ctx context.Context, name string, r *repository.Reposi
 	if err != nil {
 		return nil, err
 	}
-	return s.stats.Get(ctx, statsKey{repo: name, sig: sig})
+	key := statsKey{repo: name, sig: sig}
+	s.lastMu.Lock()
+	prev, ok := s.last[name]
+	s.lastMu.Unlock()
+	if !ok || prev.sig == sig || prev.took < s.staleAfter {
+		return s.stats.Get(ctx, key)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.staleWait)
+	defer cancel()
+	st, err := s.stats.Get(wctx, key) // the walk goes on for the next caller
+	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+		return st, err
+	}
+	stale := *prev.v
+	stale.Stale = true
+	return &stale, nil
 }
 
 // StatsView is the API's copy of a repository's statistics.
@@ -378,6 +432,13 @@ func (s *Set) info(ctx context.Context, name string, r *repository.Repository, w
 		}
 		ri.Stats = st
 		ri.Points = st.Points
+		if st.Stale {
+			part, err := s.part(ctx, name, r)
+			if err != nil {
+				return ri, err
+			}
+			ri.Points = len(part.pts)
+		}
 		sp, err := s.space(ctx, name, r)
 		if err != nil {
 			return ri, kind(fmt.Errorf("space of %s: %w", name, err))

@@ -141,3 +141,48 @@ func TestSetErrors(t *testing.T) {
 		t.Fatalf("nightly points, newest first: %+v %v", pts, err)
 	}
 }
+
+// While the walk over changed points runs longer than the stale wait, and
+// the previous walk was slow, callers get the previous statistics marked
+// stale; once the walk ends they get the new ones.
+func TestStatsServedStaleWhileWalkRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		after, wait   time.Duration
+		wantStaleNext bool
+	}{
+		{"slow walks: stale", 0, time.Nanosecond, true},
+		{"fast walks: wait", time.Hour, time.Nanosecond, false},
+		{"walk ends in time: fresh", 0, time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, WithStatsTTL(time.Minute), WithStaleStats(tc.after, tc.wait))
+			ctx := context.Background()
+			ri, err := f.set.Repository(ctx, "main")
+			if err != nil || ri.Stats.Stale {
+				t.Fatalf("first statistics: %+v, %v", ri.Stats, err)
+			}
+			commitPoint(t, f.repo, testVM, "nightly", time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC))
+			ri, err = f.set.Repository(ctx, "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ri.Points != len(f.points)+1 {
+				t.Fatalf("points %d: the count is always current", ri.Points)
+			}
+			if ri.Stats.Stale != tc.wantStaleNext {
+				t.Fatalf("stale = %v, want %v (%+v)", ri.Stats.Stale, tc.wantStaleNext, ri.Stats)
+			}
+			if tc.wantStaleNext && ri.Stats.Points != len(f.points) {
+				t.Fatalf("stale statistics count %d points, want the previous %d", ri.Stats.Points, len(f.points))
+			}
+			if err := f.set.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ri, err = f.set.Repository(ctx, "main")
+			if err != nil || ri.Stats.Stale || ri.Stats.Points != len(f.points)+1 {
+				t.Fatalf("after the walk: %+v, %v", ri.Stats, err)
+			}
+		})
+	}
+}

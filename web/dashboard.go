@@ -47,16 +47,19 @@ type NextWindow struct {
 
 // DashboardRepository is one repository's usage on the dashboard.
 type DashboardRepository struct {
-	ID               string        `json:"id"`
-	Name             string        `json:"name"`
-	Points           int           `json:"points"`
-	StoredBytes      int64         `json:"storedBytes"`
-	LogicalBytes     int64         `json:"logicalBytes"`
-	DedupRatio       float64       `json:"dedupRatio"`
-	CompressionRatio float64       `json:"compressionRatio"`
-	Damage           int           `json:"damage"` // findings of the last check
-	LastCheck        *CheckSummary `json:"lastCheck"`
-	Space            *Space        `json:"space,omitempty"` // the volume's space and forecast (absent on object stores)
+	ID               string  `json:"id"`
+	Name             string  `json:"name"`
+	Points           int     `json:"points"`
+	StoredBytes      int64   `json:"storedBytes"`
+	LogicalBytes     int64   `json:"logicalBytes"`
+	DedupRatio       float64 `json:"dedupRatio"`
+	CompressionRatio float64 `json:"compressionRatio"`
+	// StatsStale: the byte figures are those of an earlier set of points,
+	// shown while a long walk over the current ones runs.
+	StatsStale bool          `json:"statsStale,omitempty"`
+	Damage     int           `json:"damage"` // findings of the last check
+	LastCheck  *CheckSummary `json:"lastCheck"`
+	Space      *Space        `json:"space,omitempty"` // the volume's space and forecast (absent on object stores)
 }
 
 // RunningBackup is a backup the scheduler runs now (job runs are not
@@ -201,7 +204,10 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("repository %s: %v", r.Name, err))
 		} else {
 			if st := det.Stats; st != nil {
-				dr.Points, dr.StoredBytes, dr.LogicalBytes = st.Points, st.StoredBytes, st.LogicalBytes
+				dr.StoredBytes, dr.LogicalBytes, dr.StatsStale = st.StoredBytes, st.LogicalBytes, st.Stale
+				if !st.Stale {
+					dr.Points = st.Points
+				}
 			}
 			dr.DedupRatio, dr.CompressionRatio, dr.LastCheck, dr.Space = det.DedupRatio, det.CompressionRatio, det.LastCheck, det.Space
 			if lc := det.LastCheck; lc != nil && !lc.OK {

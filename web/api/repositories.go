@@ -51,6 +51,10 @@ type RepoStats struct {
 	DedupRatio       float64      `json:"dedupRatio"`       // LogicalBytes / UniqueBytes
 	CompressionRatio float64      `json:"compressionRatio"` // UniqueBytes / StoredBytes
 	PerPoint         []PointStats `json:"perPoint"`
+	// Stale: these are the statistics of an earlier set of points, served
+	// while a long walk over the current ones runs (Points of the
+	// repository is always current).
+	Stale bool `json:"stale,omitempty"`
 }
 
 // PointStats are one point's space figures.

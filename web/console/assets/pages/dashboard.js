@@ -139,7 +139,7 @@ export default {
         : h("p", { class: "empty" }, "No backup window is scheduled."));
       clear(repos).append(table("!Repository usage", [
         { label: "Repository", cell: r => r.name || r.id },
-        { label: "Stored", class: "num", cell: r => fmt.bytes(r.storedBytes) },
+        { label: "Stored", class: "num", cell: r => (r.statsStale ? [fmt.bytes(r.storedBytes), " ", h("span", { class: "hint", title: "figures of the previous restore points: the repository's statistics are being recomputed" }, "updating")] : fmt.bytes(r.storedBytes)) },
         { label: "Logical", class: "num", cell: r => fmt.bytes(r.logicalBytes) },
         { label: "Dedup", class: "num", cell: r => fmt.ratio(r.dedupRatio) },
         { label: "Compression", class: "num", cell: r => fmt.ratio(r.compressionRatio) },
