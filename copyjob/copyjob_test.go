@@ -54,6 +54,7 @@ func commitPoint(t testing.TB, r *repository.Repository, vm, job string, at time
 
 type fixture struct {
 	src, dst *repository.Repository
+	second   *repository.Repository // another source ("second")
 	store    *Store
 	runner   *Runner
 	clk      *clock.Fake
@@ -74,8 +75,9 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{src: repository.TestRepository(t), dst: repository.TestRepository(t, repository.WithPassword("other")), store: st, clk: clock.NewFake(t0)}
-	set := reposvc.New(map[string]*repository.Repository{"main": f.src, "offsite": f.dst})
+	f := &fixture{src: repository.TestRepository(t), dst: repository.TestRepository(t, repository.WithPassword("other")),
+		second: repository.TestRepository(t, repository.WithPassword("third")), store: st, clk: clock.NewFake(t0)}
+	set := reposvc.New(map[string]*repository.Repository{"main": f.src, "offsite": f.dst, "second": f.second})
 	f.runner = New(Config{Store: st, Repos: set, Clock: f.clk, OnEvent: func(e policy.Event) {
 		f.mu.Lock()
 		f.events = append(f.events, e)
@@ -183,7 +185,7 @@ func job(id string, mod func(*Job)) Job {
 
 func put(t *testing.T, f *fixture, j Job) {
 	t.Helper()
-	if err := j.Validate(func(n string) bool { return n == "main" || n == "offsite" }); err != nil {
+	if err := j.Validate(func(n string) bool { return n == "main" || n == "offsite" || n == "second" }); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.store.PutJob(context.Background(), j); err != nil {

@@ -33,7 +33,9 @@ type Job struct {
 	Window policy.Window `json:"window"`
 	// Retention decides which copies the target keeps, per VM, over the
 	// copies already there and the points not yet copied (a point
-	// retention would remove at once is not sent at all).
+	// retention would remove at once is not sent at all). A copy it
+	// rejects is removed only if no other copy job into the same target
+	// (disabled ones too) keeps it: the target holds the union.
 	Retention policy.Retention `json:"retention"`
 	Enabled   bool             `json:"enabled"`
 }

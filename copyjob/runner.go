@@ -59,6 +59,7 @@ type Runner struct {
 	done      map[string]string    // job id -> window occurrence done (succeeded)
 	retry     map[string]time.Time // job id -> no window run before
 	lastStart map[string]time.Time
+	targets   map[string]chan struct{} // target repository id -> lockTarget's
 	wake      chan struct{}
 	wg        sync.WaitGroup
 	started   bool
@@ -81,7 +82,7 @@ func New(cfg Config) *Runner {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.RetryAfter = cmp.Or(cfg.RetryAfter, 30*time.Minute)
-	return &Runner{cfg: cfg, active: map[string]*active{}, done: map[string]string{}, retry: map[string]time.Time{}, lastStart: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+	return &Runner{cfg: cfg, active: map[string]*active{}, done: map[string]string{}, retry: map[string]time.Time{}, lastStart: map[string]time.Time{}, targets: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 }
 
 // Reload makes Run re-read the jobs now (after one was saved or deleted).
@@ -388,24 +389,61 @@ func (r *Runner) execute(ctx context.Context, j Job, run *Run) *Run {
 		}
 	}
 	// Only after the copies landed: a failed copy never thins the target.
-	for _, id := range p.remove {
+	if err := r.remove(ctx, j, dst, p.remove, run); err != nil {
+		return fail(err)
+	}
+	run.State = RunSucceeded
+	return run
+}
+
+// remove deletes from dst the points of ids (the job's retention rejects
+// them) that no other copy job into dst keeps, counting them in run. A
+// point kept elsewhere stays silently: the target holds the union of the
+// jobs' keep sets. If that union cannot be read, nothing is removed and
+// the run warns: a copy is removed only when no job is proven to keep it.
+func (r *Runner) remove(ctx context.Context, j Job, dst *repository.Repository, ids []string, run *Run) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	unlock, err := r.lockTarget(ctx, dst.Config().ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	held, err := r.heldByOthers(ctx, j, dst)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		run.Warnings = append(run.Warnings, fmt.Sprintf("retention removed nothing: what the other copy jobs into %s keep is unknown: %v", j.Target, err))
+		return nil
+	}
+	warned := map[string]bool{}
+	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
-			return fail(err)
+			return err
+		}
+		if h, ok := held[id]; ok {
+			r.cfg.Logger.Info("copy retention: kept for another copy job", "job", j.ID, "point", id, "keptBy", h.job)
+			if h.unsure != "" && !warned[h.job] {
+				warned[h.job] = true
+				run.Warnings = append(run.Warnings, fmt.Sprintf("retention kept the copies copy job %s selects: %s", h.job, h.unsure))
+			}
+			continue
 		}
 		if err := dst.Delete(ctx, id); err != nil {
 			if errors.Is(err, repository.ErrNotFound) {
 				continue
 			}
 			if ctx.Err() != nil {
-				return fail(ctx.Err())
+				return ctx.Err()
 			}
 			run.Warnings = append(run.Warnings, fmt.Sprintf("retention kept %s: %v", id, err))
 			continue
 		}
 		run.PointsRemoved++
 	}
-	run.State = RunSucceeded
-	return run
+	return nil
 }
 
 func (r *Runner) stopping() bool {
@@ -418,6 +456,7 @@ func (r *Runner) stopping() bool {
 type plan struct {
 	copy    []string // source point ids
 	remove  []string // target point ids
+	keep    []string // target point ids the job's retention keeps
 	present int      // selected points already in the target
 }
 
@@ -425,18 +464,29 @@ type plan struct {
 // and the selected source points not yet there, together, per VM: the
 // target keeps what retention keeps, whether it was copied already or not.
 // So a point retention rejects is never sent, and a copy retention removed
-// is not sent again by the next run (it is still rejected).
+// is not sent again by the next run (it is still rejected). The removals
+// are the job's own wish: execute still drops those another copy job into
+// the target keeps (heldByOthers).
 func planCopy(ctx context.Context, j Job, src, dst *repository.Repository, loc *time.Location) (plan, error) {
-	var p plan
 	sp, err := src.List(ctx)
 	if err != nil {
-		return p, fmt.Errorf("list source %s: %w", j.Source, err)
+		return plan{}, fmt.Errorf("list source %s: %w", j.Source, err)
 	}
 	tp, err := dst.List(ctx)
 	if err != nil {
-		return p, fmt.Errorf("list target %s: %w", j.Target, err)
+		return plan{}, fmt.Errorf("list target %s: %w", j.Target, err)
 	}
-	prefix := src.Config().ID + ":"
+	return planPoints(j, src.Config().ID, sp, dst.Config().ID, tp, loc), nil
+}
+
+// planPoints is planCopy over listings: sp of the source (repository id
+// srcID), tp of the target (dstID). Only the target's copies of srcID's
+// points that j selects are the job's to keep or remove: original backups
+// in the target (no CopySourceTag) and copies from other repositories are
+// never candidates, so no copy retention removes them.
+func planPoints(j Job, srcID string, sp []repository.Point, dstID string, tp []repository.Point, loc *time.Location) plan {
+	var p plan
+	prefix := srcID + ":"
 	have := map[string]bool{}      // source ids copied already
 	originals := map[string]bool{} // target ids (a source point may be a copy of one)
 	var cands []policy.Point
@@ -449,7 +499,7 @@ func planCopy(ctx context.Context, j Job, src, dst *repository.Repository, loc *
 		have[sid] = true
 		cands = append(cands, retentionPoint(t, "t:"+t.ID, t.Locked))
 	}
-	dprefix := dst.Config().ID + ":"
+	dprefix := dstID + ":"
 	for _, s := range sp {
 		if !j.selects(s.VM.Name, s.VM.InstanceUUID, s.Tags[reposvc.JobTag]) {
 			continue
@@ -469,11 +519,124 @@ func planCopy(ctx context.Context, j Job, src, dst *repository.Repository, loc *
 		switch {
 		case kind == "s" && d.Keep:
 			p.copy = append(p.copy, id)
+		case kind == "t" && d.Keep:
+			p.keep = append(p.keep, id)
 		case kind == "t" && !d.Keep:
 			p.remove = append(p.remove, id)
 		}
 	}
-	return p, nil
+	return p
+}
+
+// holder is why a target point is kept for another copy job.
+type holder struct {
+	job string
+	// unsure is set when the job's keep set could not be computed (its
+	// source cannot be opened or listed): then it holds every copy it
+	// might cover, and the run says so.
+	unsure string
+}
+
+// heldByOthers returns the points of dst that another copy job into the
+// same target keeps, read now from the store's jobs (disabled ones too: a
+// disabled job still stands by what it copied; a deleted one is gone from
+// the store and protects nothing) and from the repositories' current
+// listings. A job's keep set is what its own run would keep (planPoints):
+// the target holds the union of the keep sets of its copy jobs. A job into
+// the same target whose keep set cannot be computed holds every copy its
+// selection covers rather than let it go unproven.
+func (r *Runner) heldByOthers(ctx context.Context, j Job, dst *repository.Repository) (map[string]holder, error) {
+	jobs, err := r.cfg.Store.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dstID := dst.Config().ID
+	var tp []repository.Point
+	held := map[string]holder{}
+	type listing struct {
+		id  string
+		pts []repository.Point
+		err error
+	}
+	sources := map[string]listing{} // by repository name
+	for _, k := range jobs {
+		if k.ID == j.ID || !r.sameTarget(k, j, dstID) {
+			continue
+		}
+		if tp == nil {
+			if tp, err = dst.List(ctx); err != nil {
+				return nil, fmt.Errorf("list target %s: %w", j.Target, err)
+			}
+		}
+		l, ok := sources[k.Source]
+		if !ok {
+			src, err := r.cfg.Repos.Repo(k.Source)
+			if err != nil {
+				l.err = fmt.Errorf("its source %s cannot be opened: %w", k.Source, err)
+			} else {
+				l.id = src.Config().ID
+				if l.pts, err = src.List(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					l.err = fmt.Errorf("its source %s cannot be listed: %w", k.Source, err)
+				}
+			}
+			sources[k.Source] = l
+		}
+		if l.id == dstID {
+			continue // copies nothing into its own source
+		}
+		if l.err != nil {
+			reason := l.err.Error()
+			for _, t := range tp {
+				tag := t.Tags[repository.CopySourceTag]
+				if tag == "" || (l.id != "" && !strings.HasPrefix(tag, l.id+":")) ||
+					!k.selects(t.VM.Name, t.VM.InstanceUUID, t.Tags[reposvc.JobTag]) {
+					continue
+				}
+				if _, ok := held[t.ID]; !ok {
+					held[t.ID] = holder{job: k.ID, unsure: reason}
+				}
+			}
+			continue
+		}
+		for _, id := range planPoints(k, l.id, l.pts, dstID, tp, r.cfg.Location).keep {
+			if h, ok := held[id]; !ok || h.unsure != "" {
+				held[id] = holder{job: k.ID}
+			}
+		}
+	}
+	return held, nil
+}
+
+// sameTarget reports whether k copies into j's target (dstID): by name,
+// or by the repository's id when a second name opens the same repository.
+func (r *Runner) sameTarget(k, j Job, dstID string) bool {
+	if k.Target == j.Target {
+		return true
+	}
+	t, err := r.cfg.Repos.Repo(k.Target)
+	return err == nil && t.Config().ID == dstID
+}
+
+// lockTarget serialises the removals of the copy jobs into one target, so
+// a job decides what the others keep from a target no other removal is
+// changing. It waits for ctx; the caller calls the returned unlock.
+func (r *Runner) lockTarget(ctx context.Context, dstID string) (func(), error) {
+	r.mu.Lock()
+	l, ok := r.targets[dstID]
+	if !ok {
+		l = make(chan struct{}, 1)
+		r.targets[dstID] = l
+	}
+	r.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func retentionPoint(p repository.Point, id string, locked bool) policy.Point {
