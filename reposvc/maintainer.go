@@ -102,7 +102,13 @@ func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, er
 		if vm == "" {
 			vm = p.VM.Name
 		}
-		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: p.Tags[JobTag], Time: p.Time, Status: status, Locked: p.Locked, Bytes: unique[p.ID]}
+		job := p.Tags[JobTag]
+		if p.Tags[repository.CopySourceTag] != "" {
+			// A copy keeps its original's job tag, but its copy job's
+			// retention governs it (copyjob), never the backup job's.
+			job = ""
+		}
+		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: job, Time: p.Time, Status: status, Locked: p.Locked, Bytes: unique[p.ID]}
 	}
 	return out, nil
 }

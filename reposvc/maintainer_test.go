@@ -70,3 +70,44 @@ func TestMaintainer(t *testing.T) {
 		t.Fatalf("unknown repository: %v", err)
 	}
 }
+
+// A copy in the repository (a copy job's, tagged copy.source) keeps the
+// job tag of the backup that made the original, but the backup job's
+// retention never thins it: its copy job's retention does. Without this a
+// backup job pointed at a copy target would remove the copies a copy job
+// promised to keep.
+func TestMaintainerLeavesCopiesToTheirCopyJob(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	src := repository.TestRepository(t)
+	orig := commitPoint(t, src, testVM, "nightly", time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC))
+	if _, err := repository.Copy(ctx, src, f.repo, repository.CopyOptions{Points: []string{orig.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	m := Maintainer{Set: f.set}
+	pts, err := m.Points(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := 0
+	for _, p := range pts {
+		if p.Time.Equal(orig.Time) {
+			copies++
+			if p.Job != "" {
+				t.Fatalf("the copy counts as job %q's point", p.Job)
+			}
+		}
+	}
+	if copies != 1 {
+		t.Fatalf("%d copies in the target, want 1", copies)
+	}
+	plan, err := policy.PlanRetention(ctx, m, policy.Job{ID: "nightly", Repository: "main", Retention: policy.Retention{Last: 1}}, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job's own two points: the newer is kept, the older removed; the
+	// newest point of all (the copy) is not the job's.
+	if plan.Keep != 1 || plan.Remove != 1 || plan.Removals()[0].ID != f.points[0].ID {
+		t.Fatalf("plan %+v", plan)
+	}
+}
