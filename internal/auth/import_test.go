@@ -73,8 +73,9 @@ func TestImportedUserPasswordNotSet(t *testing.T) {
 		role         Role
 		err          error
 	}{
-		{"-carol", SourceLocal, RoleOperator, ErrBadUser},
-		{"vsphere.local\\carol", SourceLocal, RoleOperator, ErrBadUser},
+		{"ca/rol", SourceLocal, RoleOperator, ErrBadUser},
+		{" carol", SourceLocal, RoleOperator, ErrBadUser},
+		{strings.Repeat("c", 129), SourceLocal, RoleOperator, ErrBadUser},
 		{"carol", SourceLocal, "root", ErrBadRole},
 		{"carol", "ldap", RoleOperator, ErrBadUser},
 		{"", SourceVCenter, RoleOperator, ErrBadUser},
@@ -86,6 +87,14 @@ func TestImportedUserPasswordNotSet(t *testing.T) {
 	}
 	if us, _ := m.Users(ctx); len(us) != 2 {
 		t.Fatalf("refused imports stored users: %+v", us)
+	}
+	// A name the saved appliance had that CreateUser would refuse (its
+	// configured administrator's, say) is recreated as it was.
+	if u, err := m.ImportUser(ctx, "Jean Dupont", RoleRestoreOnly, SourceLocal); err != nil || !u.PasswordNotSet {
+		t.Fatalf("import a configured administrator's name: %+v %v", u, err)
+	}
+	if err := m.DeleteUser(ctx, "jean dupont"); err != nil {
+		t.Fatal(err)
 	}
 
 	// An imported administrator without a password cannot take over: the

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/vmvault/vmvault/internal/clock"
 )
@@ -397,17 +398,11 @@ func (m *Manager) CreateUser(ctx context.Context, name, password string, role Ro
 // stored (vCenter checks its password). A name that exists already
 // (without case) is left as it is: ErrUserExists.
 func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source string) (User, error) {
-	switch source {
-	case SourceLocal:
-		if err := CheckUsername(name); err != nil {
-			return User{}, err
-		}
-	case SourceVCenter:
-		if err := checkVCenterName(name); err != nil {
-			return User{}, err
-		}
-	default:
+	if source != SourceLocal && source != SourceVCenter {
 		return User{}, fmt.Errorf("%w: source %q (local, vcenter)", ErrBadUser, source)
+	}
+	if err := CheckImportedName(name); err != nil {
+		return User{}, err
 	}
 	if _, err := ParseRole(string(role)); err != nil {
 		return User{}, err
@@ -427,17 +422,17 @@ func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source
 	return u, nil
 }
 
-// checkVCenterName accepts a vCenter principal's name as stored
-// ("DOMAIN\name", "name@domain" or a bare name): 1 to 256 characters, no
-// control character, no slash.
-func checkVCenterName(name string) error {
-	if name == "" || len(name) > 256 || strings.TrimSpace(name) != name {
-		return fmt.Errorf("%w: a vCenter user name has 1 to 256 characters, no leading or trailing space", ErrBadUser)
+// CheckImportedName accepts the name of a saved user as ImportUser
+// recreates it: looser than CheckUsername, since the saved appliance had
+// it (its configured administrator's name, a vCenter "DOMAIN\\name"), but
+// one the API can name in a path: 1 to 128 bytes, no control character,
+// no slash, no leading or trailing space.
+func CheckImportedName(name string) error {
+	if name == "" || len(name) > 128 || strings.TrimSpace(name) != name {
+		return fmt.Errorf("%w: a user name has 1 to 128 bytes, no leading or trailing space", ErrBadUser)
 	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '/' {
-			return fmt.Errorf("%w: a vCenter user name has no control character or slash", ErrBadUser)
-		}
+	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '/' }) {
+		return fmt.Errorf("%w: a user name has no control character or slash", ErrBadUser)
 	}
 	return nil
 }
