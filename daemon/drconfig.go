@@ -5,7 +5,9 @@ package daemon
 // locations; never a password, hash, token or passphrase) saved as JSON
 // into every repository after each change (Repository.SaveApplianceConfig
 // encrypts it under the repository's keys), and read back by
-// `appliance serve --import-config REPO` on a fresh state directory.
+// `appliance serve --import-config REPO` on a fresh state directory, which
+// recreates the users too: local ones without a password (an administrator
+// sets it before they can sign in), vCenter ones as they were.
 
 import (
 	"context"
@@ -416,7 +418,7 @@ func (d *Daemon) importUsers(ctx context.Context, users []SavedUser) (int, error
 		}
 	}
 	if waiting > 0 {
-		fmt.Fprintf(d.opts.Stdout, "%d users wait for an administrator to set their password (passwords are never saved)\n", waiting)
+		fmt.Fprintf(d.opts.Stdout, "users without a password: %d (an administrator sets them; passwords are never saved)\n", waiting)
 	}
 	return created, nil
 }

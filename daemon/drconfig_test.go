@@ -195,7 +195,8 @@ repositories:
 	b := startDaemon(t, dirB, cfgB, vars, Options{Import: &ImportConfig{Repository: "main"}})
 	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") ||
 		!strings.Contains(out, "user alice (operator, local) recreated without a password") ||
-		!strings.Contains(out, "user admin (administrator, local) exists on this appliance: left as it is") {
+		!strings.Contains(out, "user admin (administrator, local) exists on this appliance: left as it is") ||
+		!strings.Contains(out, "users without a password: 1 ") {
 		t.Fatalf("import output: %s", out)
 	}
 	for _, secret := range []string{"admin-secret-a", "alice-password-1", "repo-pass", "argon2"} {
