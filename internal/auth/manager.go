@@ -424,7 +424,7 @@ func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source
 
 // CheckImportedName accepts the name of a saved user as ImportUser
 // recreates it: looser than CheckUsername, since the saved appliance had
-// it (its configured administrator's name, a vCenter "DOMAIN\\name"), but
+// it (its configured administrator's name, a vCenter "DOMAIN\name"), but
 // one the API can name in a path: 1 to 128 bytes, no control character,
 // no slash, no leading or trailing space.
 func CheckImportedName(name string) error {
