@@ -5,7 +5,9 @@ package daemon
 // locations; never a password, hash, token or passphrase) saved as JSON
 // into every repository after each change (Repository.SaveApplianceConfig
 // encrypts it under the repository's keys), and read back by
-// `appliance serve --import-config REPO` on a fresh state directory.
+// `appliance serve --import-config REPO` on a fresh state directory, which
+// recreates the users too: local ones without a password (an administrator
+// sets it before they can sign in), vCenter ones as they were.
 
 import (
 	"context"
@@ -13,12 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
@@ -40,8 +44,9 @@ type SavedConfig struct {
 	Repositories []SavedRepo   `json:"repositories"`
 }
 
-// SavedUser is a user without any secret: recreated by hand after an
-// import (new passwords).
+// SavedUser is a user without any secret. An import recreates a local
+// one with its role and no password (an administrator sets it before the
+// user can sign in), a vCenter one as it was.
 type SavedUser struct {
 	Name   string `json:"name"`
 	Role   string `json:"role"`
@@ -254,7 +259,30 @@ func decodeSavedConfig(raw []byte) (SavedConfig, error) {
 			return sc, fmt.Errorf("settings: time zone %q, event retention %d days", st.TimeZone, st.EventRetentionDays)
 		}
 	}
+	for i, u := range sc.Users {
+		if err := checkSavedUser(u); err != nil {
+			return sc, fmt.Errorf("user %d: %w", i, err)
+		}
+		if seen["u"+strings.ToLower(u.Name)] {
+			return sc, fmt.Errorf("user %d: repeated name %q", i, u.Name)
+		}
+		seen["u"+strings.ToLower(u.Name)] = true
+	}
 	return sc, nil
+}
+
+// checkSavedUser checks what ImportUser would: the name, the source, the role.
+func checkSavedUser(u SavedUser) error {
+	if err := auth.CheckImportedName(u.Name); err != nil {
+		return fmt.Errorf("%q: %w", u.Name, err)
+	}
+	if u.Source != auth.SourceLocal && u.Source != auth.SourceVCenter {
+		return fmt.Errorf("%q: source %q (local, vcenter)", u.Name, u.Source)
+	}
+	if _, err := auth.ParseRole(u.Role); err != nil {
+		return fmt.Errorf("%q: %w", u.Name, err)
+	}
+	return nil
 }
 
 // ImportConfig names the repository whose saved configuration a fresh
@@ -274,7 +302,8 @@ type ImportConfig struct {
 var ErrStateNotEmpty = errors.New("the state directory already has a configuration")
 
 // importConfig reads the newest saved configuration from the repository
-// and writes its jobs, copy jobs and settings into the state database.
+// and writes its jobs, copy jobs and settings into the state database, and
+// recreates its users (importUsers).
 func (d *Daemon) importConfig(ctx context.Context, ic ImportConfig) error {
 	r, name := d.repos[ic.Repository], ic.Repository
 	if r == nil {
@@ -354,12 +383,42 @@ func (d *Daemon) importConfig(ctx context.Context, ic ImportConfig) error {
 	}
 	fmt.Fprintf(d.opts.Stdout, "imported the configuration saved %s in repository %s: %d jobs, %d copy jobs, settings: %v\n",
 		saved.Format(time.RFC3339), name, len(sc.Jobs), len(sc.CopyJobs), sc.Settings != nil)
-	for _, u := range sc.Users {
-		if u.Name == d.cfg.Admin.User {
-			continue
-		}
-		fmt.Fprintf(d.opts.Stdout, "user %s (%s, %s) existed on the saved appliance: passwords are never saved, create it again\n", u.Name, u.Role, u.Source)
+	created, err := d.importUsers(ctx, sc.Users)
+	if err != nil {
+		return fmt.Errorf("import configuration: %w", err)
 	}
-	d.log.Info("configuration imported", "repository", name, "saved", saved, "jobs", len(sc.Jobs), "copy_jobs", len(sc.CopyJobs))
+	d.log.Info("configuration imported", "repository", name, "saved", saved, "jobs", len(sc.Jobs), "copy_jobs", len(sc.CopyJobs), "users_created", created)
 	return nil
+}
+
+// importUsers recreates the saved users the state lacks and says on
+// stdout what became of each: a local user gets its role and no password
+// (it cannot sign in until an administrator sets one), a vCenter user is
+// kept as it was; a name that exists (the administrator of this
+// appliance's configuration, a user of an earlier import) is left as it is.
+// Nothing secret is printed: there is none to print.
+func (d *Daemon) importUsers(ctx context.Context, users []SavedUser) (int, error) {
+	created, waiting := 0, 0
+	for _, su := range users {
+		u, err := d.am.ImportUser(ctx, su.Name, auth.Role(su.Role), su.Source)
+		switch {
+		case errors.Is(err, auth.ErrUserExists):
+			fmt.Fprintf(d.opts.Stdout, "user %s (%s, %s) exists on this appliance: left as it is (%s, %s)\n", su.Name, su.Role, su.Source, u.Role, u.Source)
+			continue
+		case err != nil:
+			return created, fmt.Errorf("user %s: %w", su.Name, err)
+		}
+		created++
+		if u.PasswordNotSet {
+			waiting++
+			fmt.Fprintf(d.opts.Stdout, "user %s (%s, %s) recreated without a password: it cannot sign in until an administrator sets one (console Settings > Users, or PUT /api/v1/users/%s {\"password\": ...})\n",
+				u.Username, u.Role, u.Source, url.PathEscape(u.Username))
+		} else {
+			fmt.Fprintf(d.opts.Stdout, "user %s (%s, %s) recreated: vCenter checks its password; its role at sign-in comes from vcenter.roles and vcenter.role\n", u.Username, u.Role, u.Source)
+		}
+	}
+	if waiting > 0 {
+		fmt.Fprintf(d.opts.Stdout, "users without a password: %d (an administrator sets them; passwords are never saved)\n", waiting)
+	}
+	return created, nil
 }

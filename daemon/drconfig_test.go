@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
@@ -191,10 +193,19 @@ repositories:
 `, filepath.Join(dirB, "state"), l.URL().String(), l.Username(), l.Thumbprint(), repoDir, offsiteDir)
 	vars := map[string]string{"MAIN_PASS": "repo-pass", "VC_PASS": l.Password(), "VMVAULT_ADMIN_PASSWORD": "admin-secret-b"}
 	b := startDaemon(t, dirB, cfgB, vars, Options{Import: &ImportConfig{Repository: "main"}})
-	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") || !strings.Contains(out, "user alice (operator, local)") {
+	if out := b.stdout.String(); !strings.Contains(out, "1 jobs, 1 copy jobs, settings: true") ||
+		!strings.Contains(out, "user alice (operator, local) recreated without a password") ||
+		!strings.Contains(out, "user admin (administrator, local) exists on this appliance: left as it is") ||
+		!strings.Contains(out, "users without a password: 1 ") {
 		t.Fatalf("import output: %s", out)
 	}
+	for _, secret := range []string{"admin-secret-a", "alice-password-1", "repo-pass", "argon2"} {
+		if strings.Contains(b.stdout.String()+b.stderr.String(), secret) {
+			t.Fatalf("B's import printed a secret (%q)", secret)
+		}
+	}
 	apiB, csrfB := cookieLogin(t, b.addr, "admin-secret-b")
+	checkImportedUsers(t, b.addr, apiB, csrfB)
 	_, body = apiB.call("GET", "/api/v1/jobs/nightly", nil, nil)
 	var job struct {
 		Repository string
@@ -268,6 +279,76 @@ repositories:
 	if !errors.Is(err, ErrStateNotEmpty) {
 		t.Fatalf("import over a configured state: %v", err)
 	}
+	// With --force the import runs again and leaves the users it finds
+	// alone: alice keeps the password B's administrator set.
+	out := &syncBuffer{}
+	d, err := New(ctx, cfg, Options{Stdout: out, Stderr: &syncBuffer{}, Getenv: func(k string) string { return vars[k] },
+		Import: &ImportConfig{Repository: "main", Force: true}})
+	if err != nil {
+		t.Fatalf("forced import: %v", err)
+	}
+	defer d.Close()
+	if !strings.Contains(out.String(), "user alice (operator, local) exists on this appliance: left as it is (operator, local)") || strings.Contains(out.String(), "recreated") {
+		t.Fatalf("forced import output: %s", out)
+	}
+	if s, err := d.am.Login(ctx, "192.0.2.9", "alice", "alice-password-b"); err != nil || s.Role != "operator" {
+		t.Fatalf("alice after a second import: %+v %v", s, err)
+	}
+}
+
+// checkImportedUsers: on the appliance B recreated, alice is listed with
+// her role and a password to set; she cannot sign in with her old password,
+// with none, or with any, and the answer is the one an unknown name gets;
+// once B's administrator sets her password she signs in with her role.
+func checkImportedUsers(t *testing.T, addr string, admin *apiClient, csrf map[string]string) {
+	t.Helper()
+	listUsers := func() map[string]map[string]any {
+		t.Helper()
+		code, body := admin.call("GET", "/api/v1/users", nil, nil)
+		var us []map[string]any
+		if err := json.Unmarshal(body, &us); code != 200 || err != nil {
+			t.Fatalf("GET /users: %d %s", code, body)
+		}
+		out := map[string]map[string]any{}
+		for _, u := range us {
+			out[u["username"].(string)] = u
+		}
+		return out
+	}
+	us := listUsers()
+	if len(us) != 2 || us["alice"]["role"] != "operator" || us["alice"]["source"] != "local" || us["alice"]["passwordNotSet"] != true || us["admin"]["passwordNotSet"] != false {
+		t.Fatalf("users on B: %v", us)
+	}
+	login := func(user, pw string) (int, string) {
+		t.Helper()
+		c := &apiClient{t: t, base: "http://" + addr, hc: &http.Client{Jar: newJar(t), Timeout: 60 * time.Second}}
+		code, body := c.call("POST", "/api/v1/auth/login", map[string]string{"username": user, "password": pw}, nil)
+		return code, string(body)
+	}
+	_, unknown := login("nobody", "alice-password-1")
+	for _, pw := range []string{"alice-password-1", "", "anything-at-all"} {
+		code, body := login("alice", pw)
+		if code != 401 || !strings.Contains(body, `"bad_credentials"`) || !strings.Contains(body, "until an administrator sets their password") {
+			t.Fatalf("alice signs in with %q before her password is set: %d %s", pw, code, body)
+		}
+		if pw != "" && body != unknown {
+			t.Fatalf("alice's answer %s differs from an unknown name's %s", body, unknown)
+		}
+	}
+	code, body := admin.call("PUT", "/api/v1/users/alice", map[string]any{"password": "alice-password-b"}, csrf)
+	if code != 200 || !strings.Contains(string(body), `"passwordNotSet":false`) || !strings.Contains(string(body), `"role":"operator"`) {
+		t.Fatalf("set alice's password: %d %s", code, body)
+	}
+	if us := listUsers(); us["alice"]["passwordNotSet"] != false {
+		t.Fatalf("alice after her password was set: %v", us["alice"])
+	}
+	code, lb := login("alice", "alice-password-b")
+	if code != 200 || !strings.Contains(lb, `"role":"operator"`) {
+		t.Fatalf("alice with the password B's administrator set: %d %s", code, lb)
+	}
+	if code, body := login("nobody", "x"); code != 401 || strings.Contains(body, "sets their password") {
+		t.Fatalf("a failed login once no user waits: %d %s", code, body)
+	}
 }
 
 // An import names what is missing: a repository without a saved
@@ -311,6 +392,32 @@ func TestImportConfigErrors(t *testing.T) {
 	r.Close()
 	if err := newD(&ImportConfig{Repository: "main"}); err == nil || !strings.Contains(err.Error(), "gone (it was at s3:https://s3.example/b)") {
 		t.Fatalf("missing repository: %v", err)
+	}
+	// A saved user the import could not recreate refuses the whole import
+	// before anything is written: the job of the same save is not there.
+	for _, bad := range []struct{ users, want string }{
+		{`[{"name":"alice","role":"root","source":"local"}]`, `user 0: "alice": unknown role "root"`},
+		{`[{"name":"al/ice","role":"operator","source":"local"}]`, "no control character or slash"},
+		{`[{"name":"alice","role":"operator","source":"ldap"}]`, `source "ldap"`},
+		{`[{"name":"alice","role":"operator","source":"local"},{"name":"ALICE","role":"operator","source":"local"}]`, `repeated name "ALICE"`},
+	} {
+		r, _ = repository.Open(ctx, repoDir, []byte("pw"), repository.OpenOptions{NoFsync: true})
+		job := `{"id":"j","name":"j","enabled":true,"repository":"main","selection":{"vms":["x"]},"window":{"location":"UTC","days":{"monday":["01:00-02:00"]}},"retention":{"last":1}}`
+		_ = r.SaveApplianceConfig(ctx, []byte(`{"format":1,"jobs":[`+job+`],"copyJobs":[],"users":`+bad.users+`,"repositories":[]}`))
+		r.Close()
+		if err := newD(&ImportConfig{Repository: "main"}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("users %s: %v, want %q", bad.users, err, bad.want)
+		}
+	}
+	d, err := New(ctx, cfg, Options{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, Getenv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := d.db.Jobs(ctx)
+	us, _ := d.am.Users(ctx)
+	d.Close()
+	if err != nil || len(jobs) != 0 || len(us) != 1 {
+		t.Fatalf("a refused import wrote %d jobs, %d users (%v)", len(jobs), len(us), err)
 	}
 	// By location with the passphrase, format too new.
 	r, _ = repository.Open(ctx, repoDir, []byte("pw"), repository.OpenOptions{NoFsync: true})
@@ -449,6 +556,7 @@ func FuzzSavedConfig(f *testing.F) {
 	f.Add([]byte(`{"format":1,"copyJobs":[{"id":"a","source":"x","target":"x"}]}`))
 	f.Add([]byte(`{"format":1,"jobs":[{"id":"a","window":{"location":"Nowhere","days":{}}}]}`))
 	f.Add([]byte(`{"format":1,"settings":{"timeZone":"","eventRetentionDays":0}}`))
+	f.Add([]byte(`{"format":1,"users":[{"name":"VSPHERE.LOCAL\\ops","role":"operator","source":"vcenter"},{"name":"a\u0000","role":"operator","source":"local"}]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		sc, err := decodeSavedConfig(raw)
 		if err != nil {
@@ -459,6 +567,11 @@ func FuzzSavedConfig(f *testing.F) {
 		}
 		if _, err := json.Marshal(sc); err != nil {
 			t.Fatalf("accepted %q, cannot encode it: %v", raw, err)
+		}
+		for _, u := range sc.Users {
+			if auth.CheckImportedName(u.Name) != nil || (u.Source != auth.SourceLocal && u.Source != auth.SourceVCenter) {
+				t.Fatalf("accepted user %+v", u)
+			}
 		}
 	})
 }

@@ -1,6 +1,8 @@
 // Package auth owns the appliance's authentication and authorisation state:
 // local users (Argon2id password hashes, one of the three roles each; the
-// single administrator of earlier versions is migrated to user "admin"),
+// single administrator of earlier versions is migrated to user "admin";
+// users recreated from a saved configuration have no password, and no
+// login accepts them, until an administrator sets one),
 // API tokens (stored as SHA-256 of a random 32-byte secret, shown once),
 // browser sessions (in memory, with a CSRF token each), the three roles,
 // the mapping of vCenter users and groups to roles (none by default), and

@@ -30,4 +30,10 @@ var (
 	ErrBadTTL = errors.New("invalid token lifetime")
 	// ErrBadUser is returned for a user name or password that does not meet the rules.
 	ErrBadUser = errors.New("invalid user")
+	// ErrPasswordNotSet is joined to ErrBadCredentials by Login while some
+	// local user waits for an administrator to set its password (users
+	// recreated by an import of a saved configuration, which never holds a
+	// password). It is said for every failed login of the appliance, not
+	// only for those users, so that it tells nobody which names exist.
+	ErrPasswordNotSet = errors.New("users recreated from a saved configuration cannot sign in until an administrator sets their password")
 )

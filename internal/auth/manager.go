@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/vmvault/vmvault/internal/clock"
 )
@@ -33,14 +34,29 @@ const (
 	SourceVCenter = "vcenter" // checked against vCenter at each login
 )
 
-// User is a local user as stored: never the password, only its Argon2id hash.
+// User is a user as stored: never the password, only its Argon2id hash.
+// A stored vCenter user (Source SourceVCenter) has no hash: vCenter checks
+// its password.
 type User struct {
 	Username string    `json:"username"`
 	Role     Role      `json:"role"`
 	Source   string    `json:"source"`
 	Created  time.Time `json:"created"`
-	Hash     string    `json:"-"`
+	// PasswordNotSet marks a local user recreated without a password (by
+	// ImportUser: a saved configuration never holds one). It cannot sign
+	// in until an administrator sets a password (UpdateUser). The state is
+	// this flag, not an empty hash: Login refuses a local user with the
+	// flag, or without a hash, whatever the password typed (even none).
+	PasswordNotSet bool   `json:"passwordNotSet"`
+	Hash           string `json:"-"`
 }
+
+// usable reports whether u can sign in with a local password.
+func (u User) usable() bool { return u.local() && !u.PasswordNotSet && u.Hash != "" }
+
+// local reports whether u's password is the appliance's (records of
+// earlier versions may lack the source).
+func (u User) local() bool { return u.Source == SourceLocal || u.Source == "" }
 
 // Store persists local users and API tokens. Implementations are safe for
 // concurrent use.
@@ -376,6 +392,51 @@ func (m *Manager) CreateUser(ctx context.Context, name, password string, role Ro
 	return u, err
 }
 
+// ImportUser recreates a user of a saved configuration: a local user with
+// its role and no password (PasswordNotSet: it cannot sign in until an
+// administrator sets one with UpdateUser), or a vCenter user as it was
+// stored (vCenter checks its password). A name that exists already
+// (without case) is left as it is: ErrUserExists.
+func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source string) (User, error) {
+	if source != SourceLocal && source != SourceVCenter {
+		return User{}, fmt.Errorf("%w: source %q (local, vcenter)", ErrBadUser, source)
+	}
+	if err := CheckImportedName(name); err != nil {
+		return User{}, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return User{}, err
+	}
+	m.usersMu.Lock()
+	defer m.usersMu.Unlock()
+	if u, err := m.cfg.Store.User(ctx, name); err == nil {
+		u.Hash = ""
+		return u, fmt.Errorf("user %q: %w", u.Username, ErrUserExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return User{}, err
+	}
+	u := User{Username: name, Role: role, Source: source, Created: m.cfg.Clock.Now(), PasswordNotSet: source == SourceLocal}
+	if err := m.cfg.Store.PutUser(ctx, u); err != nil {
+		return User{}, fmt.Errorf("store user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// CheckImportedName accepts the name of a saved user as ImportUser
+// recreates it: looser than CheckUsername, since the saved appliance had
+// it (its configured administrator's name, a vCenter "DOMAIN\name"), but
+// one the API can name in a path: 1 to 128 bytes, no control character,
+// no slash, no leading or trailing space.
+func CheckImportedName(name string) error {
+	if name == "" || len(name) > 128 || strings.TrimSpace(name) != name {
+		return fmt.Errorf("%w: a user name has 1 to 128 bytes, no leading or trailing space", ErrBadUser)
+	}
+	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '/' }) {
+		return fmt.Errorf("%w: a user name has no control character or slash", ErrBadUser)
+	}
+	return nil
+}
+
 // UserChange is what UpdateUser changes; nil fields stay.
 type UserChange struct {
 	Role     *Role
@@ -403,6 +464,9 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 	if err != nil {
 		return User{}, err
 	}
+	if ch.Password != nil && u.Source == SourceVCenter {
+		return User{}, fmt.Errorf("%w: %s is a vCenter user: vCenter checks its password", ErrBadUser, u.Username)
+	}
 	if ch.Role != nil && u.Role == RoleAdministrator && *ch.Role != RoleAdministrator {
 		if err := m.otherAdminLocked(ctx, u.Username); err != nil {
 			return User{}, err
@@ -417,6 +481,7 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 			return User{}, err
 		}
 		u.Hash = h
+		u.PasswordNotSet = false
 	}
 	if err := m.cfg.Store.PutUser(ctx, u); err != nil {
 		return User{}, fmt.Errorf("store user %s: %w", name, err)
@@ -438,14 +503,15 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 }
 
 // otherAdminLocked returns ErrLastAdministrator unless a local
-// administrator other than name exists.
+// administrator other than name exists who can sign in (one whose password
+// is not set yet could not manage the appliance either).
 func (m *Manager) otherAdminLocked(ctx context.Context, name string) error {
 	us, err := m.cfg.Store.Users(ctx)
 	if err != nil {
 		return fmt.Errorf("list users: %w", err)
 	}
 	for _, o := range us {
-		if o.Role == RoleAdministrator && !strings.EqualFold(o.Username, name) {
+		if o.Role == RoleAdministrator && o.usable() && !strings.EqualFold(o.Username, name) {
 			return nil
 		}
 	}
@@ -576,6 +642,9 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 			if crossed {
 				m.lockout(Lockout{Scope: LockoutUser, User: user, Failures: int(n), Delay: m.userDelay(n)})
 			}
+			if m.passwordsPending(ctx) {
+				err = fmt.Errorf("%w; %w", ErrBadCredentials, ErrPasswordNotSet)
+			}
 		} else {
 			refund()
 		}
@@ -590,12 +659,35 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 	return *s, nil
 }
 
+// passwordsPending reports whether a local user waits for its password
+// (a failed read says no: it only decides a hint).
+func (m *Manager) passwordsPending(ctx context.Context) bool {
+	us, err := m.cfg.Store.Users(ctx)
+	if err != nil {
+		return false
+	}
+	for _, u := range us {
+		if u.local() && u.PasswordNotSet {
+			return true
+		}
+	}
+	return false
+}
+
 // check returns the user's canonical name, source and role. A local user's
 // name never falls through to vCenter: a wrong local password is a wrong
-// password, not a vCenter login attempt.
+// password, not a vCenter login attempt. A local user without a password
+// (PasswordNotSet, or no hash at all) is refused like a wrong password,
+// whatever was typed: no hash is ever compared for it. A stored vCenter
+// user is checked by vCenter as a name the store does not know (its role
+// comes from the rules, not from the stored record).
 func (m *Manager) check(ctx context.Context, user, password string) (string, string, Role, error) {
 	u, err := m.cfg.Store.User(ctx, user)
 	switch {
+	case err == nil && u.Source == SourceVCenter:
+		// vCenter checks it below; its role comes from the rules
+	case err == nil && !u.usable():
+		return "", "", "", ErrBadCredentials
 	case err == nil:
 		ok, err := CheckPassword(u.Hash, password)
 		if err != nil {

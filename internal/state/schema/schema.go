@@ -73,7 +73,7 @@ var Buckets = []Bucket{
 	{Name: BucketScheduler, Owner: "internal/state", Key: `"checkpoint"`, Format: FormatTime, Value: "the scheduler's checkpoint"},
 	{Name: BucketNotify, Owner: "internal/state (notify.ReportLog)", Key: `"last-daily-report"`, Format: FormatBytes, Value: "RFC 3339 text (UTC) of when the last daily report was sent"},
 	{Name: BucketAuth, Owner: "internal/auth", Key: `"admin-hash"`, Format: FormatBytes, Value: "PHC Argon2id string of the single administrator of earlier versions"},
-	{Name: BucketUsers, Owner: "internal/auth", Key: "lower-case user name", Format: FormatJSON, Value: "auth.User with its hash"},
+	{Name: BucketUsers, Owner: "internal/auth", Key: "lower-case user name", Format: FormatJSON, Value: "auth.User with its hash (\"\" for a vCenter user and for a local one whose passwordNotSet is true)"},
 	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},

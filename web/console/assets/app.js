@@ -184,7 +184,11 @@ function renderLogin(message) {
       submit.disabled = false;
       submit.textContent = "Sign in";
       let msg = e.message;
-      if (e.status === 401) msg = "Wrong username or password.";
+      if (e.status === 401) {
+        msg = "Wrong username or password.";
+        // Said for every failed login while some imported user waits for a password: it names nobody.
+        if (/sets their password/.test(e.message || "")) msg += " Users restored from a saved configuration have no password yet: ask an administrator to set yours.";
+      }
       else if (e.status === 429) msg = `Too many attempts. ${e.message}`;
       fieldErrors(form, new ApiError(e.status, e.code, msg, e.status === 401 ? [] : e.fields));
       pass.value = "";

@@ -432,8 +432,9 @@ async function users(ctx, box) {
       busy(save, true);
       try {
         await ctx.api("PUT", `/users/${encodeURIComponent(u.username)}`, { password: input.value });
-        ctx.toast(`Password of ${u.username} changed.`, "success");
+        ctx.toast(u.passwordNotSet ? `Password of ${u.username} set: they can sign in now.` : `Password of ${u.username} changed.`, "success");
         close();
+        if (u.passwordNotSet) load();
       } catch (err) {
         ctx.fieldErrors(f, err);
       } finally { busy(save, false); }
@@ -445,7 +446,11 @@ async function users(ctx, box) {
   async function load() {
     const all = (await ctx.api("GET", "/users")) || [];
     clear(list).append(table("!Users", [
-      { label: "User", cell: u => u.username },
+      {
+        label: "User", cell: (u) => u.passwordNotSet
+          ? h("span", {}, u.username, " ", h("span", { class: "badge badge-warning user-nopass", title: "Imported from a saved configuration: this user cannot sign in until an administrator sets a password." }, "Password not set"))
+          : u.username,
+      },
       {
         label: "Role", cell: (u) => {
           if (u.source && u.source !== "local") return u.role;
@@ -470,7 +475,7 @@ async function users(ctx, box) {
       {
         label: "Actions", cell: (u) => {
           if (u.source && u.source !== "local") return "";
-          const pw = h("button", { type: "button", class: "user-password", "aria-label": `Set the password of ${u.username}` }, "Set password");
+          const pw = h("button", { type: "button", class: u.passwordNotSet ? "user-password primary" : "user-password", "aria-label": `Set the password of ${u.username}` }, "Set password");
           pw.addEventListener("click", () => setPassword(u, pw));
           const del = h("button", { type: "button", class: "user-delete", "aria-label": `Delete user ${u.username}` }, "Delete");
           del.addEventListener("click", async () => {
