@@ -1,8 +1,8 @@
 // Package approval owns the appliance's pending destructive actions: an
-// administrator's deletion of a restore point or shortening of a job's
-// retention that takes effect only after a configured delay, unless a
-// second administrator approves it earlier or any administrator cancels
-// it. It keeps them in a bucket of its own in state.db (store.go), runs
+// administrator's deletion of a restore point, shortening of a job's
+// retention or removal of a repository from the appliance, which takes
+// effect only after a configured delay, unless a second administrator
+// approves it earlier or any administrator cancels it. It keeps them in a bucket of its own in state.db (store.go), runs
 // them when their time comes (Manager.Run) and reports every execution as
 // an audit event; web asks for, lists, approves and cancels them.
 //
@@ -15,6 +15,7 @@
 // internal/state's. A status moves only forward, in one transaction that
 // checks the status it moves from: pending -> executing -> executed or
 // failed, pending -> cancelled. An action found executing at start (the
-// daemon stopped during it) goes back to pending and runs again; both
-// kinds are idempotent or fail harmlessly (the point is already gone).
+// daemon stopped during it) goes back to pending and runs again; every
+// kind is idempotent or fails harmlessly (the point or repository is
+// already gone).
 package approval

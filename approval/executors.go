@@ -14,6 +14,11 @@ type PointDeleter interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// RepositoryRemover detaches repositories from the appliance (the daemon).
+type RepositoryRemover interface {
+	RemoveRepository(ctx context.Context, name string) (api.RemovedRepository, error)
+}
+
 // JobStore reads and saves jobs (records.Store).
 type JobStore interface {
 	Job(ctx context.Context, id string) (policy.Job, error)
@@ -24,6 +29,17 @@ type JobStore interface {
 // set while the action waited, still refuses it.
 func DeletePoint(p PointDeleter) Executor {
 	return func(ctx context.Context, a api.Approval) error { return p.Delete(ctx, a.Subject) }
+}
+
+// RemoveRepository executes remove-repository actions: the remover checks
+// again what it checks at the request (no job uses the repository, no
+// operation runs on it), since either may have changed while the action
+// waited. A repository already gone fails harmlessly (not found).
+func RemoveRepository(r RepositoryRemover) Executor {
+	return func(ctx context.Context, a api.Approval) error {
+		_, err := r.RemoveRepository(ctx, a.Subject)
+		return err
+	}
 }
 
 // ShortenRetention executes shorten-retention actions: the job as it is
@@ -57,4 +73,5 @@ func ShortenRetention(jobs JobStore, reload func(ctx context.Context) error) Exe
 const (
 	KindDeletePoint      = api.ApprovalDeletePoint
 	KindShortenRetention = api.ApprovalShortenRetention
+	KindRemoveRepository = api.ApprovalRemoveRepository
 )

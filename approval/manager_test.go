@@ -251,3 +251,63 @@ func TestRequestConcurrentOnce(t *testing.T) {
 		t.Fatalf("%d requests accepted, %d pending; want 1", ok, len(list))
 	}
 }
+
+type fakeRemover struct {
+	mu      sync.Mutex
+	removed []string
+	err     error
+}
+
+func (r *fakeRemover) RemoveRepository(ctx context.Context, name string) (api.RemovedRepository, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return api.RemovedRepository{}, r.err
+	}
+	r.removed = append(r.removed, name)
+	return api.RemovedRepository{Name: name, DataKept: true}, nil
+}
+
+// A remove-repository action runs RemoveRepository's executor when due;
+// a refusal at that time (a job began to use the repository while the
+// action waited) fails the action with the remover's words, and the
+// repository stays.
+func TestRemoveRepositoryExecutor(t *testing.T) {
+	f := newFixture(t, time.Hour)
+	rm := &fakeRemover{}
+	m, err := New(Config{DB: f.db, Delay: time.Hour, Clock: f.clk,
+		Executors: map[string]Executor{KindRemoveRepository: RemoveRepository(rm)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ask := func(subject string) api.Approval {
+		t.Helper()
+		a, err := m.Request(ctx, api.ApprovalRequest{Kind: KindRemoveRepository, Subject: subject, Repository: subject,
+			Summary: "remove repository " + subject, RequestedBy: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ok, refused := ask("offsite"), ask("busy")
+	if n, _, err := m.RunDue(ctx); err != nil || n != 0 {
+		t.Fatalf("before the delay: %d run, %v", n, err)
+	}
+	if _, err := m.Approve(ctx, ok.ID, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	rm.mu.Lock()
+	rm.err = errors.New(`repository "busy" is used by job nightly`)
+	rm.mu.Unlock()
+	f.clk.Advance(time.Hour + time.Second)
+	if n, _, err := m.RunDue(ctx); err != nil || n != 1 {
+		t.Fatalf("after the delay: %d run, %v", n, err)
+	}
+	if got, _ := m.Get(ctx, ok.ID); got.Status != api.ApprovalExecuted || len(rm.removed) != 1 || rm.removed[0] != "offsite" {
+		t.Fatalf("approved removal: %+v, removed %v", got, rm.removed)
+	}
+	if got, _ := m.Get(ctx, refused.ID); got.Status != api.ApprovalFailed || got.Error != `repository "busy" is used by job nightly` {
+		t.Fatalf("refused removal: %+v", got)
+	}
+}

@@ -6,11 +6,21 @@ import (
 	"github.com/vmvault/vmvault/approval"
 	"github.com/vmvault/vmvault/records"
 	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/web/api"
 )
+
+// appRemover reaches the console's repository remover, built after the
+// approvals (the web configuration needs both).
+type appRemover struct{ d *Daemon }
+
+func (r appRemover) RemoveRepository(ctx context.Context, name string) (api.RemovedRepository, error) {
+	return r.d.app.RemoveRepository(ctx, name)
+}
 
 // newApprovals builds the holder of delayed destructive actions over the
 // state database (its own bucket): deletions go through the repository
-// set, so a lock set while one waited still refuses it; a shorter
+// set, so a lock set while one waited still refuses it; a removal of a
+// repository checks again that nothing uses it; a shorter
 // retention is saved into the job and the scheduler reloads it. Each
 // execution is recorded like the daemon's own events.
 func (d *Daemon) newApprovals(rs *reposvc.Set, rec *records.Store) (*approval.Manager, error) {
@@ -25,6 +35,8 @@ func (d *Daemon) newApprovals(rs *reposvc.Set, rec *records.Store) (*approval.Ma
 		Executors: map[string]approval.Executor{
 			approval.KindDeletePoint:      approval.DeletePoint(rs),
 			approval.KindShortenRetention: approval.ShortenRetention(rec, reload),
+			// d.app exists once New is done, before Run executes anything.
+			approval.KindRemoveRepository: approval.RemoveRepository(appRemover{d}),
 		},
 		OnEvent: d.record,
 	})

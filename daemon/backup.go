@@ -24,9 +24,12 @@ type backupRunner struct {
 	src     backup.VSphere
 	host    string
 
-	mu      sync.RWMutex // guards engines and first: add runs beside backups
+	mu      sync.RWMutex // guards engines and first: add and remove run beside backups
 	engines map[string]*backup.Engine
 	first   string
+	// rs, when set, registers each backup as an operation on its
+	// repository, so the repository cannot be removed under it.
+	rs *reposvc.Set
 }
 
 func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
@@ -45,6 +48,21 @@ func (b *backupRunner) add(name string, r *repository.Repository) {
 	b.engines[name] = backup.NewEngine(b.src, backup.RepoStore(r), backup.EngineOptions{VCenter: b.host})
 	if b.first == "" || name < b.first {
 		b.first = name
+	}
+}
+
+// remove drops the engine of a repository removed at runtime.
+func (b *backupRunner) remove(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.engines, name)
+	if b.first == name {
+		b.first = ""
+		for n := range b.engines {
+			if b.first == "" || n < b.first {
+				b.first = n
+			}
+		}
 	}
 }
 
@@ -71,6 +89,17 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 // backupOne backs vm up into repo; req carries the job's choices (quiesce,
 // all disks, active full) and gets the VM, tags and progress here.
 func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, req backup.Request, progress func(backup.VMProgress)) (backup.Result, error) {
+	if b.rs != nil {
+		what := vm.Name
+		if what == "" {
+			what = vm.MoRef
+		}
+		_, done, err := b.rs.Use(repo, "backup of "+what)
+		if err != nil {
+			return backup.Result{}, err
+		}
+		defer done()
+	}
 	e, ok := b.engine(repo)
 	if !ok {
 		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)

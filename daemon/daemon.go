@@ -339,6 +339,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		d.vclient = client
 		inv = inventory.New(client)
 		runner = newBackupRunner(client, repos, rs.Names(), inv)
+		runner.rs = rs
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
 		targets = newServeTargets(client, cache.WithClock(clk))
 		tagSrc = newTagCache(inventory.New(client), cache.WithClock(clk))
@@ -459,6 +460,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	d.app = &appSettings{d: d, store: st, mail: nt, src: src, rs: rs, runner: runner, tester: tester, active: active}
 	wcfg.Appliance = d.app
 	wcfg.AddRepository = d.app
+	wcfg.RemoveRepository = d.app
 	d.srv, err = web.New(wcfg)
 	if err != nil {
 		return nil, err
@@ -535,10 +537,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	spaceDone := make(chan struct{})
 	go func() {
 		defer close(spaceDone)
-		d.mu.Lock()
-		readers := spaceReaders(d.repos)
-		d.mu.Unlock()
-		watchSpace(schedCtx, readers, cfg.Limits.lowSpace(), clk, log, d.record)
+		watchSpace(schedCtx, func() map[string]spaceReader { return spaceReaders(d.openRepositories()) }, cfg.Limits.lowSpace(), clk, log, d.record)
 	}()
 	approvalsDone := make(chan struct{})
 	go func() {

@@ -90,6 +90,17 @@ func (d *Daemon) collectConfig(ctx context.Context) (SavedConfig, error) {
 	for _, rc := range d.cfg.Repositories {
 		c.Repositories = append(c.Repositories, SavedRepo{Name: rc.Name, Path: rc.Path})
 	}
+	// The ones added from the console too (a removed one is gone from the
+	// list), so that an import can say where a job's repository was.
+	added, err := d.settings.Repositories(ctx)
+	if err != nil {
+		return c, err
+	}
+	for _, rc := range added {
+		if !slices.ContainsFunc(c.Repositories, func(s SavedRepo) bool { return s.Name == rc.Name }) {
+			c.Repositories = append(c.Repositories, SavedRepo{Name: rc.Name, Path: rc.Path})
+		}
+	}
 	return c, nil
 }
 
@@ -102,7 +113,7 @@ func (c SavedConfig) empty() bool {
 // after each change it is told about.
 type configSaver struct {
 	collect  func(context.Context) (SavedConfig, error)
-	repos    map[string]*repository.Repository
+	repos    func() map[string]*repository.Repository // the open ones now
 	clk      clock.Clock
 	debounce time.Duration
 	log      *slog.Logger
@@ -111,7 +122,7 @@ type configSaver struct {
 }
 
 func newConfigSaver(d *Daemon) *configSaver {
-	return &configSaver{collect: d.collectConfig, repos: d.repos, clk: d.clk, debounce: ConfigSaveDebounce,
+	return &configSaver{collect: d.collectConfig, repos: d.openRepositories, clk: d.clk, debounce: ConfigSaveDebounce,
 		log: d.log.With("component", "config-save"), kick: make(chan struct{}, 1)}
 }
 
@@ -169,14 +180,15 @@ func (c *configSaver) save(ctx context.Context, evenEmpty bool) {
 		c.log.Error("appliance configuration not saved: encode", "err", err)
 		return
 	}
-	names := make([]string, 0, len(c.repos))
-	for n := range c.repos {
+	repos := c.repos()
+	names := make([]string, 0, len(repos))
+	for n := range repos {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	ok := 0
 	for _, n := range names {
-		if err := c.repos[n].SaveApplianceConfig(ctx, b); err != nil {
+		if err := repos[n].SaveApplianceConfig(ctx, b); err != nil {
 			c.log.Error("appliance configuration not saved into a repository", "repository", n, "err", err)
 			continue
 		}
@@ -214,7 +226,7 @@ func (e configEvents) AddEvent(ctx context.Context, ev policy.Event) error {
 func isConfigChange(kind string) bool {
 	switch kind {
 	case "job.create", "job.update", "job.delete", "copyjob.create", "copyjob.update", "copyjob.delete",
-		"settings.update", "user.create", "user.update", "user.delete":
+		"settings.update", "user.create", "user.update", "user.delete", "repository.add", "repository.remove":
 		return true
 	}
 	return false

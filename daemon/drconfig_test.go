@@ -444,7 +444,7 @@ func TestConfigSaverDebounce(t *testing.T) {
 	var mu sync.Mutex
 	cfg := SavedConfig{Format: SavedConfigFormat}
 	cs := &configSaver{collect: func(context.Context) (SavedConfig, error) { mu.Lock(); defer mu.Unlock(); return cfg, nil },
-		repos: map[string]*repository.Repository{"main": repo}, clk: clk, debounce: time.Second,
+		repos: func() map[string]*repository.Repository { return map[string]*repository.Repository{"main": repo} }, clk: clk, debounce: time.Second,
 		log: slog.New(slog.DiscardHandler), kick: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	go func() { defer close(done); cs.run(ctx) }()

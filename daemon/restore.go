@@ -21,16 +21,19 @@ type restoreService struct {
 	inv    policy.Inventory
 }
 
-func (s *restoreService) engine(ctx context.Context, point string) (*restore.Engine, string, repository.Point, error) {
+// engine returns a restore engine over the repository holding point; the
+// restore is an operation on that repository (it cannot be removed under
+// it) until done.
+func (s *restoreService) engine(ctx context.Context, point, what string) (_ *restore.Engine, _ string, _ repository.Point, done func(), _ error) {
 	name, p, err := s.rs.Locate(ctx, point)
 	if err != nil {
-		return nil, "", p, err
+		return nil, "", p, nil, err
 	}
-	r, err := s.rs.Repo(name)
+	r, done, err := s.rs.Use(name, what+" of "+p.VM.Name)
 	if err != nil {
-		return nil, "", p, err
+		return nil, "", p, nil, err
 	}
-	return restore.New(r, s.client, restore.Options{}), name, p, nil
+	return restore.New(r, s.client, restore.Options{}), name, p, done, nil
 }
 
 func restoreProgress(rep web.Reporter) func(restore.Progress) {
@@ -45,10 +48,11 @@ func restoreProgress(rep web.Reporter) func(restore.Progress) {
 
 // Restore implements web.Restores.
 func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
-	e, repo, p, err := s.engine(ctx, req.Point)
+	e, repo, p, done, err := s.engine(ctx, req.Point, "restore")
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	rep.Logf("restoring %s from %s (point %s, %s) as %s", p.VM.Name, repo, p.ID, p.Time.Format(time.RFC3339), req.Mode)
 	res, err := e.RestoreVM(ctx, restore.VMRequest{
 		RestorePoint: p.ID, Name: req.Name, Datacenter: req.Datacenter, Folder: req.Folder,
@@ -82,10 +86,11 @@ func restoreResultDTO(r restore.Result) *web.RestoreResult {
 
 // RestoreDisk implements web.Restores: the disk is attached to the target VM.
 func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
-	e, _, p, err := s.engine(ctx, req.Point)
+	e, _, p, done, err := s.engine(ctx, req.Point, "disk restore")
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	idx := -1
 	for i, d := range p.Disks {
 		if d.Key == req.Disk {

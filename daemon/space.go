@@ -30,17 +30,19 @@ type spaceReader interface {
 	Space(ctx context.Context) (storage.Space, bool, error)
 }
 
-// watchSpace reads each repository's free space at start and every
-// spaceEvery until ctx ends, and emits one event when it falls below the
-// threshold and one when it recovers.
-func watchSpace(ctx context.Context, repos map[string]spaceReader, t capacity.Threshold, clk clock.Clock, log *slog.Logger, emit func(policy.Event)) {
-	names := make([]string, 0, len(repos))
-	for n := range repos {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+// watchSpace reads the free space of each repository open at the time
+// (current: repositories are added and removed at runtime) at start and
+// every spaceEvery until ctx ends, and emits one event when it falls below
+// the threshold and one when it recovers.
+func watchSpace(ctx context.Context, current func() map[string]spaceReader, t capacity.Threshold, clk clock.Clock, log *slog.Logger, emit func(policy.Event)) {
 	w := &capacity.Watch{T: t}
 	for {
+		repos := current()
+		names := make([]string, 0, len(repos))
+		for n := range repos {
+			names = append(names, n)
+		}
+		sort.Strings(names)
 		for _, n := range names {
 			sp, ok, err := repos[n].Space(ctx)
 			if err != nil {

@@ -46,7 +46,7 @@ func TestWatchSpace(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchSpace(ctx, map[string]spaceReader{"main": vol}, capacity.Threshold{Percent: 10}, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), func(e policy.Event) { events <- e })
+		watchSpace(ctx, func() map[string]spaceReader { return map[string]spaceReader{"main": vol} }, capacity.Threshold{Percent: 10}, clk, slog.New(slog.NewTextHandler(io.Discard, nil)), func(e policy.Event) { events <- e })
 	}()
 	tick := func(free int64) {
 		t.Helper()

@@ -7,6 +7,12 @@
 // policy.Maintainer (retention, reclaim, resumable full checks) over the
 // same set.
 //
+// Repositories are added and removed at runtime: Use registers an
+// operation (backup, restore, check, reclaim, maintenance) on one, and
+// Remove refuses while any runs, naming them; otherwise it detaches the
+// repository and waits for the calls still reading it before handing it
+// back to be closed (remove.go).
+//
 // It answers in web/api's types and marks the repository's sentinel errors
 // with api's kinds (api.ErrNotFound, api.ErrPointLocked, ...), keeping the
 // repository's sentinel in the chain, so web maps them without importing

@@ -175,7 +175,8 @@ func (s *Set) index(ctx context.Context) (*pointIndex, error) {
 	asked := c.real.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names, repos := s.view()
+	names, repos, release := s.acquireAll()
+	defer release()
 	parts := make([]*repoIndex, len(names))
 	same := c.merged != nil && len(c.parts) == len(parts)
 	for i, name := range names {

@@ -22,10 +22,11 @@ var _ policy.Maintainer = Maintainer{}
 // Check implements policy.Maintainer: a quick check verifies structure, a
 // full one reads every blob.
 func (m Maintainer) Check(ctx context.Context, req policy.CheckRequest, progress func(policy.CheckProgress)) (policy.CheckResult, error) {
-	r, err := m.Set.repo(req.Repository)
+	r, done, err := m.Set.Use(req.Repository, "maintenance check")
 	if err != nil {
 		return policy.CheckResult{}, err
 	}
+	defer done()
 	var problems []repository.Problem
 	var read int64
 	if req.Full {
@@ -76,10 +77,11 @@ func (m Maintainer) Check(ctx context.Context, req policy.CheckRequest, progress
 
 // Points implements policy.Maintainer; Bytes is what only that point references.
 func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, error) {
-	r, err := m.Set.repo(repo)
+	r, release, err := m.Set.acquire(repo)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	st, err := r.Stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("points of %s: %w", repo, err)
@@ -116,10 +118,11 @@ func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, er
 // RemovePoints implements policy.Maintainer. Points already gone are
 // skipped; the space is freed by the next Reclaim.
 func (m Maintainer) RemovePoints(ctx context.Context, repo string, ids []string) error {
-	r, err := m.Set.repo(repo)
+	r, done, err := m.Set.Use(repo, "retention")
 	if err != nil {
 		return err
 	}
+	defer done()
 	defer m.Set.idx.forget(repo)
 	var errs []error
 	for _, id := range ids {
@@ -132,10 +135,11 @@ func (m Maintainer) RemovePoints(ctx context.Context, repo string, ids []string)
 
 // Reclaim implements policy.Maintainer.
 func (m Maintainer) Reclaim(ctx context.Context, repo string) (int64, error) {
-	r, err := m.Set.repo(repo)
+	r, done, err := m.Set.Use(repo, "maintenance reclaim")
 	if err != nil {
 		return 0, err
 	}
+	defer done()
 	rep, err := r.Reclaim(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("reclaim %s: %w", repo, err)

@@ -26,14 +26,20 @@ const JobTag = "job"
 const DefaultStatsTTL = 30 * time.Second
 
 // Set implements web's Points and Repositories over the appliance's open
-// repositories, by name. It does not own them: the caller closes them.
+// repositories, by name. It does not own them: the caller closes them,
+// and closes one Remove detached once Remove has returned it.
 type Set struct {
-	// mu guards names and repos, which Add replaces (never changes in
-	// place): a reader takes both under the lock once, then reads them
-	// without it.
+	// mu guards names and repos, which Add and Remove replace (never
+	// change in place): a reader takes both under the lock once, then
+	// reads them without it. mu also guards ents and nextOp.
 	mu    sync.RWMutex
 	names []string
 	repos map[string]*repository.Repository
+	// ents holds, per repository, the calls and operations in flight on
+	// it (remove.go): Remove refuses while an operation runs and waits for
+	// the calls before it hands the repository back to be closed.
+	ents   map[string]*entry
+	nextOp uint64
 	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
 	Maintenance func(ctx context.Context) ([]policy.MaintenanceState, error)
 
@@ -112,8 +118,11 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 	if o.ttl <= 0 {
 		o.ttl = DefaultStatsTTL
 	}
-	s := &Set{repos: maps.Clone(repos), clk: o.clk, threshold: o.threshold,
+	s := &Set{repos: maps.Clone(repos), ents: make(map[string]*entry, len(repos)), clk: o.clk, threshold: o.threshold,
 		last: map[string]lastStats{}, staleAfter: o.staleAfter, staleWait: o.staleWait}
+	for n, r := range repos {
+		s.ents[n] = newEntry(r)
+	}
 	// The catalog's file times are the real clock's, whatever clock ages
 	// the statistics.
 	s.idx = indexCache{repos: map[string]*repoIndex{}, real: clock.Real()}
@@ -159,10 +168,13 @@ func (s *Set) Add(name string, r *repository.Repository) error {
 	names := append(append(make([]string, 0, len(s.names)+1), s.names...), name)
 	sort.Strings(names)
 	s.names, s.repos = names, repos
+	s.ents[name] = newEntry(r)
 	return nil
 }
 
-// Repo returns an open repository by name.
+// Repo returns an open repository by name. Its caller's use of it is
+// not counted: Remove neither waits for it nor refuses because of it
+// (Use is the counted form).
 func (s *Set) Repo(name string) (*repository.Repository, error) { return s.repo(name) }
 
 // StatsLoads reports how many statistics walks have finished.
@@ -200,10 +212,11 @@ func kind(err error) error {
 }
 
 func (s *Set) loadStats(ctx context.Context, k statsKey) (*api.RepoStats, error) {
-	r, err := s.repo(k.repo)
+	r, release, err := s.acquire(k.repo)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	start := s.idx.real.Now()
 	st, err := r.Stats(ctx)
 	if err != nil {
@@ -296,7 +309,8 @@ func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint
 
 // find returns the repository holding a point id.
 func (s *Set) find(ctx context.Context, id string) (string, repository.Point, error) {
-	names, repos := s.view()
+	names, repos, release := s.acquireAll()
+	defer release()
 	for _, name := range names {
 		p, err := repos[name].Point(ctx, id)
 		if errors.Is(err, repository.ErrNotFound) {
@@ -333,10 +347,11 @@ func (s *Set) Point(ctx context.Context, id string) (api.RestorePoint, error) {
 // pointConfig reads and decodes a point's saved VM configuration; nil, nil
 // when it has none.
 func (s *Set) pointConfig(ctx context.Context, repo string, p repository.Point) (*api.PointConfig, error) {
-	r, err := s.repo(repo)
+	r, release, err := s.acquire(repo)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	b, err := r.LoadConfigBlob(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("read the VM configuration: %w", err)
@@ -371,11 +386,11 @@ func (s *Set) change(ctx context.Context, id string) (*repository.Repository, re
 	if err != nil {
 		return nil, repository.Point{}, nil, err
 	}
-	r, err := s.repo(name)
+	r, release, err := s.acquire(name)
 	if err != nil {
 		return nil, repository.Point{}, nil, err
 	}
-	return r, p, func() { s.idx.forget(name) }, nil
+	return r, p, func() { s.idx.forget(name); release() }, nil
 }
 
 // SetLocked implements web.Points.
@@ -472,7 +487,8 @@ func (s *Set) maintenance(ctx context.Context) map[string]policy.MaintenanceStat
 // Repositories implements web.Repositories (without statistics: they walk every point).
 func (s *Set) Repositories(ctx context.Context) ([]api.RepositoryInfo, error) {
 	ms := s.maintenance(ctx)
-	names, repos := s.view()
+	names, repos, release := s.acquireAll()
+	defer release()
 	out := make([]api.RepositoryInfo, 0, len(names))
 	for _, n := range names {
 		ri, err := s.info(ctx, n, repos[n], false, ms)
@@ -486,19 +502,21 @@ func (s *Set) Repositories(ctx context.Context) ([]api.RepositoryInfo, error) {
 
 // Repository implements web.Repositories.
 func (s *Set) Repository(ctx context.Context, name string) (api.RepositoryInfo, error) {
-	r, err := s.repo(name)
+	r, release, err := s.acquire(name)
 	if err != nil {
 		return api.RepositoryInfo{}, err
 	}
+	defer release()
 	return s.info(ctx, name, r, true, s.maintenance(ctx))
 }
 
 // Check implements web.Repositories; the report is a *repository.CheckReport.
 func (s *Set) Check(ctx context.Context, name string, full bool, rep api.Reporter) (any, error) {
-	r, err := s.repo(name)
+	r, done, err := s.Use(name, "check")
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	rep.Logf("check of %s started (read data: %v)", name, full)
 	// The phase says which check runs: a full one (every blob read and
 	// verified) must not look like a quick one in the task list.
@@ -518,10 +536,11 @@ func (s *Set) Check(ctx context.Context, name string, full bool, rep api.Reporte
 
 // Reclaim implements web.Repositories; the report is a *repository.ReclaimReport.
 func (s *Set) Reclaim(ctx context.Context, name string, rep api.Reporter) (any, error) {
-	r, err := s.repo(name)
+	r, done, err := s.Use(name, "reclaim")
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	report, err := r.Reclaim(ctx, func(p repository.Progress) { rep.Progress(p.Phase, p.Done, p.Total) })
 	if err != nil {
 		return nil, kind(fmt.Errorf("reclaim %s: %w", name, err))

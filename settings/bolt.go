@@ -3,6 +3,7 @@ package settings
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -106,6 +107,33 @@ func (b *Bolt) DeleteSection(ctx context.Context, section string) error {
 		return fmt.Errorf("reset %s settings: %w", section, err)
 	}
 	return nil
+}
+
+// RemoveRepository forgets a repository added from the console (it is no
+// longer opened at start) and returns what was recorded, for its
+// passphrase file; a name not recorded is api.ErrNotFound.
+func (b *Bolt) RemoveRepository(ctx context.Context, name string) (Repo, error) {
+	var gone Repo
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bSettings)
+		var list []Repo
+		if raw := bk.Get([]byte(keyRepositories)); raw != nil {
+			if err := schema.Decode(raw, &list); err != nil {
+				return fmt.Errorf("read repositories settings: %w", err)
+			}
+		}
+		i := slices.IndexFunc(list, func(r Repo) bool { return r.Name == name })
+		if i < 0 {
+			return fmt.Errorf("repository %q was not added from the console: %w", name, api.ErrNotFound)
+		}
+		gone = list[i]
+		raw, err := schema.Encode(slices.Delete(list, i, i+1))
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(keyRepositories), raw)
+	})
+	return gone, err
 }
 
 // AddRepository records a repository added from the console; a name

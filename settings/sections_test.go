@@ -148,4 +148,18 @@ func TestSections(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].Name != "b" || list[1].PassphraseFile != "/s/a.passphrase" {
 		t.Fatalf("repositories %+v %v", list, err)
 	}
+	if _, err := b.RemoveRepository(ctx, "c"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("removing a name never added: %v", err)
+	}
+	gone, err := b.RemoveRepository(ctx, "a")
+	if err != nil || gone.PassphraseFile != "/s/a.passphrase" {
+		t.Fatalf("remove a: %+v %v", gone, err)
+	}
+	if list, err := b.Repositories(ctx); err != nil || len(list) != 1 || list[0].Name != "b" {
+		t.Fatalf("repositories after removing a: %+v %v", list, err)
+	}
+	// The name is free again.
+	if err := b.AddRepository(ctx, Repo{Name: "a", Path: "/a"}); err != nil {
+		t.Fatal(err)
+	}
 }

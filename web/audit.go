@@ -55,6 +55,7 @@ var auditKinds = map[string]string{
 	"PUT /api/v1/settings/maintenance":                    "settings.maintenance",
 	"DELETE /api/v1/settings/:section":                    "settings.reset",
 	"POST /api/v1/repositories":                           "repository.add",
+	"DELETE /api/v1/repositories/:id":                     "repository.remove",
 	"POST /api/v1/backups":                                "backup.adhoc",
 	"POST /api/v1/restores":                               "restore.vm",
 	"POST /api/v1/restores/disk":                          "restore.disk",
@@ -76,7 +77,7 @@ var auditVerbs = map[string]string{
 	"backup.adhoc": "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
 	"settings.vcenter": "changed the vCenter connection", "settings.smtp": "changed the mail settings",
 	"settings.maintenance": "changed the maintenance window", "settings.reset": "reset settings to the configuration file",
-	"repository.add": "added a repository",
+	"repository.add": "added a repository", "repository.remove": "removed a repository (its data kept)",
 }
 
 const auditKey = "vmvault.audit"

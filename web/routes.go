@@ -58,6 +58,7 @@ func (s *Server) table() []route {
 		{"GET", "/api/v1/repositories", ro, s.listRepositories},
 		{"POST", "/api/v1/repositories", adm, s.addRepository},
 		{"GET", "/api/v1/repositories/:id", ro, s.getRepository},
+		{"DELETE", "/api/v1/repositories/:id", adm, s.removeRepository},
 		{"GET", "/api/v1/repositories/:id/usage", ro, s.repositoryUsage},
 		{"POST", "/api/v1/repositories/:id/check", op, s.checkRepository},
 		{"POST", "/api/v1/repositories/:id/reclaim", op, s.reclaimRepository},

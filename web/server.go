@@ -45,6 +45,8 @@ type Config struct {
 	Appliance ApplianceSettings
 	// AddRepository creates or opens repositories at runtime; nil: 501.
 	AddRepository RepositoryAdder
+	// RemoveRepository detaches repositories at runtime; nil: 501.
+	RemoveRepository RepositoryRemover
 	// Mailer sends test mails; nil: SMTP is not configured (409 smtp_not_configured).
 	Mailer Mailer
 	// Topology serves GET /inventory and /restore-targets; nil: no vCenter (503).
@@ -59,7 +61,7 @@ type Config struct {
 	// Downloads are recorded through Events when it has AddEvent.
 	Files FileService
 	// Approvals holds destructive actions (delete a point, shorten a
-	// retention) for a delay; nil or a zero delay: they act at once.
+	// retention, remove a repository) for a delay; nil or a zero delay: they act at once.
 	Approvals Approvals
 	// CopyJobs serves /copy-jobs and the dashboard's offsite copies; nil: 501.
 	CopyJobs CopyJobs

@@ -11,6 +11,9 @@ import (
 const (
 	ApprovalDeletePoint      = "delete-point"
 	ApprovalShortenRetention = "shorten-retention"
+	// ApprovalRemoveRepository detaches a repository from the appliance
+	// (its data stays where it is).
+	ApprovalRemoveRepository = "remove-repository"
 )
 
 // The states of a pending action. Pending and executing are open;
@@ -28,8 +31,8 @@ const (
 // or any administrator cancels it.
 type Approval struct {
 	ID      string `json:"id"`
-	Kind    string `json:"kind"`    // ApprovalDeletePoint, ApprovalShortenRetention
-	Subject string `json:"subject"` // the restore point's or the job's id
+	Kind    string `json:"kind"`    // ApprovalDeletePoint, ApprovalShortenRetention, ApprovalRemoveRepository
+	Subject string `json:"subject"` // the restore point's or the job's id, the repository's name
 	// Summary says what will happen, for people ("delete restore point …").
 	Summary string `json:"summary"`
 	// Retention is the retention a shorten-retention action sets.

@@ -103,6 +103,16 @@ type AddRepository struct {
 	Check bool `json:"check,omitempty"`
 }
 
+// RemovedRepository is the answer to DELETE /repositories/{id}: the
+// repository is detached from the appliance, its data untouched.
+type RemovedRepository struct {
+	Name string `json:"name"`
+	Path string `json:"path"` // where its files (or objects) stay
+	// DataKept is always true: removal never deletes a repository's data.
+	DataKept bool   `json:"dataKept"`
+	Message  string `json:"message"`
+}
+
 // Repository mode values.
 const (
 	RepoCreate = "create"

@@ -1,14 +1,15 @@
 // Approvals (#/approvals): administrators' destructive actions (deleting a
-// restore point, shortening a job's retention) that wait for the delay
+// restore point, shortening a job's retention, removing a repository from
+// the appliance) that wait for the delay
 // configured in approvals.delay. Another administrator approves one (it
 // executes at once); any administrator cancels one. Past actions follow
 // the pending ones.
 import { ensureCSS, errorText } from "./jobs-common.js";
 
-const KINDS = { "delete-point": "Delete restore point", "shorten-retention": "Shorten retention" };
+const KINDS = { "delete-point": "Delete restore point", "shorten-retention": "Shorten retention", "remove-repository": "Remove repository" };
 
 // pendingText says what a 202 of a destructive action means, for the pages
-// that asked for it (restore points, jobs).
+// that asked for it (restore points, jobs, repositories).
 export function pendingText(ctx, a) {
   return `Waiting for approval: it takes effect ${ctx.fmt.time(a.effectiveAt)} unless another administrator approves it earlier on the Approvals page, or an administrator cancels it.`;
 }
@@ -22,7 +23,7 @@ export default {
     await ensureCSS();
     const h = ctx.h;
     const status = h("div", { class: "p2-status", role: "status", "aria-live": "polite", id: "approvals-status" });
-    const intro = h("p", { class: "hint" }, "With a delay configured, deleting a restore point or shortening a job's retention waits here. Another administrator's approval executes it at once; any administrator can cancel it.");
+    const intro = h("p", { class: "hint" }, "With a delay configured, deleting a restore point, shortening a job's retention or removing a repository waits here. Another administrator's approval executes it at once; any administrator can cancel it.");
     const body = h("div", { id: "approvals-body" }, h("p", { class: "loading" }, "Loading approvals…"));
     root.append(intro, status, body);
     const me = (ctx.me && ctx.me.username) || "";

@@ -1,7 +1,9 @@
 // Repositories (#/repositories and #/repositories/<name>): the list, and one
 // repository's usage over time, ratios, last check and its findings, check
-// and reclaim with live progress, and what reclaim would free.
+// and reclaim with live progress, what reclaim would free, and (for
+// administrators) removing it from the appliance, which keeps its data.
 import { ensureCSS, pick, taskOf, watchTask, errorText, stateBadge } from "./jobs-common.js";
+import { pendingText } from "./approvals.js";
 import { usageChart } from "./repositories-chart.js";
 import { checkMode } from "../lib/ui.js";
 
@@ -109,6 +111,10 @@ async function detailPage(root, ctx, name) {
   const checkBtn = h("button", { type: "button", class: "primary", id: "run-check" }, "Run check");
   const reclaimBtn = h("button", { type: "button", id: "run-reclaim" }, "Reclaim space");
   const reclaimInfo = h("p", { class: "hint", id: "reclaim-info" });
+  const removeBtn = h("button", { type: "button", class: "danger", id: "remove-repository" }, "Remove from the appliance");
+  const removeInfo = h("p", { class: "hint", id: "remove-info" }, "Removing detaches this repository from the appliance: its restore points are no longer listed and no job can use it. Its data is not deleted: the files stay where they are, and Settings, Repositories, \u201cOpen an existing repository\u201d with its passphrase brings it back with every restore point.");
+  const removeBox = h("div", { id: "remove-result", "aria-live": "polite" });
+  let path = "";
   if (ctx.header) ctx.header.append(h("a", { class: "button", href: "#/repositories" }, "All repositories"));
   const canRun = ctx.can("operator");
   root.append(
@@ -127,11 +133,15 @@ async function detailPage(root, ctx, name) {
           opBox,
         )
       : null,
+    ctx.can("administrator")
+      ? h("section", { "aria-labelledby": "remove-title" }, h("h2", { id: "remove-title" }, "Remove from the appliance"), removeInfo, h("div", { class: "p2-actions" }, removeBtn), removeBox)
+      : null,
   );
 
   async function load() {
     const r = await ctx.api("GET", `/repositories/${encodeURIComponent(name)}`);
     const s = statsOf(r);
+    path = r.path || "";
     const reclaimable = pick(r, "reclaimableBytes");
     cards.replaceChildren(
       card(h, "restore points", String(r.points ?? s.points ?? "–"), "repo-points"),
@@ -263,6 +273,31 @@ async function detailPage(root, ctx, name) {
   reclaimBtn.addEventListener("click", async () => {
     const ok = await ctx.confirm(`Reclaim space in ${name}? Data only deleted restore points used is removed for good; backups to this repository wait while it runs.`, { title: "Reclaim space?", ok: "Reclaim" });
     if (ok) operation("reclaim", undefined, reclaimBtn);
+  });
+
+  removeBtn.addEventListener("click", async () => {
+    const where = path ? ` in ${path}` : "";
+    const ok = await ctx.confirm(`Remove ${name} from the appliance? Its data is kept: the files${where} are not deleted, and it can be opened again from Settings with its passphrase. It is refused while jobs or copy jobs use it or an operation runs on it.`, { danger: true, title: "Remove repository?", ok: "Remove" });
+    if (!ok) return;
+    removeBtn.disabled = true;
+    removeBox.replaceChildren();
+    try {
+      const res = await ctx.api("DELETE", `/repositories/${encodeURIComponent(name)}`);
+      if (res && res.status === "pending") {
+        // approvals.delay: the removal waits for the delay or a second administrator.
+        removeBox.replaceChildren(h("p", { class: "p2-result", id: "remove-pending", role: "status" }, `Not removed yet. ${pendingText(ctx, res)} `, h("a", { href: "#/approvals" }, "Approvals")));
+        return;
+      }
+      removeBox.replaceChildren(
+        h("p", { class: "p2-result", id: "remove-done", role: "status" }, (res && res.message) || `Repository ${name} removed from the appliance; its data is kept.`, " ", h("a", { href: "#/repositories" }, "All repositories")),
+      );
+      checkBtn.disabled = true;
+      reclaimBtn.disabled = true;
+      ctx.toast(`Repository ${name} removed; its data is kept.`, "success");
+    } catch (e) {
+      removeBtn.disabled = false;
+      removeBox.replaceChildren(h("p", { class: "form-error", role: "alert", id: "remove-error" }, `Not removed: ${errorText(e)}`));
+    }
   });
 
   await load();
