@@ -271,9 +271,9 @@ func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, e
 	}
 	if crc != nil && size <= int64(s.partSize) {
 		// A header, not a trailer: a trailer makes the body aws-chunked,
-		// which the server must decode (versitygw: 4 000 small socket
-		// reads per 128 MiB instead of some hundreds, and a third more
-		// of its CPU per byte: BenchmarkUploadChecksum, §11).
+		// which the server must decode (versitygw: some 4 000 socket
+		// reads per 128 MiB instead of a few hundred, and about twice its
+		// CPU per byte: BenchmarkUploadChecksum, §11).
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], *crc)
 		opts.UserMetadata = map[string]string{checksumHeader: base64.StdEncoding.EncodeToString(b[:])}
