@@ -50,7 +50,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, wait time.Durat
 	for {
 		l.Expires = time.Now().Add(LeaseTTL).UTC()
 		b, _ := json.Marshal(l)
-		err := s.put(ctx, leaseName, bytes.NewReader(b), int64(len(b)), true)
+		err := s.put(ctx, leaseName, bytes.NewReader(b), int64(len(b)), true, nil)
 		if err == nil {
 			break
 		}

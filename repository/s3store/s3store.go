@@ -11,11 +11,16 @@
 //     record only after every pack it needs was committed;
 //   - nothing is overwritten in place: packs carry random names and are
 //     written with If-None-Match: * (a name that exists is refused);
-//   - checksums: every upload carries a CRC32C of its bytes in a trailer
-//     (per part for multipart), which the server verifies before it
-//     stores them (TestUploadChecksumVerifiedByServer); the payload is not
-//     signed chunk by chunk (UNSIGNED-PAYLOAD-TRAILER), which saved two
-//     SHA-256 passes over every byte, ours and the server's;
+//   - checksums: every upload carries a CRC32C of its bytes, which the
+//     server verifies before it stores them
+//     (TestUploadChecksumVerifiedByServer): a staged pack up to PartSize
+//     in the x-amz-checksum-crc32c header (computed while it is staged,
+//     so the body is a plain UNSIGNED-PAYLOAD), a multipart upload or an
+//     object of Put per part in a trailer (UNSIGNED-PAYLOAD-TRAILER). The
+//     payload is not signed chunk by chunk, which saved two SHA-256 passes
+//     over every byte, ours and the server's; the header rather than a
+//     trailer spares the server the aws-chunked decoding
+//     (docs/PERFORMANCE.md §11);
 //   - large objects (over PartSize) go multipart; an interrupted upload is
 //     aborted by Clean (run at open under the repository lock);
 //   - retries: minio-go retries failed requests with exponential backoff
@@ -29,8 +34,11 @@ package s3store
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"os"
@@ -244,19 +252,33 @@ func isPreconditionFailed(err error) bool {
 	return errors.As(err, &er) && (er.StatusCode == http.StatusPreconditionFailed || er.Code == "PreconditionFailed")
 }
 
-func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, exclusive bool) error {
+// put uploads r. crc, when not nil, is the CRC32C of the whole object
+// (computed while staging it): a single PUT then carries it in the
+// x-amz-checksum-crc32c header, the body goes as it is, and the server
+// verifies it. Otherwise (or when the object goes multipart) minio-go
+// computes a CRC32C as it sends and appends it in a trailer (per part).
+func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, exclusive bool, crc *uint32) error {
 	opts := minio.PutObjectOptions{
-		// The checksum is a CRC32C of the whole object (per part for
-		// multipart) sent as a trailer, which the server verifies before it
-		// stores the bytes. Without DisableContentSha256 minio-go signs the
-		// payload over http in 64 KiB chunks (two SHA-256 passes over every
-		// byte here and in the server): the largest CPU cost of an S3
-		// backup on a shared host (docs/PERFORMANCE.md §11). The data's
-		// own integrity is the AEAD of every blob, verified on every read.
+		// Without DisableContentSha256 minio-go signs the payload over
+		// http in 64 KiB chunks (two SHA-256 passes over every byte here
+		// and in the server): the largest CPU cost of an S3 backup on a
+		// shared host (docs/PERFORMANCE.md §11). The data's own integrity
+		// is the AEAD of every blob, verified on every read; the checksum
+		// guards the transfer.
 		DisableContentSha256: true,
-		Checksum:             minio.ChecksumFullObjectCRC32C,
 		PartSize:             s.partSize,
 		ContentType:          "application/octet-stream",
+	}
+	if crc != nil && size <= int64(s.partSize) {
+		// A header, not a trailer: a trailer makes the body aws-chunked,
+		// which the server must decode (versitygw: some 4 000 socket
+		// reads per 128 MiB instead of a few hundred, and about twice its
+		// CPU per byte: BenchmarkUploadChecksum, §11).
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], *crc)
+		opts.UserMetadata = map[string]string{checksumHeader: base64.StdEncoding.EncodeToString(b[:])}
+	} else {
+		opts.Checksum = minio.ChecksumFullObjectCRC32C
 	}
 	if exclusive {
 		opts.SetMatchETagExcept("*")
@@ -281,7 +303,7 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, size int64, s
 	if err := hit(steps.Rename); err != nil {
 		return fmt.Errorf("upload %s: %w", name, err)
 	}
-	if err := s.put(ctx, name, r, size, false); err != nil {
+	if err := s.put(ctx, name, r, size, false, nil); err != nil {
 		return err
 	}
 	if err := hit(steps.Dirsync); err != nil {
@@ -297,8 +319,15 @@ type staged struct {
 	reserved int64    // budget held by mem
 	f        *os.File // once spilled (or when no budget): the rest goes here
 	n        int64
-	err      error // a failed spill: every later Write and Commit fails
+	crc      uint32 // CRC32C of the n bytes written (sent with the upload)
+	err      error  // a failed spill: every later Write and Commit fails
 }
+
+// checksumHeader carries a single PUT's CRC32C (base64 of its 4 bytes,
+// big-endian), which the server verifies against the body.
+const checksumHeader = "x-amz-checksum-crc32c"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Create stages the object in memory within the store's budget
 // (Options.MemoryBudget, none by default), in a local file past it; Commit
@@ -320,6 +349,7 @@ func (st *staged) Write(p []byte) (int, error) {
 			}
 			st.mem.write(p)
 			st.n += int64(len(p))
+			st.crc = crc32.Update(st.crc, castagnoli, p)
 			return len(p), nil
 		}
 		f, err := os.CreateTemp(st.s.stage, "stage-*"+".tmp")
@@ -336,6 +366,7 @@ func (st *staged) Write(p []byte) (int, error) {
 	}
 	n, err := st.f.Write(p)
 	st.n += int64(n)
+	st.crc = crc32.Update(st.crc, castagnoli, p[:n])
 	return n, err
 }
 
@@ -374,7 +405,8 @@ func (st *staged) Commit(ctx context.Context, steps storage.Steps) error {
 	}
 	// Packs are never overwritten: their names are random, and a name
 	// taken means something is wrong.
-	if err := st.s.put(ctx, st.name, body, st.n, strings.HasPrefix(st.name, "packs/")); err != nil {
+	crc := st.crc
+	if err := st.s.put(ctx, st.name, body, st.n, strings.HasPrefix(st.name, "packs/"), &crc); err != nil {
 		return err
 	}
 	if err := hit(steps.Dirsync); err != nil {
