@@ -1,0 +1,527 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/repository/s3store"
+)
+
+// copyChild copies the points of the repository at src named by
+// CRASHTEST_POINTS (comma separated; empty: every point) into dst and
+// prints "copied ID VM" for each point it committed in dst.
+func copyChild(ctx context.Context, src string, dst *repository.Repository) error {
+	s, err := openRepo(ctx, src)
+	if err != nil {
+		return fmt.Errorf("open copy source: %w", err)
+	}
+	defer s.Close()
+	var pts []string
+	if p := os.Getenv(envPoints); p != "" {
+		pts = strings.Split(p, ",")
+	}
+	res, err := repository.Copy(ctx, s, dst, repository.CopyOptions{Points: pts, Workers: 2})
+	if res != nil {
+		for _, p := range res.Points {
+			if !p.Skipped && p.Target != "" {
+				fmt.Printf("copied %s %s\n", p.Target, p.VM)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+const envPoints = "CRASHTEST_POINTS" // copy: the source points to copy
+
+// s3Required are the failpoints the S3 walk must kill at least once: the
+// write steps of a pack and of a commit record as the S3 backend hits them
+// (stage, upload, acknowledged), every phase of a reclaim, the repack of a
+// repacking reclaim, a copy's commit, a recatalog from the bucket, and the
+// recovery at open.
+var s3Required = []string{
+	"pack.create", "pack.write", "pack.tail", "pack.fsync", "pack.rename", "pack.dirsync", "catalog.pack",
+	"record.write", "record.fsync", "record.rename", "record.dirsync", "catalog.point",
+	"point.delete", "catalog.delete",
+	"reclaim.condemn", "reclaim.repack", "reclaim.barrier", "reclaim.delete", "reclaim.dirsync", "reclaim.catalog",
+	"copy.commit", "recatalog.rename", "recatalog.open", "recatalog.done",
+}
+
+// s3Ops are the operations the S3 walk kills. "repack" is a delete and
+// reclaim set up so that the deleted point's packs are mostly dead but
+// share live blobs with the next point (the reclaim copies them into new
+// packs before it deletes); "copyto" copies a local repository into the
+// S3 one, "copyfrom" the S3 one into the local one.
+var s3Ops = []string{"full", "backup", "reclaim", "repack", "recatalog", "lock", "copyto", "copyfrom"}
+
+// childOp is the child process's operation for a walk op.
+func childOp(op string) string {
+	if op == "copyto" || op == "copyfrom" {
+		return "copy"
+	}
+	return op
+}
+
+// TestCrashWalkS3 is TestCrashWalk against an S3 repository served by
+// versitygw on loopback: it SIGKILLs a full backup, an incremental, a
+// delete + reclaim, a repacking reclaim, a recatalog, a lock + unlock, a
+// copy local -> S3 and a copy S3 -> local at every failpoint they hit, at
+// the first and the last hit (S3CRASHWALK_HITS=N takes N hit counts per
+// failpoint, spread from the first to the last: a longer walk), and after
+// each kill: kills the recovery of the next open, loses the catalog cache
+// every third kill (rebuilt from the bucket), and proves the contract:
+// the repository opens, check --read-data is clean, every committed point
+// restores byte-identical (on both sides of a copy), and the next backup,
+// reclaim and copy succeed.
+func TestCrashWalkS3(t *testing.T) {
+	hits := 2
+	if testing.Short() {
+		hits = 1
+	}
+	if s := os.Getenv("S3CRASHWALK_HITS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("S3CRASHWALK_HITS=%q is not a positive number", s)
+		}
+		hits = n
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASHWALK_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (CRASHWALK_SEED reruns it)", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	start := time.Now()
+	ctx := context.Background()
+
+	srv := s3store.StartTestServer(t) // sets the AWS_* variables the children inherit
+	base := fastDir(t)
+	cache := filepath.Join(base, "cache")
+	t.Setenv("VMVAULT_CACHE_DIR", cache)
+	repo := srv.Location("vmvault-crash", "walk")
+	initRepo(t, repo)
+	local := filepath.Join(base, "local")
+	initRepo(t, local)
+	im, err := newImage(filepath.Join(base, "disk.img"), 1<<20, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVerifier()
+	lv := &verifier{points: map[string][32]byte{}, byVM: v.byVM} // VM names are unique across both
+	w := &s3walker{
+		walker: &walker{t: t, ctx: ctx, repo: repo, im: im, v: v, recoveryAt: map[string]int{}},
+		local:  local, lv: lv, cache: cache, killedAt: map[string]int{}, took: map[string]time.Duration{},
+	}
+	for range 3 {
+		w.cleanOps(false)
+	}
+	w.localBackup()
+	w.copyClean("copyto")
+	w.copyClean("copyfrom")
+	if v.losses+lv.losses > 0 {
+		t.Fatalf("the walk's setup failed: %v %v", v.lossLog, lv.lossLog)
+	}
+
+	counts := map[string]map[string]int64{}
+	for _, op := range s3Ops {
+		env, vanish := w.prepare(op)
+		c, out := childCounts(t, childOp(op), env...)
+		w.acknowledge(op, out)
+		w.verifyAfter(op, vanish, "after count run "+op)
+		if v.losses+lv.losses > 0 {
+			t.Fatalf("after the uninterrupted %s: %v %v", op, v.lossLog, lv.lossLog)
+		}
+		w.after(op)
+		t.Logf("%s hits: %s", op, strings.ReplaceAll(strings.TrimSpace(failpoint.FormatCounts(c)), "\n", " "))
+		// Every child opens the repository: the open's own steps are the
+		// same code whatever the op, so they are walked in the full backup
+		// and the recatalog (which opens a new catalog) only.
+		if op != "full" && op != "recatalog" {
+			delete(c, "catalog.init")
+			delete(c, "reconcile.points")
+			delete(c, "reconcile.pack")
+		}
+		counts[op] = c
+	}
+	if counts["repack"]["reclaim.repack"] == 0 {
+		t.Errorf("the repacking reclaim repacked nothing: %v", counts["repack"])
+	}
+	for _, name := range []string{"reclaim.condemn", "reclaim.barrier", "reclaim.delete", "reclaim.dirsync", "reclaim.catalog"} {
+		if counts["reclaim"][name] == 0 {
+			t.Errorf("delete + reclaim on S3 never reaches %s", name)
+		}
+	}
+	for _, op := range []string{"copyto", "copyfrom"} {
+		if counts[op]["copy.commit"] == 0 || counts[op]["pack.rename"] == 0 {
+			t.Errorf("the %s count run copied nothing: %v", op, counts[op])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Every pair at its first and last hit (hits per pair), as many as the
+	// plan's quota allows.
+	target := 0
+	for _, c := range counts {
+		for _, n := range c {
+			target += int(min(n, int64(hits)))
+		}
+	}
+	steps := plan(counts, target)
+	rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
+	for i, s := range steps {
+		if v.losses+lv.losses > 0 || t.Failed() {
+			break
+		}
+		if dl, ok := t.Deadline(); ok && time.Until(dl) < time.Minute {
+			t.Fatalf("out of time after %d of %d steps, %d kills (a slow or loaded machine; raise -timeout)", i, len(steps), w.kills)
+		}
+		w.run(s, i)
+	}
+	// A last proof of both repositories once the walk is over.
+	w.v.verify(ctx, repo, "", "end of the walk (S3)")
+	w.lv.verify(ctx, local, "", "end of the walk (local)")
+
+	names := map[string]bool{}
+	for _, s := range steps {
+		names[s.name] = true
+	}
+	t.Logf("S3 crash walk: %d steps, %d kills at %d failpoints (+%d kills during recovery, %d catalog caches lost), %d steps ran to the end (hit count not reached), %d losses, %v",
+		len(steps), w.kills, len(w.killedAt), w.recoveryKills, w.cacheLost, w.unreached, v.losses+lv.losses, time.Since(start).Round(time.Second))
+	fmt.Printf("S3 crash walk: %d kills (+%d during recovery) at %d failpoints, %d losses, %v\n",
+		w.kills, w.recoveryKills, len(w.killedAt), v.losses+lv.losses, time.Since(start).Round(time.Second))
+	t.Logf("kills by failpoint: %v; during recovery: %v; time by phase: %v", w.killedAt, w.recoveryAt, w.took)
+	for _, l := range append(v.lossLog, lv.lossLog...) {
+		t.Errorf("loss: %s", l)
+	}
+	if v.losses+lv.losses > 0 {
+		t.Fatalf("%d losses (seed %d)", v.losses+lv.losses, seed)
+	}
+	if t.Failed() {
+		return
+	}
+	for _, name := range s3Required {
+		if w.killedAt[name] == 0 {
+			t.Errorf("no kill at %s: the S3 walk tests less than it claims", name)
+		}
+	}
+	if w.recoveryKills == 0 {
+		t.Errorf("no kill during the recovery at open")
+	}
+}
+
+// s3walker is the walker of an S3 repository with a local repository on
+// the other side of its copies.
+type s3walker struct {
+	*walker
+	local     string    // the local repository copied to and from
+	lv        *verifier // what must survive in it
+	cache     string    // VMVAULT_CACHE_DIR: the S3 repository's catalog cache
+	killedAt  map[string]int
+	cacheLost int
+	copyPoint string // the source point the running copy step copies ("": all)
+	took      map[string]time.Duration
+}
+
+// prepare is walker.prepare plus the S3 walk's own ops.
+func (w *s3walker) prepare(op string) (env []string, vanish string) {
+	t := w.t
+	t.Helper()
+	switch op {
+	case "repack":
+		return w.prepareRepack()
+	case "copyto":
+		// One new point a step, so that every step copies what the count
+		// run did: the one point just backed up locally.
+		w.copyPoint = w.localBackup()
+		return []string{envRepo + "=" + w.repo, envSrc + "=" + w.local, envPoints + "=" + w.copyPoint}, ""
+	case "copyfrom":
+		// The newest point of the S3 repository (the last step's next
+		// backup).
+		r, err := openRepo(w.ctx, w.repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts, err := oldest(w.ctx, r)
+		r.Close()
+		if err != nil || len(pts) == 0 {
+			t.Fatalf("copy from S3: no point to copy (%v)", err)
+		}
+		w.copyPoint = pts[len(pts)-1].ID
+		return []string{envRepo + "=" + w.local, envSrc + "=" + w.repo, envPoints + "=" + w.copyPoint}, ""
+	}
+	return w.walker.prepare(op)
+}
+
+// prepareRepack backs up a new disk A, then A with most of it rewritten
+// as B: deleting A leaves packs that hold a few of B's blobs among A's
+// dead ones, which the reclaim must copy before it deletes the packs.
+func (w *s3walker) prepareRepack() ([]string, string) {
+	t := w.t
+	t.Helper()
+	r, err := openRepo(w.ctx, w.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w.runs++
+	vmA := fmt.Sprintf("repack-%d", w.runs)
+	w.im.renew()
+	if err := w.im.write(); err != nil {
+		t.Fatal(err)
+	}
+	w.v.byVM[vmA] = w.im.sum()
+	a, err := backupImage(w.ctx, r, w.im.path, vmA)
+	if err != nil {
+		t.Fatalf("repack setup: %v", err)
+	}
+	w.v.points[a] = w.v.byVM[vmA]
+	w.runs++
+	vmB := fmt.Sprintf("repack-%d", w.runs)
+	h, err := w.im.scribble(len(w.im.data) / (40 << 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.v.byVM[vmB] = h
+	b, err := backupImage(w.ctx, r, w.im.path, vmB)
+	if err != nil {
+		t.Fatalf("repack setup: %v", err)
+	}
+	w.v.points[b] = h
+	return []string{envRepo + "=" + w.repo, envDelete + "=" + a}, a
+}
+
+// localBackup backs up the image, changed, into the local repository: new
+// data for the next copy to S3. It returns the point's id.
+func (w *s3walker) localBackup() string {
+	t := w.t
+	t.Helper()
+	r, err := openRepo(w.ctx, w.local)
+	if err != nil {
+		w.lv.loss("open local: %v", err)
+		return ""
+	}
+	defer r.Close()
+	w.runs++
+	vm := fmt.Sprintf("local-%d", w.runs)
+	h, err := w.im.scribble(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.v.byVM[vm] = h
+	id, err := backupImage(w.ctx, r, w.im.path, vm)
+	if err != nil {
+		w.lv.loss("local backup: %v", err)
+		return ""
+	}
+	w.lv.points[id] = h
+	return id
+}
+
+// target is the repository an op writes into and its verifier.
+func (w *s3walker) target(op string) (string, *verifier) {
+	if op == "copyfrom" {
+		return w.local, w.lv
+	}
+	return w.repo, w.v
+}
+
+// acknowledge records what a child said it committed.
+func (w *s3walker) acknowledge(op string, out outcome) {
+	if childOp(op) != "copy" {
+		w.walker.acknowledge(out)
+		return
+	}
+	_, v := w.target(op)
+	for _, line := range strings.Split(out.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "copied" {
+			h, ok := v.byVM[f[2]]
+			if !ok {
+				v.loss("a copy committed %s of unknown run %q", f[1], f[2])
+				continue
+			}
+			v.points[f[1]] = h
+		}
+	}
+}
+
+// verifyAfter proves the contract on what op may have changed: the S3
+// repository always, the local one after a copy into it.
+func (w *s3walker) verifyAfter(op, vanish, label string) bool {
+	ok := w.v.verify(w.ctx, w.repo, vanish, label+" (S3)") == nil
+	if op == "copyfrom" {
+		ok = w.lv.verify(w.ctx, w.local, "", label+" (local)") == nil && ok
+	}
+	return ok
+}
+
+// after is "the next backup, reclaim and copy succeed".
+func (w *s3walker) after(op string) {
+	w.cleanOps(true)
+	if childOp(op) == "copy" {
+		w.copyClean(op)
+	}
+}
+
+// copyClean runs the copy of op to the end in this process (the copy
+// after a killed one resumes and succeeds) and keeps the local
+// repository at four points.
+func (w *s3walker) copyClean(op string) {
+	src, dst := w.local, w.repo
+	if op == "copyfrom" {
+		src, dst = w.repo, w.local
+	}
+	_, v := w.target(op)
+	d, err := openRepo(w.ctx, dst)
+	if err != nil {
+		v.loss("%s: open target: %v", op, err)
+		return
+	}
+	defer d.Close()
+	s, err := openRepo(w.ctx, src)
+	if err != nil {
+		v.loss("%s: open source: %v", op, err)
+		return
+	}
+	var pts []string
+	if w.copyPoint != "" {
+		pts = []string{w.copyPoint}
+	}
+	res, err := repository.Copy(w.ctx, s, d, repository.CopyOptions{Points: pts, Workers: 2})
+	s.Close()
+	if err != nil {
+		v.loss("%s: the next copy failed: %v", op, err)
+		return
+	}
+	for _, p := range res.Points {
+		if !p.Skipped {
+			v.points[p.Target] = v.byVM[p.VM]
+		}
+	}
+	if op == "copyfrom" {
+		w.pruneLocal(d)
+	}
+}
+
+// pruneLocal deletes the local repository's oldest points down to four
+// and reclaims.
+func (w *s3walker) pruneLocal(r *repository.Repository) {
+	pts, err := oldest(w.ctx, r)
+	if err != nil {
+		w.lv.loss("list local: %v", err)
+		return
+	}
+	for len(pts) > 4 {
+		if err := r.Delete(w.ctx, pts[0].ID); err != nil {
+			w.lv.loss("delete local %s: %v", pts[0].ID, err)
+			return
+		}
+		delete(w.lv.points, pts[0].ID)
+		pts = pts[1:]
+	}
+	if _, err := r.Reclaim(w.ctx, nil); err != nil {
+		w.lv.loss("local reclaim failed: %v", err)
+	}
+}
+
+// loseCache removes the S3 repository's catalog cache (index.db, and the
+// old one a killed recatalog leaves beside it): the next open rebuilds it
+// from the bucket alone.
+func (w *s3walker) loseCache() {
+	t := w.t
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(w.cache, "repos", "*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("catalog cache of the S3 repository: %v %v", dirs, err)
+	}
+	for _, name := range []string{"index.db", "index.db.old"} {
+		if err := os.Remove(filepath.Join(dirs[0], name)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	w.cacheLost++
+}
+
+func (w *s3walker) run(s step, i int) {
+	t := w.t
+	t.Helper()
+	lap := time.Now()
+	phase := func(name string) {
+		now := time.Now()
+		w.took[name] += now.Sub(lap).Round(time.Millisecond)
+		lap = now
+	}
+	env, vanish := w.prepare(s.op)
+	phase("prepare")
+	label := fmt.Sprintf("step %d (%s, %s=kill@%d)", i, s.op, s.name, s.hit)
+	out, err := runChildProc(t, childOp(s.op), fmt.Sprintf("%s=kill@%d", s.name, s.hit), env...)
+	phase("killed op")
+	if err != nil {
+		t.Errorf("%s: %v", label, err)
+		return
+	}
+	w.acknowledge(s.op, out)
+	if !out.killed {
+		w.unreached++
+	} else {
+		w.kills++
+		w.killedAt[out.at]++
+		dst, _ := w.target(s.op)
+		// Crash again during the recovery that the next open runs: where it
+		// finishes a reclaim or indexes an uploaded but uncatalogued pack,
+		// or, when the catalog cache is lost, in the middle of its rebuild
+		// from the bucket.
+		spec := "reconcile.reclaim=kill@1,reconcile.pack=kill@1"
+		if dst == w.repo && w.kills%3 == 0 {
+			w.loseCache()
+			spec = "reconcile.pack=kill@5"
+		}
+		rout, err := runChildProc(t, "open", spec, envRepo+"="+dst)
+		if err != nil {
+			t.Errorf("%s: reopen: %v", label, err)
+			return
+		}
+		if rout.killed {
+			w.recoveryKills++
+			w.recoveryAt[rout.at]++
+		}
+		phase("killed recovery")
+	}
+	ok := w.verifyAfter(s.op, vanish, label)
+	phase("verify")
+	if !ok {
+		return
+	}
+	w.after(s.op)
+	phase("next ops")
+}
+
+// TestPlanFirstAndLast: with a quota of two hits per pair the plan kills
+// every failpoint at its first and its last hit.
+func TestPlanFirstAndLast(t *testing.T) {
+	counts := map[string]map[string]int64{"a": {"x": 1, "y": 7}, "b": {"x": 3}}
+	got := plan(counts, 1+2+2)
+	sort.Slice(got, func(i, j int) bool {
+		if got[i].op+got[i].name != got[j].op+got[j].name {
+			return got[i].op+got[i].name < got[j].op+got[j].name
+		}
+		return got[i].hit < got[j].hit
+	})
+	want := []step{{"a", "x", 1}, {"a", "y", 1}, {"a", "y", 7}, {"b", "x", 1}, {"b", "x", 3}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("plan = %v, want %v", got, want)
+	}
+}
