@@ -111,9 +111,9 @@ func TestCrashWalkS3(t *testing.T) {
 	cache := filepath.Join(base, "cache")
 	t.Setenv("VMVAULT_CACHE_DIR", cache)
 	repo := srv.Location("vmvault-crash", "walk")
-	initRepo(t, repo)
+	initS3Walk(t, repo)
 	local := filepath.Join(base, "local")
-	initRepo(t, local)
+	initS3Walk(t, local)
 	im, err := newImage(filepath.Join(base, "disk.img"), 1<<20, seed)
 	if err != nil {
 		t.Fatal(err)
@@ -134,17 +134,33 @@ func TestCrashWalkS3(t *testing.T) {
 		t.Fatalf("the walk's setup failed: %v %v", v.lossLog, lv.lossLog)
 	}
 
+	// Two count runs per op, and the plan takes the smaller count of each
+	// failpoint: how much a run does varies with the data and with what
+	// the previous steps left (a reclaim merges small packs only every few
+	// runs), and a last hit both runs reached is one a kill run reaches
+	// too.
 	counts := map[string]map[string]int64{}
-	for _, op := range s3Ops {
-		env, vanish := w.prepare(op)
-		c, out := childCounts(t, childOp(op), env...)
-		w.acknowledge(op, out)
-		w.verifyAfter(op, vanish, "after count run "+op)
-		if v.losses+lv.losses > 0 {
-			t.Fatalf("after the uninterrupted %s: %v %v", op, v.lossLog, lv.lossLog)
+	for round := range 2 {
+		for _, op := range s3Ops {
+			env, vanish := w.prepare(op)
+			c, out := childCounts(t, childOp(op), env...)
+			w.acknowledge(op, out)
+			w.verifyAfter(op, vanish, "after count run "+op)
+			if v.losses+lv.losses > 0 {
+				t.Fatalf("after the uninterrupted %s: %v %v", op, v.lossLog, lv.lossLog)
+			}
+			w.after(op)
+			t.Logf("%s hits: %s", op, strings.ReplaceAll(strings.TrimSpace(failpoint.FormatCounts(c)), "\n", " "))
+			if round == 0 {
+				counts[op] = c
+				continue
+			}
+			for name, n := range counts[op] {
+				counts[op][name] = min(n, c[name])
+			}
 		}
-		w.after(op)
-		t.Logf("%s hits: %s", op, strings.ReplaceAll(strings.TrimSpace(failpoint.FormatCounts(c)), "\n", " "))
+	}
+	for op, c := range counts {
 		// Every child opens the repository: the open's own steps are the
 		// same code whatever the op, so they are walked in the full backup
 		// and the recatalog (which opens a new catalog) only.
@@ -153,7 +169,13 @@ func TestCrashWalkS3(t *testing.T) {
 			delete(c, "reconcile.points")
 			delete(c, "reconcile.pack")
 		}
-		counts[op] = c
+		// A plain delete + reclaim repacks only now and then (small tail
+		// packs merged): the repack op walks the repack's steps.
+		if op == "reclaim" {
+			for _, name := range []string{"reclaim.repack", "pack.create", "pack.write", "pack.tail", "pack.fsync", "pack.rename", "pack.dirsync", "catalog.pack"} {
+				delete(c, name)
+			}
+		}
 	}
 	if counts["repack"]["reclaim.repack"] == 0 {
 		t.Errorf("the repacking reclaim repacked nothing: %v", counts["repack"])
@@ -202,6 +224,7 @@ func TestCrashWalkS3(t *testing.T) {
 		len(steps), w.kills, len(w.killedAt), w.recoveryKills, w.cacheLost, w.unreached, v.losses+lv.losses, time.Since(start).Round(time.Second))
 	fmt.Printf("S3 crash walk: %d kills (+%d during recovery) at %d failpoints, %d losses, %v\n",
 		w.kills, w.recoveryKills, len(w.killedAt), v.losses+lv.losses, time.Since(start).Round(time.Second))
+	t.Logf("steps that ran to the end: %v", w.missed)
 	t.Logf("kills by failpoint: %v; during recovery: %v; time by phase: %v", w.killedAt, w.recoveryAt, w.took)
 	for _, l := range append(v.lossLog, lv.lossLog...) {
 		t.Errorf("loss: %s", l)
@@ -222,6 +245,23 @@ func TestCrashWalkS3(t *testing.T) {
 	}
 }
 
+// The S3 walk's chunks and packs are twice the local walk's: every blob
+// a check or a restore reads is a ranged GET, and verifying after every
+// kill is most of the walk's time. A backup still crosses a dozen pack
+// boundaries.
+var s3Chunker = repository.ChunkerConfig{Algorithm: "cdc", Polynomial: 0x3DA3358B4DC173, MinSize: 8 << 10, AvgSize: 32 << 10, MaxSize: 128 << 10}
+
+const s3PackSize = 128 << 10
+
+func initS3Walk(t *testing.T, location string) {
+	t.Helper()
+	err := repository.Init(context.Background(), location, password, repository.InitOptions{
+		Chunker: s3Chunker, KDF: repository.TestKDF, PackSize: s3PackSize, CompressionLevel: "fastest"})
+	if err != nil {
+		t.Fatalf("init repository %s: %v", location, err)
+	}
+}
+
 // s3walker is the walker of an S3 repository with a local repository on
 // the other side of its copies.
 type s3walker struct {
@@ -232,6 +272,7 @@ type s3walker struct {
 	killedAt  map[string]int
 	cacheLost int
 	copyPoint string // the source point the running copy step copies ("": all)
+	missed    []string // steps whose hit count the op did not reach
 	took      map[string]time.Duration
 }
 
@@ -476,6 +517,7 @@ func (w *s3walker) run(s step, i int) {
 	w.acknowledge(s.op, out)
 	if !out.killed {
 		w.unreached++
+		w.missed = append(w.missed, fmt.Sprintf("%s:%s@%d", s.op, s.name, s.hit))
 	} else {
 		w.kills++
 		w.killedAt[out.at]++
