@@ -271,7 +271,7 @@ type s3walker struct {
 	cache     string    // VMVAULT_CACHE_DIR: the S3 repository's catalog cache
 	killedAt  map[string]int
 	cacheLost int
-	copyPoint string // the source point the running copy step copies ("": all)
+	copyPoint string   // the source point the running copy step copies ("": all)
 	missed    []string // steps whose hit count the op did not reach
 	took      map[string]time.Duration
 }
