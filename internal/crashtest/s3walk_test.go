@@ -1,14 +1,18 @@
 package crashtest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,7 +126,7 @@ func TestCrashWalkS3(t *testing.T) {
 	lv := &verifier{points: map[string][32]byte{}, byVM: v.byVM} // VM names are unique across both
 	w := &s3walker{
 		walker: &walker{t: t, ctx: ctx, repo: repo, im: im, v: v, recoveryAt: map[string]int{}},
-		local:  local, lv: lv, cache: cache, killedAt: map[string]int{}, took: map[string]time.Duration{},
+		local:  local, lv: lv, cache: cache, killedAt: map[string]int{}, took: map[string]time.Duration{}, opTime: map[string]time.Duration{},
 	}
 	for range 3 {
 		w.cleanOps(false)
@@ -143,7 +147,11 @@ func TestCrashWalkS3(t *testing.T) {
 	for round := range 2 {
 		for _, op := range s3Ops {
 			env, vanish := w.prepare(op)
+			began := time.Now()
 			c, out := childCounts(t, childOp(op), env...)
+			if d := time.Since(began); d > w.opTime[op] {
+				w.opTime[op] = d
+			}
 			w.acknowledge(op, out)
 			w.verifyAfter(op, vanish, "after count run "+op)
 			if v.losses+lv.losses > 0 {
@@ -202,6 +210,23 @@ func TestCrashWalkS3(t *testing.T) {
 		}
 	}
 	steps := plan(counts, target)
+	// Failpoints sit between the steps of a write; a kill at a random
+	// moment also lands inside one: mid-PUT of a pack or a record, mid
+	// DELETE, between two requests of a listing.
+	// The moment is drawn from a third of the time a child takes to open
+	// and close the repository (a kill in the open's requests is one too)
+	// to the end of the op's count run.
+	began := time.Now()
+	if _, err := runChildProc(t, "open", "count", envRepo+"="+repo); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Since(began).Milliseconds() / 3
+	for _, op := range []string{"full", "backup", "reclaim", "repack", "copyto", "copyfrom"} {
+		for range randomKills {
+			ms := opened + rng.Int64N(max(w.opTime[op].Milliseconds()-opened, 1))
+			steps = append(steps, step{op, randomKill, ms})
+		}
+	}
 	rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
 	for i, s := range steps {
 		if v.losses+lv.losses > 0 || t.Failed() {
@@ -216,14 +241,14 @@ func TestCrashWalkS3(t *testing.T) {
 	w.v.verify(ctx, repo, "", "end of the walk (S3)")
 	w.lv.verify(ctx, local, "", "end of the walk (local)")
 
-	names := map[string]bool{}
-	for _, s := range steps {
-		names[s.name] = true
+	fps := len(w.killedAt)
+	if w.killedAt[randomKill] > 0 {
+		fps--
 	}
-	t.Logf("S3 crash walk: %d steps, %d kills at %d failpoints (+%d kills during recovery, %d catalog caches lost), %d steps ran to the end (hit count not reached), %d losses, %v",
-		len(steps), w.kills, len(w.killedAt), w.recoveryKills, w.cacheLost, w.unreached, v.losses+lv.losses, time.Since(start).Round(time.Second))
-	fmt.Printf("S3 crash walk: %d kills (+%d during recovery) at %d failpoints, %d losses, %v\n",
-		w.kills, w.recoveryKills, len(w.killedAt), v.losses+lv.losses, time.Since(start).Round(time.Second))
+	t.Logf("S3 crash walk: %d steps, %d kills at %d failpoints and %d at random moments (+%d kills during recovery, %d catalog caches lost), %d steps ran to the end (hit count not reached), %d losses, %v",
+		len(steps), w.kills-w.killedAt[randomKill], fps, w.killedAt[randomKill], w.recoveryKills, w.cacheLost, w.unreached, v.losses+lv.losses, time.Since(start).Round(time.Second))
+	fmt.Printf("S3 crash walk: %d kills (%d at random moments, +%d during recovery) at %d failpoints, %d losses, %v\n",
+		w.kills, w.killedAt[randomKill], w.recoveryKills, fps, v.losses+lv.losses, time.Since(start).Round(time.Second))
 	t.Logf("steps that ran to the end: %v", w.missed)
 	t.Logf("kills by failpoint: %v; during recovery: %v; time by phase: %v", w.killedAt, w.recoveryAt, w.took)
 	for _, l := range append(v.lossLog, lv.lossLog...) {
@@ -274,6 +299,43 @@ type s3walker struct {
 	copyPoint string   // the source point the running copy step copies ("": all)
 	missed    []string // steps whose hit count the op did not reach
 	took      map[string]time.Duration
+	opTime    map[string]time.Duration // the longest count run of each op
+}
+
+// randomKill is the step name of a kill at a random moment (its hit is
+// the delay in milliseconds after the child's start); randomKills of them
+// per op.
+const (
+	randomKill  = "random"
+	randomKills = 4
+)
+
+// runChildKilledAfter runs op and SIGKILLs it d after its start (no
+// failpoint): killed tells whether it was still running.
+func runChildKilledAfter(t *testing.T, op string, d time.Duration, env ...string) (outcome, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), envChild+"="+op), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return outcome{}, err
+	}
+	timer := time.AfterFunc(d, func() { cmd.Process.Signal(syscall.SIGKILL) })
+	err := cmd.Wait()
+	timer.Stop()
+	out := outcome{stdout: stdout.String()}
+	if err == nil {
+		return out, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			out.killed, out.at = true, randomKill
+			return out, nil
+		}
+	}
+	return out, fmt.Errorf("child %s: %v: %s", op, err, strings.TrimSpace(stderr.String()))
 }
 
 // prepare is walker.prepare plus the S3 walk's own ops.
@@ -508,7 +570,14 @@ func (w *s3walker) run(s step, i int) {
 	env, vanish := w.prepare(s.op)
 	phase("prepare")
 	label := fmt.Sprintf("step %d (%s, %s=kill@%d)", i, s.op, s.name, s.hit)
-	out, err := runChildProc(t, childOp(s.op), fmt.Sprintf("%s=kill@%d", s.name, s.hit), env...)
+	var out outcome
+	var err error
+	if s.name == randomKill {
+		label = fmt.Sprintf("step %d (%s, kill after %d ms)", i, s.op, s.hit)
+		out, err = runChildKilledAfter(t, childOp(s.op), time.Duration(s.hit)*time.Millisecond, env...)
+	} else {
+		out, err = runChildProc(t, childOp(s.op), fmt.Sprintf("%s=kill@%d", s.name, s.hit), env...)
+	}
 	phase("killed op")
 	if err != nil {
 		t.Errorf("%s: %v", label, err)
