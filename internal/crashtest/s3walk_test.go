@@ -63,10 +63,10 @@ var s3Required = []string{
 	"copy.commit", "recatalog.rename", "recatalog.open", "recatalog.done",
 }
 
-// s3Ops are the operations the S3 walk kills. "repack" is a delete and
-// reclaim set up so that the deleted point's packs are mostly dead but
-// share live blobs with the next point (the reclaim copies them into new
-// packs before it deletes); "copyto" copies a local repository into the
+// s3Ops are the operations the S3 walk kills. "repack" is a reclaim
+// after a point was deleted whose packs are mostly dead but share live
+// blobs with the next point (the reclaim copies them into new packs
+// before it deletes; prepareRepack); "copyto" copies a local repository into the
 // S3 one, "copyfrom" the S3 one into the local one.
 var s3Ops = []string{"full", "backup", "reclaim", "repack", "recatalog", "lock", "copyto", "copyfrom"}
 
@@ -369,8 +369,11 @@ func (w *s3walker) prepare(op string) (env []string, vanish string) {
 }
 
 // prepareRepack backs up a new disk A, then A with most of it rewritten
-// as B: deleting A leaves packs that hold a few of B's blobs among A's
-// dead ones, which the reclaim must copy before it deletes the packs.
+// as B, and deletes A: its packs hold a few of B's blobs among dead ones,
+// which the reclaim must copy into new packs before it deletes them.
+// Whether a pack is dead enough to be repacked depends on where the
+// chunks fell, so a dry run (PlanReclaim) confirms it, and another pair
+// is made when it does not (at most five).
 func (w *s3walker) prepareRepack() ([]string, string) {
 	t := w.t
 	t.Helper()
@@ -379,31 +382,45 @@ func (w *s3walker) prepareRepack() ([]string, string) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	w.runs++
-	vmA := fmt.Sprintf("repack-%d", w.runs)
-	w.im.renew()
-	if err := w.im.write(); err != nil {
-		t.Fatal(err)
+	for range 5 {
+		w.runs++
+		vmA := fmt.Sprintf("repack-%d", w.runs)
+		w.im.renew()
+		if err := w.im.write(); err != nil {
+			t.Fatal(err)
+		}
+		w.v.byVM[vmA] = w.im.sum()
+		a, err := backupImage(w.ctx, r, w.im.path, vmA)
+		if err != nil {
+			t.Fatalf("repack setup: %v", err)
+		}
+		w.v.points[a] = w.v.byVM[vmA]
+		w.runs++
+		vmB := fmt.Sprintf("repack-%d", w.runs)
+		h, err := w.im.scribble(len(w.im.data) / (40 << 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.v.byVM[vmB] = h
+		b, err := backupImage(w.ctx, r, w.im.path, vmB)
+		if err != nil {
+			t.Fatalf("repack setup: %v", err)
+		}
+		w.v.points[b] = h
+		if err := r.Delete(w.ctx, a); err != nil {
+			t.Fatalf("repack setup: %v", err)
+		}
+		delete(w.v.points, a)
+		pl, err := r.PlanReclaim(w.ctx, nil)
+		if err != nil {
+			t.Fatalf("repack setup: %v", err)
+		}
+		if pl.PacksRepacked > 0 {
+			return []string{envRepo + "=" + w.repo}, ""
+		}
 	}
-	w.v.byVM[vmA] = w.im.sum()
-	a, err := backupImage(w.ctx, r, w.im.path, vmA)
-	if err != nil {
-		t.Fatalf("repack setup: %v", err)
-	}
-	w.v.points[a] = w.v.byVM[vmA]
-	w.runs++
-	vmB := fmt.Sprintf("repack-%d", w.runs)
-	h, err := w.im.scribble(len(w.im.data) / (40 << 10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.v.byVM[vmB] = h
-	b, err := backupImage(w.ctx, r, w.im.path, vmB)
-	if err != nil {
-		t.Fatalf("repack setup: %v", err)
-	}
-	w.v.points[b] = h
-	return []string{envRepo + "=" + w.repo, envDelete + "=" + a}, a
+	t.Fatalf("repack setup: five deleted points left no pack to repack")
+	return nil, ""
 }
 
 // localBackup backs up the image, changed, into the local repository: new
