@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,8 +67,9 @@ var s3Required = []string{
 // s3Ops are the operations the S3 walk kills. "repack" is a reclaim
 // after a point was deleted whose packs are mostly dead but share live
 // blobs with the next point (the reclaim copies them into new packs
-// before it deletes; prepareRepack); "copyto" copies a local repository into the
-// S3 one, "copyfrom" the S3 one into the local one.
+// before it deletes; prepareRepack); "copyto" copies a local
+// repository's newest point into the S3 one, "copyfrom" the S3 one's
+// newest into the local one.
 var s3Ops = []string{"full", "backup", "reclaim", "repack", "recatalog", "lock", "copyto", "copyfrom"}
 
 // childOp is the child process's operation for a walk op.
@@ -213,18 +215,18 @@ func TestCrashWalkS3(t *testing.T) {
 	// Failpoints sit between the steps of a write; a kill at a random
 	// moment also lands inside one: mid-PUT of a pack or a record, mid
 	// DELETE, between two requests of a listing.
-	// The moment is drawn from a third of the time a child takes to open
-	// and close the repository (a kill in the open's requests is one too)
-	// to the end of the op's count run.
+	// The moment is drawn from the op's own work: after the child opened
+	// the repository, within the time its count run took less what a
+	// child that only opens and closes takes.
 	began := time.Now()
 	if _, err := runChildProc(t, "open", "count", envRepo+"="+repo); err != nil {
 		t.Fatal(err)
 	}
-	opened := time.Since(began).Milliseconds() / 3
+	opened := time.Since(began)
 	for _, op := range []string{"full", "backup", "reclaim", "repack", "copyto", "copyfrom"} {
+		work := max(w.opTime[op]-opened, 5*time.Millisecond)
 		for range randomKills {
-			ms := opened + rng.Int64N(max(w.opTime[op].Milliseconds()-opened, 1))
-			steps = append(steps, step{op, randomKill, ms})
+			steps = append(steps, step{op, randomKill, rng.Int64N(work.Microseconds())})
 		}
 	}
 	rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
@@ -303,28 +305,72 @@ type s3walker struct {
 }
 
 // randomKill is the step name of a kill at a random moment (its hit is
-// the delay in milliseconds after the child's start); randomKills of them
-// per op.
+// the delay in microseconds after the child opened the repository);
+// randomKills of them per op.
 const (
 	randomKill  = "random"
 	randomKills = 4
 )
 
-// runChildKilledAfter runs op and SIGKILLs it d after its start (no
-// failpoint): killed tells whether it was still running.
+// openedLine is what a child prints once it has opened the repository.
+const openedLine = "opened"
+
+// markWriter collects a child's stdout and closes seen at the first line
+// equal to mark.
+type markWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	mark string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (m *markWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.buf.Write(p)
+	if strings.Contains("\n"+m.buf.String(), "\n"+m.mark+"\n") {
+		m.once.Do(func() { close(m.seen) })
+	}
+	return len(p), nil
+}
+
+// runChildKilledAfter runs op and SIGKILLs it d after it opened the
+// repository (no failpoint): killed tells whether it was still running.
 func runChildKilledAfter(t *testing.T, op string, d time.Duration, env ...string) (outcome, error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), envChild+"="+op), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout := &markWriter{mark: openedLine, seen: make(chan struct{})}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		return outcome{}, err
 	}
-	timer := time.AfterFunc(d, func() { cmd.Process.Signal(syscall.SIGKILL) })
+	exited := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the killer; waited for below
+		defer wg.Done()
+		select {
+		case <-stdout.seen:
+		case <-exited:
+			return
+		}
+		select {
+		case <-time.After(d):
+			cmd.Process.Signal(syscall.SIGKILL)
+		case <-exited:
+		}
+	}()
 	err := cmd.Wait()
-	timer.Stop()
-	out := outcome{stdout: stdout.String()}
+	close(exited)
+	wg.Wait()
+	stdout.mu.Lock()
+	out := outcome{stdout: stdout.buf.String()}
+	stdout.mu.Unlock()
 	if err == nil {
 		return out, nil
 	}
@@ -590,8 +636,8 @@ func (w *s3walker) run(s step, i int) {
 	var out outcome
 	var err error
 	if s.name == randomKill {
-		label = fmt.Sprintf("step %d (%s, kill after %d ms)", i, s.op, s.hit)
-		out, err = runChildKilledAfter(t, childOp(s.op), time.Duration(s.hit)*time.Millisecond, env...)
+		label = fmt.Sprintf("step %d (%s, kill %d µs after the open)", i, s.op, s.hit)
+		out, err = runChildKilledAfter(t, childOp(s.op), time.Duration(s.hit)*time.Microsecond, env...)
 	} else {
 		out, err = runChildProc(t, childOp(s.op), fmt.Sprintf("%s=kill@%d", s.name, s.hit), env...)
 	}
