@@ -96,11 +96,13 @@ demo: build demo-deps
 	$(BIN) demo $(DEMO_ARGS)
 
 # The crash walk at scale (docs/RELIABILITY.md): SIGKILL backup, reclaim and
-# recatalog at every failpoint x many hit counts; `make test` runs 1,000.
+# recatalog at every failpoint x many hit counts; `make test` runs 1,000
+# (and the S3 walk at first and last hits; S3HITS hit counts here).
 # make crashwalk KILLS=20000 CRASHWALK_SEED=... reruns a seed.
 KILLS ?= 5000
-crashwalk:
-	CRASHWALK_KILLS=$(KILLS) $(GO) test -count=1 -timeout 120m -run '^TestCrashWalk' -v ./internal/crashtest/
+S3HITS ?= 6
+crashwalk: $(VERSITYGW)
+	CRASHWALK_KILLS=$(KILLS) S3CRASHWALK_HITS=$(S3HITS) $(GO) test -count=1 -timeout 120m -run '^TestCrashWalk' -v ./internal/crashtest/
 
 # Run every fuzz target for a short while; seeds live in testdata/fuzz.
 fuzz:

@@ -24,12 +24,13 @@ import (
 // The child process is this test binary, re-executed with these variables
 // (much faster than building the appliance, and the same code paths).
 const (
-	envChild  = "CRASHTEST_CHILD"  // full | backup | reclaim | recatalog | lock | open | state
+	envChild  = "CRASHTEST_CHILD"  // full | backup | reclaim | repack | recatalog | lock | copy | open | state
 	envRepo   = "CRASHTEST_REPO"   // repository directory, or state.db path
 	envImage  = "CRASHTEST_IMAGE"  // image to back up
 	envVM     = "CRASHTEST_VM"     // VM name of the point (identifies the run)
 	envDelete = "CRASHTEST_DELETE" // point the reclaim child deletes first (lock: locks and unlocks)
 	envCounts = "CRASHTEST_COUNTS" // file the child writes its failpoint counts to
+	envSrc    = "CRASHTEST_SRC"    // copy: the source repository (the target is CRASHTEST_REPO)
 )
 
 func TestMain(m *testing.M) {
@@ -57,6 +58,7 @@ func runChild(ctx context.Context, op string) error {
 		return err
 	}
 	defer r.Close()
+	fmt.Println(openedLine) // a kill at a random moment is timed from here
 	switch op {
 	case "open":
 		return nil
@@ -66,7 +68,7 @@ func runChild(ctx context.Context, op string) error {
 			return err
 		}
 		fmt.Printf("committed %s\n", id)
-	case "reclaim":
+	case "reclaim", "repack":
 		if id := os.Getenv(envDelete); id != "" {
 			if err := r.Delete(ctx, id); err != nil {
 				return err
@@ -78,6 +80,10 @@ func runChild(ctx context.Context, op string) error {
 		}
 	case "recatalog":
 		return r.Recatalog(ctx, nil)
+	case "copy":
+		if err := copyChild(ctx, os.Getenv(envSrc), r); err != nil {
+			return err
+		}
 	case "lock":
 		id := os.Getenv(envDelete)
 		if err := r.Lock(ctx, id); err != nil {
