@@ -445,7 +445,6 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 			data--
 		}
 		j.recent, j.index = nil, nil
-		dbgJob(j)
 		return emit(j)
 	}
 	push := func(j *streamJob) error {
@@ -634,7 +633,6 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf, arena *[]byte
 			if err != nil {
 				return &CorruptBlobError{Blob: bl.id, Pack: rg.pack.String(), Err: err}
 			}
-			dbgDecode(bl.id, len(data))
 			if testDecoded != nil {
 				testDecoded(bl.id)
 			}
@@ -748,7 +746,6 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 		}
 		return nil
 	})
-	dbgPrint()
 	if err != nil {
 		return err
 	}
