@@ -906,10 +906,12 @@ const (
 const seqVecMax = 1024
 
 // seqWriter writes extents in disk order, gathering runs of small
-// adjacent ones into one write. To a file (Stream's sink) a run of
-// adjacent extents of one job, small or large, goes out as one pwritev of
-// views of the job's buffers: no copy, one syscall where a chain point
-// made one per run of slices and a full point one per chunk.
+// adjacent ones into one write. To a file (Stream's sink) such a run goes
+// out as one pwritev of views of the job's buffers instead of a copy into
+// buf and a pwrite (a chain point's slices and pieces were copied byte
+// for byte). Extents of seqDirectMin and more are still written one
+// pwrite each: measured on the 4 GiB full point, one pwritev of a whole
+// job's chunks cost ~8% more CPU than a pwrite per chunk.
 type seqWriter struct {
 	w   io.WriterAt
 	at  int64 // disk offset of buf[0] or iov[0]
@@ -927,10 +929,16 @@ func newSeqWriter(w io.WriterAt) seqWriter {
 
 func (s *seqWriter) write(b []byte, off int64) error {
 	if s.f != nil {
-		if len(s.iov) > 0 && (off != s.at+s.n || len(s.iov) >= seqVecMax) {
+		if len(s.iov) > 0 && (len(b) >= seqDirectMin || off != s.at+s.n || len(s.iov) >= seqVecMax || s.n+int64(len(b)) > seqGatherMax) {
 			if err := s.flush(); err != nil {
 				return err
 			}
+		}
+		if len(b) >= seqDirectMin {
+			if _, err := s.w.WriteAt(b, off); err != nil {
+				return fmt.Errorf("write at %d: %w", off, err)
+			}
+			return nil
 		}
 		if len(s.iov) == 0 {
 			s.at = off
