@@ -552,8 +552,18 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf, arena *[]byte, use func(i int, b []byte) error) (err error) {
 	r := d.r
 	plain := make([][]byte, len(j.blobs))
-	if arena != nil && int64(cap(*arena)) < j.decoded {
-		*arena = make([]byte, max(j.decoded, min(streamRawMax, 2*int64(cap(*arena)))))
+	if arena != nil {
+		// The arena holds compressed blobs' plaintext; the others are
+		// views of *buf or handed over in buffers of their own.
+		var need int64
+		for _, bl := range j.blobs {
+			if bl.from == nil && bl.to == nil && bl.loc.Flags&flagZstd != 0 {
+				need += int64(bl.loc.RawLen)
+			}
+		}
+		if int64(cap(*arena)) < need {
+			*arena = make([]byte, max(need, min(streamRawMax, 2*int64(cap(*arena)))))
+		}
 	}
 	used := 0 // bytes of *arena given to this job's blobs
 	// A blob handed to the next job gets its own buffer, and the next job
