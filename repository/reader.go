@@ -298,6 +298,11 @@ type jobBlob struct {
 	region int      // -1 when from is set
 	from   *handoff // decoded by an earlier job, which hands it over
 	to     *handoff // later jobs need it too: publish it
+	// release: this job is the last to use from's buffer and gives it
+	// back. Set and cleared only while the job is still being planned or
+	// held back (a later job that takes the blob over clears it), so the
+	// sink reads a settled value.
+	release bool
 }
 
 // handoff passes a decoded blob from the job that decodes it to later
@@ -308,7 +313,6 @@ type handoff struct {
 	done chan struct{}
 	data []byte
 	err  error
-	last *streamJob // the last job that uses it (set while planning)
 }
 
 func (h *handoff) publish(data []byte, err error) {
@@ -376,6 +380,7 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 	if len(j.ext) > 0 && (len(j.ext) >= streamJobMax || j.decoded+int64(l.RawLen) > streamRawMax) {
 		return false
 	}
+	// The newest held job that has the blob is its last user so far.
 	for _, pj := range j.recent {
 		if k, ok := pj.index[e.ID]; ok {
 			pb := &pj.blobs[k]
@@ -386,9 +391,9 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 				}
 				h = pb.to
 			}
-			h.last = j
+			pb.release = false // this job is the last user now
 			// Its plaintext is in the producer's budget, not this job's.
-			j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: -1, from: h})
+			j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: -1, from: h, release: true})
 			j.index[e.ID] = len(j.blobs) - 1
 			j.ext, j.use, j.raw = append(j.ext, e), append(j.use, len(j.blobs)-1), j.raw+e.Length
 			return true
@@ -890,7 +895,7 @@ func getHandoffBuf(n int) []byte {
 // producer and the other users are done with them).
 func releaseHandoffs(j *streamJob) {
 	for _, bl := range j.blobs {
-		if bl.from != nil && bl.from.last == j && bl.from.err == nil && cap(bl.from.data) > 0 {
+		if bl.release && bl.from.err == nil && cap(bl.from.data) > 0 {
 			b := bl.from.data[:0]
 			bl.from.data = nil
 			handoffBufs.Put(&b)
