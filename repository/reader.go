@@ -261,11 +261,13 @@ func extentBytes(e Extent, data []byte) ([]byte, error) {
 	return data[e.Skip : e.Skip+e.Length], nil
 }
 
-// streamJob is either a hole or a run of data extents served by a few
-// blobs, each fetched and decoded once (consecutive slices of one blob,
-// and the X[a:b] N X[c:d] pattern an incremental leaves around a change,
-// decode X once). The blobs lie in at most streamRegionMax pack regions,
-// each read with one pread.
+// streamJob is either a hole or a run of data extents (and holes of at
+// most streamHoleInJob bytes) served by a few blobs, each fetched and
+// decoded once (consecutive slices of one blob, and the X[a:b] N X[c:d]
+// pattern an incremental leaves around a change, decode X once; a blob
+// also used by one of the streamHandoffJobs jobs before is handed over by
+// that job). The blobs lie in at most streamRegionMax pack regions, each
+// read with one pread.
 type streamJob struct {
 	hole    int64 // > 0: a hole of this many bytes at diskAt
 	diskAt  int64
@@ -273,13 +275,13 @@ type streamJob struct {
 	decoded int64 // plaintext bytes of the blobs
 	raw     int64 // disk bytes of the extents
 	ext     []Extent
-	use     []int // ext[i] is served by blobs[use[i]]
+	use     []int // ext[i] is served by blobs[use[i]]; -1: a hole
 	blobs   []jobBlob
 	regions []jobRegion
 
 	// planning only
-	index map[ID]int // blob id -> index in blobs
-	prev  *streamJob // the job before, for handoffs
+	index  map[ID]int   // blob id -> index in blobs
+	recent []*streamJob // the data jobs before, newest first, for handoffs
 
 	// ordered streaming only
 	done chan struct{}
@@ -292,13 +294,19 @@ type jobBlob struct {
 	id     ID
 	loc    blobLoc
 	region int      // -1 when from is set
-	from   *handoff // decoded by the previous job, which hands it over
-	to     *handoff // the next job needs it too: publish it
+	from   *handoff // decoded by an earlier job, which hands it over
+	to     *handoff // later jobs need it too: publish it
+	// release: this job is the last to use from's buffer and gives it
+	// back. Set and cleared only while the job is still being planned or
+	// held back (a later job that takes the blob over clears it), so the
+	// sink reads a settled value.
+	release bool
 }
 
-// handoff passes a decoded blob from one job to the next (a blob sliced on
-// both sides of a job boundary is decoded once). The producer publishes a
-// buffer it never reuses; the consumer only reads it.
+// handoff passes a decoded blob from the job that decodes it to later
+// jobs that use it too (a blob sliced on both sides of a job boundary is
+// decoded once). The producer publishes a buffer it never reuses; the
+// consumers only read it, and the last of them gives it back.
 type handoff struct {
 	done chan struct{}
 	data []byte
@@ -319,11 +327,29 @@ const (
 	streamReadMax = 8 << 20   // stored bytes per job (regions, gaps included)
 	streamRawMax  = 8 << 20   // decoded plaintext bytes per job, and disk bytes per job
 	streamGapMax  = 256 << 10 // a blob this close to a region joins it (the gap is read too)
+
+	// Holes up to this size stay inside a job (a zero write among the
+	// slices of one blob does not cut the job there); StreamTo writes
+	// them from zeroBuf, so at most len(zeroBuf).
+	streamHoleInJob = 1 << 20
+
+	// Planned jobs held back before they go to the workers: a blob a
+	// later job also uses is handed over by any of these (they must not
+	// have started when the later job asks). The slices of one parent
+	// chunk and the pieces of one window lie within a few MiB of disk.
+	streamHandoffJobs = 4
 )
+
+// testDecoded, when set (tests only), is called for every blob fetch decodes.
+var testDecoded func(ID)
 
 // Variables so that tests can shrink jobs and exercise handoffs.
 var (
-	streamJobMax    = 256 // extents per job
+	// Extents per job. Jobs are bounded by bytes (above); this only bounds
+	// the per-job lists. It was 256: a chain point of scattered 4 KiB
+	// writes (~45 extents per MiB) then cut a job every ~5 MiB, each cut
+	// through blobs both sides use, and each such blob was handed over.
+	streamJobMax    = 4096
 	streamRegionMax = 256 // pack regions per job (one pread each)
 )
 
@@ -331,6 +357,13 @@ var (
 func (j *streamJob) add(e Extent, l blobLoc) bool {
 	if j.index == nil {
 		j.index = map[ID]int{}
+	}
+	if e.Zero {
+		if len(j.ext) > 0 && (len(j.ext) >= streamJobMax || j.raw+e.Length > streamRawMax) {
+			return false
+		}
+		j.ext, j.use, j.raw = append(j.ext, e), append(j.use, -1), j.raw+e.Length
+		return true
 	}
 	if len(j.ext) > 0 && j.raw+e.Length > streamRawMax {
 		return false
@@ -345,15 +378,21 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 	if len(j.ext) > 0 && (len(j.ext) >= streamJobMax || j.decoded+int64(l.RawLen) > streamRawMax) {
 		return false
 	}
-	if j.prev != nil {
-		if k, ok := j.prev.index[e.ID]; ok {
-			pb := &j.prev.blobs[k]
-			if pb.to == nil {
-				pb.to = &handoff{done: make(chan struct{})}
+	// The newest held job that has the blob is its last user so far.
+	for _, pj := range j.recent {
+		if k, ok := pj.index[e.ID]; ok {
+			pb := &pj.blobs[k]
+			h := pb.from // pj received it too: the same producer serves this job
+			if h == nil {
+				if pb.to == nil {
+					pb.to = &handoff{done: make(chan struct{})}
+				}
+				h = pb.to
 			}
-			j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: -1, from: pb.to})
+			pb.release = false // this job is the last user now
+			// Its plaintext is in the producer's budget, not this job's.
+			j.blobs = append(j.blobs, jobBlob{id: e.ID, loc: l, region: -1, from: h, release: true})
 			j.index[e.ID] = len(j.blobs) - 1
-			j.decoded += int64(l.RawLen)
 			j.ext, j.use, j.raw = append(j.ext, e), append(j.use, len(j.blobs)-1), j.raw+e.Length
 			return true
 		}
@@ -361,6 +400,10 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 	// Join the region of the same pack that grows least (blobs of one
 	// backup sit close together in its packs, not always adjacent: the
 	// workers append in parallel).
+	// A region within streamGapMax joins (one pread instead of two; the
+	// gap is read too). Before, only a region the blob overlapped could
+	// win (it had to grow by less than the blob's own length), so blobs
+	// side by side in a pack were each read with a pread of their own.
 	lo, hi := int64(l.Offset), int64(l.Offset)+int64(l.StoredLen)
 	ri, grow := -1, int64(hi-lo)
 	for k := len(j.regions) - 1; k >= 0; k-- {
@@ -368,7 +411,7 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 		if r.pack != l.Pack || lo > r.off+r.length+streamGapMax || hi < r.off-streamGapMax {
 			continue
 		}
-		if g := max(hi, r.off+r.length) - min(lo, r.off) - r.length; g < grow {
+		if g := max(hi, r.off+r.length) - min(lo, r.off) - r.length; ri < 0 || g < grow {
 			ri, grow = k, g
 		}
 	}
@@ -395,32 +438,40 @@ func (j *streamJob) add(e Extent, l blobLoc) bool {
 // extents. One segment is in memory at a time.
 func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) error {
 	r := d.r
-	// A job is held back until the next one is complete: the next one may
-	// still ask it to hand over a blob.
-	var held, cur *streamJob
-	emitJob := func(j *streamJob) error {
-		j.prev, j.index = nil, nil
+	// Planned jobs wait in queue until streamHandoffJobs data jobs follow
+	// them: until then a later job may still ask one to hand over a blob.
+	var queue []*streamJob
+	var cur *streamJob
+	data := 0
+	pop := func() error {
+		j := queue[0]
+		queue = queue[1:]
+		if j.hole == 0 {
+			data--
+		}
+		j.recent, j.index = nil, nil
 		return emit(j)
 	}
-	rotate := func() error {
-		if held != nil {
-			if err := emitJob(held); err != nil {
+	push := func(j *streamJob) error {
+		queue = append(queue, j)
+		if j.hole == 0 {
+			data++
+		}
+		for data > streamHandoffJobs || (len(queue) > 0 && queue[0].hole > 0) {
+			if err := pop(); err != nil {
 				return err
 			}
 		}
-		held, cur = cur, nil
 		return nil
 	}
-	flush := func() error {
-		if err := rotate(); err != nil {
-			return err
+	recent := func() []*streamJob {
+		var out []*streamJob
+		for i := len(queue) - 1; i >= 0; i-- {
+			if queue[i].hole == 0 {
+				out = append(out, queue[i])
+			}
 		}
-		if held != nil {
-			j := held
-			held = nil
-			return emitJob(j)
-		}
-		return nil
+		return out
 	}
 	for _, ref := range d.root.Segs {
 		if err := ctx.Err(); err != nil {
@@ -431,10 +482,17 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 			return err
 		}
 		locs := make([]blobLoc, len(s.Extents))
+		seen := make(map[ID]blobLoc)
 		var missing *Extent
 		if err := r.db.View(func(tx *bolt.Tx) error {
 			for i, e := range s.Extents {
 				if e.Zero {
+					continue
+				}
+				// A chain point names each blob many times in a row (the
+				// slices around scattered changes): look it up once.
+				if l, ok := seen[e.ID]; ok {
+					locs[i] = l
 					continue
 				}
 				l, ok := lookupTx(tx, e.ID)
@@ -443,6 +501,7 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 					return nil
 				}
 				locs[i] = l
+				seen[e.ID] = l
 			}
 			return nil
 		}); err != nil {
@@ -452,11 +511,14 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 			return &CorruptBlobError{Blob: missing.ID, Pack: "(not indexed)", Err: fmt.Errorf("blob at disk offset %d: %w", missing.Offset, ErrNotFound)}
 		}
 		for i, e := range s.Extents {
-			if e.Zero {
-				if err := flush(); err != nil {
-					return err
+			if e.Zero && e.Length > streamHoleInJob {
+				if cur != nil {
+					if err := push(cur); err != nil {
+						return err
+					}
+					cur = nil
 				}
-				if err := emit(&streamJob{hole: e.Length, diskAt: e.Offset}); err != nil {
+				if err := push(&streamJob{hole: e.Length, diskAt: e.Offset}); err != nil {
 					return err
 				}
 				continue
@@ -465,26 +527,48 @@ func (d *DiskReader) planJobs(ctx context.Context, emit func(*streamJob) error) 
 				continue
 			}
 			if cur != nil {
-				if err := rotate(); err != nil {
+				if err := push(cur); err != nil {
 					return err
 				}
 			}
-			cur = &streamJob{diskAt: e.Offset, prev: held}
+			cur = &streamJob{diskAt: e.Offset, recent: recent()}
 			cur.add(e, locs[i])
 		}
 	}
-	return flush()
+	if cur != nil {
+		queue = append(queue, cur)
+	}
+	for len(queue) > 0 {
+		if err := pop(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetch reads a job's pack regions once each, decodes (verifies) every
 // blob once, and calls use for each extent's bytes in order. The regions
-// are read back to back into *buf. bufs holds reusable plaintext buffers
-// (nil: allocate, because use keeps the bytes). With bufs set the caller
+// are read back to back into *buf. *arena is a reusable plaintext buffer
+// (nil: allocate, because use keeps the bytes). With arena set the caller
 // also keeps *buf untouched until it is done with the bytes: a blob stored
 // uncompressed is then served from *buf where it was decrypted, not copied.
-func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs *[][]byte, use func(i int, b []byte) error) (err error) {
+func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf, arena *[]byte, use func(i int, b []byte) error) (err error) {
 	r := d.r
 	plain := make([][]byte, len(j.blobs))
+	if arena != nil {
+		// The arena holds compressed blobs' plaintext; the others are
+		// views of *buf or handed over in buffers of their own.
+		var need int64
+		for _, bl := range j.blobs {
+			if bl.from == nil && bl.to == nil && bl.loc.Flags&flagZstd != 0 {
+				need += int64(bl.loc.RawLen)
+			}
+		}
+		if int64(cap(*arena)) < need {
+			*arena = make([]byte, max(need, min(streamRawMax, 2*int64(cap(*arena)))))
+		}
+	}
+	used := 0 // bytes of *arena given to this job's blobs
 	// A blob handed to the next job gets its own buffer, and the next job
 	// always learns how this one ended.
 	defer func() {
@@ -498,40 +582,30 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 			}
 		}
 	}()
+	// dst is where blob k's plaintext goes: the next bytes of the arena
+	// (one buffer per set, carved blob after blob: j.decoded bounds the
+	// sum), so no job reallocates for blobs larger than the last one's.
 	dst := func(k int) []byte {
-		if bufs == nil || j.blobs[k].to != nil {
+		if arena == nil {
 			return nil
 		}
-		for len(*bufs) <= k {
-			*bufs = append(*bufs, nil)
+		n := int(j.blobs[k].loc.RawLen)
+		if j.blobs[k].to != nil {
+			// Outlives this job's buffer set: a pooled buffer the last job
+			// that uses it gives back (releaseHandoffs).
+			return getHandoffBuf(n)
 		}
-		return (*bufs)[k][:0]
+		if used+n > len(*arena) {
+			return nil
+		}
+		b := (*arena)[used : used : used+n]
+		used += n
+		return b
 	}
-	// keep records blob k's plaintext; view: it is a slice of *buf, which
-	// must not become a plaintext buffer for a later job.
-	keep := func(k int, b []byte, view bool) {
+	keep := func(k int, b []byte) {
 		plain[k] = b
 		if bl := j.blobs[k]; bl.to != nil {
 			bl.to.publish(b, nil)
-		} else if bufs != nil && !view {
-			(*bufs)[k] = b
-		}
-	}
-	for k, bl := range j.blobs {
-		if bl.from == nil {
-			continue
-		}
-		select {
-		case <-bl.from.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if bl.from.err != nil {
-			return bl.from.err
-		}
-		plain[k] = bl.from.data
-		if bl.to != nil {
-			bl.to.publish(bl.from.data, nil)
 		}
 	}
 	var total int64
@@ -539,7 +613,7 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 		total += rg.length
 	}
 	if int64(cap(*buf)) < total {
-		*buf = make([]byte, total)
+		*buf = make([]byte, max(total, min(streamReadMax, 2*int64(cap(*buf)))))
 	}
 	all := (*buf)[:total]
 	for ri, rg := range j.regions {
@@ -556,13 +630,16 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 				if err != nil {
 					return err
 				}
-				keep(k, data, false)
+				if testDecoded != nil {
+					testDecoded(bl.id)
+				}
+				keep(k, data)
 				continue
 			}
 			start := int64(bl.loc.Offset) - rg.off
 			stored := b[start : start+int64(bl.loc.StoredLen)]
 			var data []byte
-			view := bufs != nil && bl.to == nil && bl.loc.Flags&flagZstd == 0
+			view := arena != nil && bl.to == nil && bl.loc.Flags&flagZstd == 0
 			if view {
 				data, err = r.codec.decodeView(nil, bl.loc.entry(bl.id), stored)
 			} else {
@@ -571,10 +648,37 @@ func (d *DiskReader) fetch(ctx context.Context, j *streamJob, buf *[]byte, bufs 
 			if err != nil {
 				return &CorruptBlobError{Blob: bl.id, Pack: rg.pack.String(), Err: err}
 			}
-			keep(k, data, view)
+			if testDecoded != nil {
+				testDecoded(bl.id)
+			}
+			keep(k, data)
 		}
 	}
+	// Blobs an earlier job decodes, waited for only now: this job's own
+	// reads and decodes run meanwhile (waiting first made the jobs of a
+	// chain point, nearly all of which share a blob with the one before,
+	// run one after the other).
+	for k, bl := range j.blobs {
+		if bl.from == nil {
+			continue
+		}
+		select {
+		case <-bl.from.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if bl.from.err != nil {
+			return bl.from.err
+		}
+		plain[k] = bl.from.data
+	}
 	for i, e := range j.ext {
+		if j.use[i] < 0 {
+			if err := use(i, nil); err != nil {
+				return err
+			}
+			continue
+		}
 		part, err := extentBytes(e, plain[j.use[i]])
 		if err != nil {
 			return &CorruptBlobError{Blob: e.ID, Pack: j.blobs[j.use[i]].loc.Pack.String(), Err: err}
@@ -643,6 +747,9 @@ func (d *DiskReader) Stream(ctx context.Context, w io.WriterAt, progress func(do
 			done += j.hole
 		} else {
 			for i, b := range j.out {
+				if j.use[i] < 0 {
+					continue // a hole inside the job: left unwritten
+				}
 				if err := sw.write(b, j.ext[i].Offset); err != nil {
 					return err
 				}
@@ -753,6 +860,7 @@ func (d *DiskReader) ordered(ctx context.Context, sink func(j *streamJob) error)
 			if err := sink(j); err != nil {
 				return err
 			}
+			releaseHandoffs(j)
 			if bb := j.bufs; bb != nil {
 				clear(j.out)
 				bb.out, j.out, j.bufs = j.out, nil, nil
@@ -764,18 +872,49 @@ func (d *DiskReader) ordered(ctx context.Context, sink func(j *streamJob) error)
 	return g.Wait()
 }
 
+// handoffBufs recycles the plaintext buffers of blobs handed from one job
+// to the next: a chain point hands over a blob at almost every job
+// boundary, and a fresh 1 MiB buffer each time was garbage to collect and
+// fresh pages to fault in.
+var handoffBufs sync.Pool // *[]byte
+
+func getHandoffBuf(n int) []byte {
+	if p, ok := handoffBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// releaseHandoffs gives back, once the sink is done with job j, the
+// buffers of blobs j was the last to use (sinks run in disk order, so the
+// producer and the other users are done with them).
+func releaseHandoffs(j *streamJob) {
+	for _, bl := range j.blobs {
+		if bl.release && bl.from.err == nil && cap(bl.from.data) > 0 {
+			b := bl.from.data[:0]
+			bl.from.data = nil
+			handoffBufs.Put(&b)
+		}
+	}
+}
+
 // streamBufs is one job's buffers in ordered, reused from job to job.
 type streamBufs struct {
 	stored []byte   // the job's pack regions, back to back
-	plain  [][]byte // plaintext of compressed blobs
+	plain  []byte   // plaintext of compressed blobs, carved blob after blob
 	out    [][]byte // the extents' bytes, views of the two above
 }
 
 // Writes this large go straight from a job's buffers; smaller adjacent
-// extents (the slices and pieces of incrementals) are gathered first.
+// extents (the slices and pieces of incrementals) are gathered first, in
+// a buffer small enough to stay in the core's cache between the copy and
+// the kernel's read of it. Measured on the 4 GiB chain point (labelled
+// profile, three restores): the writer's CPU was 1.31-1.64 s with a
+// 4 MiB buffer (the same with pwritev of the uncopied extents), 1.21-1.26
+// s with 256 KiB, the full point's 1.07-1.22 s.
 const (
 	seqDirectMin = 256 << 10
-	seqGatherMax = 4 << 20
+	seqGatherMax = 256 << 10
 )
 
 // seqWriter writes extents in disk order, gathering runs of small
@@ -851,6 +990,9 @@ func (d *DiskReader) StreamTo(ctx context.Context, w io.Writer, progress func(do
 			}
 		} else {
 			for i, b := range j.out {
+				if j.use[i] < 0 {
+					b = zeroBuf[:j.ext[i].Length] // a hole inside the job
+				}
 				if err := sw.write(b, j.ext[i].Offset); err != nil {
 					return err
 				}

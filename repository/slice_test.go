@@ -45,6 +45,13 @@ func patchImage(rng *rand.Rand, img []byte, n, maxLen int) ([]byte, [][2]int) {
 // new chunks (holes when zero), the rest slices of the parent's extents.
 func sliceMap(t testing.TB, s *Session, parent []Extent, img []byte, changed [][2]int) []Extent {
 	t.Helper()
+	return sliceMapWindow(t, s, parent, img, changed, 128<<10)
+}
+
+// sliceMapWindow is sliceMap coalescing the changed ranges of each window
+// of the given size.
+func sliceMapWindow(t testing.TB, s *Session, parent []Extent, img []byte, changed [][2]int, window int) []Extent {
+	t.Helper()
 	ctx := context.Background()
 	var out []Extent
 	add := func(e Extent) {
@@ -70,7 +77,6 @@ func sliceMap(t testing.TB, s *Session, parent []Extent, img []byte, changed [][
 	}
 	// Coalesce, as the backup engine does, the changed ranges of one window
 	// that hold data into one blob: each becomes a slice of it.
-	const window = 128 << 10
 	type place struct {
 		id   ID
 		skip int64
