@@ -261,19 +261,8 @@ func TestCrashWalk(t *testing.T) {
 	if testing.Short() {
 		target = 120
 	}
-	if s := os.Getenv("CRASHWALK_KILLS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("CRASHWALK_KILLS=%q is not a positive number", s)
-		}
-		target = n
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("CRASHWALK_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (CRASHWALK_SEED reruns it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	target = envCount(t, "CRASHWALK_KILLS", target)
+	rng, seed := walkRand(t, 3)
 	start := time.Now()
 	ctx := context.Background()
 	base := fastDir(t)
@@ -505,17 +494,7 @@ func (w *walker) cleanOps(reclaim bool) {
 			}
 		}
 	}
-	for len(pts) > 3 {
-		if err := r.Delete(w.ctx, pts[0].ID); err != nil {
-			w.v.loss("delete %s: %v", pts[0].ID, err)
-			return
-		}
-		delete(w.v.points, pts[0].ID)
-		pts = pts[1:]
-	}
-	if _, err := r.Reclaim(w.ctx, nil); err != nil {
-		w.v.loss("next reclaim failed: %v", err)
-	}
+	w.v.pruneTo(w.ctx, r, pts, 3, "")
 }
 
 // TestCrashWalkState kills the state.db writer at every transaction: the
@@ -573,4 +552,31 @@ func TestCrashWalkState(t *testing.T) {
 		}
 	}
 	t.Logf("state.db: %d kills, %d acknowledged writes, 0 lost", kills, len(acked))
+}
+
+// envCount returns the positive number in the environment variable name,
+// or def when it is unset; anything else fails the test.
+func envCount(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q is not a positive number", name, s)
+	}
+	return n
+}
+
+// walkRand returns a walk's random source: seeded from the clock, or from
+// CRASHWALK_SEED to rerun a walk; stream keeps the walks' sequences apart.
+func walkRand(t *testing.T, stream uint64) (*rand.Rand, uint64) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASHWALK_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (CRASHWALK_SEED reruns it)", seed)
+	return rand.New(rand.NewPCG(seed, stream)), seed
 }

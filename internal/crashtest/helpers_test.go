@@ -130,6 +130,23 @@ func newVerifier() *verifier {
 	return &verifier{points: map[string][32]byte{}, byVM: map[string][32]byte{}}
 }
 
+// pruneTo deletes the oldest of pts (oldest first) until keep are left,
+// forgets them, and reclaims: the next operation after a kill must work.
+// what names the repository in a loss ("" or "local ").
+func (v *verifier) pruneTo(ctx context.Context, r *repository.Repository, pts []repository.Point, keep int, what string) {
+	for len(pts) > keep {
+		if err := r.Delete(ctx, pts[0].ID); err != nil {
+			v.loss("delete %s%s: %v", what, pts[0].ID, err)
+			return
+		}
+		delete(v.points, pts[0].ID)
+		pts = pts[1:]
+	}
+	if _, err := r.Reclaim(ctx, nil); err != nil {
+		v.loss("%snext reclaim failed: %v", what, err)
+	}
+}
+
 func (v *verifier) loss(format string, args ...any) {
 	v.losses++
 	if len(v.lossLog) < 20 {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,19 +94,8 @@ func TestCrashWalkS3(t *testing.T) {
 	if testing.Short() {
 		hits = 1
 	}
-	if s := os.Getenv("S3CRASHWALK_HITS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("S3CRASHWALK_HITS=%q is not a positive number", s)
-		}
-		hits = n
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("CRASHWALK_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (CRASHWALK_SEED reruns it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 5))
+	hits = envCount(t, "S3CRASHWALK_HITS", hits)
+	rng, seed := walkRand(t, 5)
 	start := time.Now()
 	ctx := context.Background()
 
@@ -594,17 +581,7 @@ func (w *s3walker) pruneLocal(r *repository.Repository) {
 		w.lv.loss("list local: %v", err)
 		return
 	}
-	for len(pts) > 4 {
-		if err := r.Delete(w.ctx, pts[0].ID); err != nil {
-			w.lv.loss("delete local %s: %v", pts[0].ID, err)
-			return
-		}
-		delete(w.lv.points, pts[0].ID)
-		pts = pts[1:]
-	}
-	if _, err := r.Reclaim(w.ctx, nil); err != nil {
-		w.lv.loss("local reclaim failed: %v", err)
-	}
+	w.lv.pruneTo(w.ctx, r, pts, 4, "local ")
 }
 
 // loseCache removes the S3 repository's catalog cache (index.db, and the

@@ -18,20 +18,6 @@ import (
 	"github.com/vmvault/vmvault/repository/s3store"
 )
 
-// procCPU returns a process's user+system CPU seconds from /proc/PID/stat.
-func procCPU(tb testing.TB, pid int) float64 {
-	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		tb.Fatalf("gateway CPU: %v", err)
-	}
-	// The command name may hold spaces: fields start after the last ')'.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64) // utime (field 14)
-	st, _ := strconv.ParseFloat(f[12], 64) // stime (field 15)
-	return (ut + st) / 100                 // USER_HZ is 100 on Linux
-}
-
 // run is one appliance command's cost.
 type run struct {
 	wall, cpu, gwCPU float64 // seconds
@@ -42,7 +28,7 @@ func (c *cli) timed(b *testing.B, gwPID int, args ...string) (run, string) {
 	b.Helper()
 	var gw0 float64
 	if gwPID > 0 {
-		gw0 = procCPU(b, gwPID)
+		gw0 = s3store.ProcessCPU(b, gwPID)
 	}
 	cmd := c.cmd(args...)
 	var out strings.Builder
@@ -60,7 +46,7 @@ func (c *cli) timed(b *testing.B, gwPID int, args ...string) (run, string) {
 		r.rssMiB = float64(ru.Maxrss) / 1024
 	}
 	if gwPID > 0 {
-		r.gwCPU = procCPU(b, gwPID) - gw0
+		r.gwCPU = s3store.ProcessCPU(b, gwPID) - gw0
 	}
 	return r, out.String()
 }

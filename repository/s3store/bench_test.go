@@ -18,19 +18,6 @@ import (
 	"github.com/vmvault/vmvault/repository/storage"
 )
 
-// procCPU is a process's user+system CPU seconds (/proc/PID/stat).
-func procCPU(tb testing.TB, pid int) float64 {
-	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		tb.Fatalf("gateway CPU: %v", err)
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64) // utime (field 14)
-	st, _ := strconv.ParseFloat(f[12], 64) // stime (field 15)
-	return (ut + st) / 100                 // USER_HZ is 100 on Linux
-}
-
 func selfCPU() float64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -122,13 +109,13 @@ func BenchmarkUploadChecksum(b *testing.B) {
 			// page cache), measured up to ±0.4 s.
 			for k := range ways {
 				way := ways[(r+k)%len(ways)]
-				g0, s0 := procCPU(b, srv.PID), selfCPU()
+				g0, s0 := srv.CPUSeconds(b), selfCPU()
 				for i := range packs {
 					if err := put(way, fmt.Sprintf("packs/%s/%d-%d", way, r, i)); err != nil {
 						b.Fatalf("%s: %v", way, err)
 					}
 				}
-				gw[way] = append(gw[way], procCPU(b, srv.PID)-g0)
+				gw[way] = append(gw[way], srv.CPUSeconds(b)-g0)
 				self[way] = append(self[way], selfCPU()-s0)
 				for i := range packs { // the server's disk and page cache stay as they were
 					if err := st.Delete(ctx, fmt.Sprintf("packs/%s/%d-%d", way, r, i)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,6 +26,28 @@ type TestServer struct {
 	Endpoint string // 127.0.0.1:port
 	Dir      string // the posix backend's root
 	PID      int    // the server process (benchmarks read its CPU time)
+}
+
+// CPUSeconds returns the server process's user+system CPU seconds so far
+// (/proc/PID/stat): benchmarks charge the gateway, which shares the
+// machine's cores with the appliance, with what it spent.
+func (s *TestServer) CPUSeconds(tb testing.TB) float64 {
+	tb.Helper()
+	return ProcessCPU(tb, s.PID)
+}
+
+// ProcessCPU returns a process's user+system CPU seconds so far.
+func ProcessCPU(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatalf("CPU of process %d: %v", pid, err)
+	}
+	// The command name may hold spaces: fields start after the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64) // utime (field 14)
+	st, _ := strconv.ParseFloat(f[12], 64) // stime (field 15)
+	return (ut + st) / 100                 // USER_HZ is 100 on Linux
 }
 
 // Location returns s3:http://endpoint/bucket[/prefix].
