@@ -20,17 +20,7 @@ func TestServeDelayedDeleteExecutes(t *testing.T) {
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo")
 	p := repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
-	clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
-	cfg := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: state
-sessions: {ttl: 720h}
-approvals: {delay: 24h}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, repoDir)
-	td := startDaemon(t, dir, cfg, map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-9"}, Options{Clock: clk})
+	td, clk := startWithApprovals(t, dir, repoDir)
 	api, csrf := cookieLogin(t, td.addr, "admin-secret-9")
 
 	code, body := api.call("DELETE", "/api/v1/restore-points/"+p.ID, nil, csrf)
@@ -84,4 +74,23 @@ repositories:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startWithApprovals starts a daemon with one repository, main at repoDir
+// (passphrase "repo-pass"), approvals.delay 24h, a fake clock and the
+// administrator password "admin-secret-9".
+func startWithApprovals(t *testing.T, dir, repoDir string) (*testDaemon, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
+	cfg := fmt.Sprintf(`
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: state
+sessions: {ttl: 720h}
+approvals: {delay: 24h}
+repositories:
+  - {name: main, path: %s, passphrase_env: MAIN_PASS}
+`, repoDir)
+	td := startDaemon(t, dir, cfg, map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-9"}, Options{Clock: clk})
+	return td, clk
 }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web/api"
 )
@@ -76,17 +74,7 @@ func TestRemoveRepositoryWithApproval(t *testing.T) {
 	repository.TestRepositoryWithPoint(t, repoDir, "repo-pass")
 	offsite := filepath.Join(dir, "offsite")
 	p := repository.TestRepositoryWithPoint(t, offsite, "offsite-pass")
-	clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
-	cfg := fmt.Sprintf(`
-listen: 127.0.0.1:0
-tls: {disable: true}
-state_dir: state
-sessions: {ttl: 720h}
-approvals: {delay: 24h}
-repositories:
-  - {name: main, path: %s, passphrase_env: MAIN_PASS}
-`, repoDir)
-	td := startDaemon(t, dir, cfg, map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-9"}, Options{Clock: clk})
+	td, clk := startWithApprovals(t, dir, repoDir)
 	admin, csrf := cookieLogin(t, td.addr, "admin-secret-9")
 	if code, body := admin.call("POST", "/api/v1/users", map[string]any{"username": "bob", "password": "bob-password-12", "role": "administrator"}, csrf); code != 201 {
 		t.Fatalf("user bob: %d %s", code, body)

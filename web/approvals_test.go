@@ -45,14 +45,7 @@ func newApprovalFixture(t *testing.T, delay time.Duration) *approvalFixture {
 		}
 		c.Approvals = m
 	})
-	ctx := context.Background()
-	if _, err := am.CreateUser(ctx, "bob", "another-secret-password", auth.RoleAdministrator); err != nil {
-		t.Fatal(err)
-	}
-	bob, _, err := am.CreateToken(ctx, auth.Principal{User: "bob", Role: auth.RoleAdministrator}, "bob", auth.RoleAdministrator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := secondAdmin(t, am)
 	return &approvalFixture{fixture: f, bob: bob}
 }
 
@@ -342,4 +335,19 @@ func anyMessage(evs []policy.Event, s string) bool {
 		}
 	}
 	return false
+}
+
+// secondAdmin creates administrator bob, the second administrator an
+// approval needs, and returns his API token.
+func secondAdmin(t *testing.T, am *auth.Manager) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := am.CreateUser(ctx, "bob", "another-secret-password", auth.RoleAdministrator); err != nil {
+		t.Fatal(err)
+	}
+	bob, _, err := am.CreateToken(ctx, auth.Principal{User: "bob", Role: auth.RoleAdministrator}, "bob", auth.RoleAdministrator, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bob
 }

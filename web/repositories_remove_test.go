@@ -68,14 +68,7 @@ func newRemoveFixture(t *testing.T, delay time.Duration) (*fixture, *reposvc.Set
 		}
 		c.Approvals = m
 	})
-	ctx := context.Background()
-	if _, err := am.CreateUser(ctx, "bob", "another-secret-password", auth.RoleAdministrator); err != nil {
-		t.Fatal(err)
-	}
-	bob, _, err := am.CreateToken(ctx, auth.Principal{User: "bob", Role: auth.RoleAdministrator}, "bob", auth.RoleAdministrator, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := secondAdmin(t, am)
 	return f, rs, bob
 }
 
