@@ -195,22 +195,15 @@ func (r *Repository) applyHolds(pts []Point) {
 // date before the current one is refused with a PointLockedError naming
 // the current date. The date is kept to the second.
 func (r *Repository) LockUntil(ctx context.Context, id string, until time.Time) error {
-	if err := r.writable("time-lock restore point " + id); err != nil {
-		return err
-	}
-	if err := r.enter(); err != nil {
-		return err
-	}
-	defer r.leave()
-	p, err := r.Point(ctx, id)
+	p, pid, leave, err := r.pointChange(ctx, "time-lock", id)
 	if err != nil {
 		return err
 	}
+	defer leave()
 	until = until.UTC().Truncate(time.Second)
 	if !until.After(r.now()) {
 		return fmt.Errorf("lock %s until %s: the date is not in the future", p.ID, until.Format(time.RFC3339))
 	}
-	pid, _ := ParseID(p.ID)
 	cur := r.heldUntil(pid)
 	if until.Equal(cur) {
 		return nil

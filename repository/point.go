@@ -335,18 +335,11 @@ func (r *Repository) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Repository) deletePoint(ctx context.Context, id string) error {
-	if err := r.writable("delete restore point " + id); err != nil {
-		return err
-	}
-	if err := r.enter(); err != nil {
-		return err
-	}
-	defer r.leave()
-	p, err := r.Point(ctx, id)
+	p, pid, leave, err := r.pointChange(ctx, "delete", id)
 	if err != nil {
 		return err
 	}
-	pid, _ := ParseID(p.ID)
+	defer leave()
 	if err := r.checkDeletable(ctx, p, pid); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
@@ -377,6 +370,24 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 	return nil
 }
 
+// pointChange begins a change ("delete", "lock", "time-lock") of the
+// restore point id (or unique prefix): the repository must be writable and
+// stays open until the caller calls leave.
+func (r *Repository) pointChange(ctx context.Context, what, id string) (p Point, pid ID, leave func(), err error) {
+	if err := r.writable(what + " restore point " + id); err != nil {
+		return Point{}, ID{}, nil, err
+	}
+	if err := r.enter(); err != nil {
+		return Point{}, ID{}, nil, err
+	}
+	if p, err = r.Point(ctx, id); err != nil {
+		r.leave()
+		return Point{}, ID{}, nil, err
+	}
+	pid, _ = ParseID(p.ID)
+	return p, pid, r.leave, nil
+}
+
 // Lock protects a restore point from deletion, retention and reclaim.
 func (r *Repository) Lock(ctx context.Context, id string) error { return r.setLocked(ctx, id, true) }
 
@@ -384,18 +395,11 @@ func (r *Repository) Lock(ctx context.Context, id string) error { return r.setLo
 func (r *Repository) Unlock(ctx context.Context, id string) error { return r.setLocked(ctx, id, false) }
 
 func (r *Repository) setLocked(ctx context.Context, id string, locked bool) error {
-	if err := r.writable("lock restore point " + id); err != nil {
-		return err
-	}
-	if err := r.enter(); err != nil {
-		return err
-	}
-	defer r.leave()
-	p, err := r.Point(ctx, id)
+	p, pid, leave, err := r.pointChange(ctx, "lock", id)
 	if err != nil {
 		return err
 	}
-	pid, _ := ParseID(p.ID)
+	defer leave()
 	if err := r.writeRecord(record{Manifest: pid, Locked: locked}); err != nil {
 		return err
 	}
