@@ -184,17 +184,7 @@ func TestServeActiveFull(t *testing.T) {
 	dir := t.TempDir()
 	sd, _ := startLabDaemon(t, l, dir, "admin-secret-q", "", Options{})
 	api, csrf := cookieLogin(t, sd.addr, "admin-secret-q")
-	var vms []struct{ InstanceUUID, Name string }
-	_, body := api.call("GET", "/api/v1/vms", nil, nil)
-	if err := json.Unmarshal(body, &vms); err != nil {
-		t.Fatal(err)
-	}
-	uuid := ""
-	for _, v := range vms {
-		if v.Name == vm {
-			uuid = v.InstanceUUID
-		}
-	}
+	uuid := api.vmUUID(vm)
 	job := quiesceJob("full2", uuid, "none", false)
 	job["activeFullEvery"] = 2
 	if code, body := api.call("POST", "/api/v1/jobs", job, csrf); code != 201 {
@@ -230,7 +220,7 @@ func TestServeActiveFull(t *testing.T) {
 	runOnce(1)
 	second := runOnce(2)
 	third := runOnce(3)
-	_, body = api.call("GET", "/api/v1/restore-points/"+second, nil, nil)
+	_, body := api.call("GET", "/api/v1/restore-points/"+second, nil, nil)
 	if strings.Contains(string(body), "active full") {
 		t.Fatalf("the second backup is an active full already: %s", body)
 	}

@@ -66,17 +66,7 @@ func TestServeDisasterRecovery(t *testing.T) {
 	extra := fmt.Sprintf("  - {name: offsite, path: %s, passphrase_env: MAIN_PASS}\n", offsiteDir)
 	a, repoDir := startLabDaemon(t, l, dirA, "admin-secret-a", extra, Options{ConfigSaveDebounce: 50 * time.Millisecond})
 	api, csrf := cookieLogin(t, a.addr, "admin-secret-a")
-	var vms []struct{ InstanceUUID, Name string }
-	_, body := api.call("GET", "/api/v1/vms", nil, nil)
-	if err := json.Unmarshal(body, &vms); err != nil {
-		t.Fatal(err)
-	}
-	uuid := ""
-	for _, v := range vms {
-		if v.Name == vm {
-			uuid = v.InstanceUUID
-		}
-	}
+	uuid := api.vmUUID(vm)
 	if code, body := api.call("POST", "/api/v1/jobs", quiesceJob("nightly", uuid, "none", false), csrf); code != 201 {
 		t.Fatalf("job: %d %s", code, body)
 	}
@@ -132,7 +122,7 @@ func TestServeDisasterRecovery(t *testing.T) {
 		}
 		return false, string(body)
 	})
-	_, body = api.call("GET", "/api/v1/dashboard", nil, nil)
+	_, body := api.call("GET", "/api/v1/dashboard", nil, nil)
 	var dash struct {
 		Offsite *struct{ Protected, Copied int }
 	}

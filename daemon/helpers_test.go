@@ -187,3 +187,21 @@ func cookieLogin(t *testing.T, addr, password string) (*apiClient, map[string]st
 	_ = json.Unmarshal(body, &login)
 	return api, map[string]string{"X-CSRF-Token": login.CSRFToken}
 }
+
+// vmUUID returns the instance UUID of the inventory's VM of that name
+// (GET /vms); a VM the inventory lacks fails the test.
+func (a *apiClient) vmUUID(name string) string {
+	a.t.Helper()
+	var vms []struct{ InstanceUUID, Name string }
+	_, body := a.call("GET", "/api/v1/vms", nil, nil)
+	if err := json.Unmarshal(body, &vms); err != nil {
+		a.t.Fatal(err)
+	}
+	for _, v := range vms {
+		if v.Name == name {
+			return v.InstanceUUID
+		}
+	}
+	a.t.Fatalf("VM %s is not in the inventory: %s", name, body)
+	return ""
+}

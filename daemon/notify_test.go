@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -184,18 +183,7 @@ smtp:
 	}
 	mb.wait(t, "[vmvault] test mail from ", 30*time.Second)
 
-	var vms []struct{ InstanceUUID, Name string }
-	_, body := api.call("GET", "/api/v1/vms", nil, nil)
-	_ = json.Unmarshal(body, &vms)
-	uuid := ""
-	for _, v := range vms {
-		if v.Name == "DC0_H0_VM0" {
-			uuid = v.InstanceUUID
-		}
-	}
-	if uuid == "" {
-		t.Fatalf("inventory: %s", body)
-	}
+	uuid := api.vmUUID("DC0_H0_VM0")
 	// Several faults: enabling CBT takes a snapshot of its own before the
 	// backup's snapshot.
 	for range 3 {
