@@ -75,7 +75,7 @@ func TestUserSnapshotChainBackedUp(t *testing.T) {
 	write(t, l, vm, 0, 0, randomData(rng, 1<<20))
 	write(t, l, vm, 0, 6<<20, randomData(rng, 512<<10))
 	first := run(t, e, vm) // no user snapshot yet: CBT on, datastore read
-	sameBytes(t, "before the user's snapshots", pointDisk(t, r, first.RestorePoint, 0), diskImage(t, l, vm, 0))
+	labtest.SameBytes(t, "before the user's snapshots", labtest.PointDisk(t, r, first.RestorePoint, 0), diskImage(t, l, vm, 0))
 
 	write(t, l, vm, 0, 2<<20, randomData(rng, 256<<10))
 	userSnapshot(t, l, vm, "before-upgrade")
@@ -95,7 +95,7 @@ func TestUserSnapshotChainBackedUp(t *testing.T) {
 	}
 	gets := l.NFCGets()
 	res := run(t, e, vm)
-	sameBytes(t, "backup over a snapshot chain", pointDisk(t, r, res.RestorePoint, 0), want)
+	labtest.SameBytes(t, "backup over a snapshot chain", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 	if d := res.Disks[0]; d.Reader != backup.ReaderNFC || d.Mode != backup.ModeIncremental {
 		t.Errorf("disk read by %q in mode %q (%s), want nfc incremental", d.Reader, d.Mode, d.Reason)
 	}
@@ -115,12 +115,12 @@ func TestUserSnapshotChainBackedUp(t *testing.T) {
 	}
 	// The administrator's chain still holds its data: the guest sees the
 	// same disk after our snapshot was consolidated away.
-	sameBytes(t, "guest view after our snapshot went", diskImage(t, l, vm, 0), want)
+	labtest.SameBytes(t, "guest view after our snapshot went", diskImage(t, l, vm, 0), want)
 
 	write(t, l, vm, 0, 5<<20, randomData(rng, 192<<10))
 	want = diskImage(t, l, vm, 0)
 	res = run(t, e, vm)
-	sameBytes(t, "incremental over a snapshot chain", pointDisk(t, r, res.RestorePoint, 0), want)
+	labtest.SameBytes(t, "incremental over a snapshot chain", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 	if d := res.Disks[0]; d.Mode != backup.ModeIncremental || d.BytesRead > 512<<10 {
 		t.Errorf("second backup: mode %s, read %d bytes for 192 KiB of writes", d.Mode, d.BytesRead)
 	}
@@ -155,8 +155,8 @@ func TestUnservedDiskGoesThroughNFC(t *testing.T) {
 			for round := range 2 {
 				want0, want1 := diskImage(t, l, vm, 0), diskImage(t, l, vm, 1)
 				res := run(t, e, vm)
-				sameBytes(t, fmt.Sprintf("round %d disk 0", round), pointDisk(t, r, res.RestorePoint, 0), want0)
-				sameBytes(t, fmt.Sprintf("round %d disk 1", round), pointDisk(t, r, res.RestorePoint, 1), want1)
+				labtest.SameBytes(t, fmt.Sprintf("round %d disk 0", round), labtest.PointDisk(t, r, res.RestorePoint, 0), want0)
+				labtest.SameBytes(t, fmt.Sprintf("round %d disk 1", round), labtest.PointDisk(t, r, res.RestorePoint, 1), want1)
 				if res.Disks[0].Reader != backup.ReaderDatastore || res.Disks[1].Reader != backup.ReaderNFC {
 					t.Errorf("round %d: readers %q, %q; want datastore, nfc", round, res.Disks[0].Reader, res.Disks[1].Reader)
 				}
@@ -208,7 +208,7 @@ func TestUnsupportedDisksSkippedOrRequired(t *testing.T) {
 	if len(res.Disks) != 1 {
 		t.Fatalf("backed up %d disks, want 1", len(res.Disks))
 	}
-	sameBytes(t, "the supported disk", pointDisk(t, r, res.RestorePoint, 0), want)
+	labtest.SameBytes(t, "the supported disk", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 	if !hasWarning(res.Warnings, "independent disks are excluded") || !hasWarning(res.Warnings, "physical-mode RDM") {
 		t.Errorf("warnings %q", res.Warnings)
 	}
@@ -252,7 +252,7 @@ func TestPoweredOffAndTemplate(t *testing.T) {
 
 	want := diskImage(t, l, off, 0)
 	res := run(t, e, off, func(r *backup.Request) { r.Quiesce = backup.QuiesceRequire })
-	sameBytes(t, "powered-off VM", pointDisk(t, r, res.RestorePoint, 0), want)
+	labtest.SameBytes(t, "powered-off VM", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 	if hasWarning(res.Warnings, "quiesce") {
 		t.Errorf("powered-off VM warnings %q", res.Warnings)
 	}
@@ -265,7 +265,7 @@ func TestPoweredOffAndTemplate(t *testing.T) {
 	}
 	want = diskImage(t, l, tmpl, 0)
 	res = run(t, e, tmpl)
-	sameBytes(t, "template", pointDisk(t, r, res.RestorePoint, 0), want)
+	labtest.SameBytes(t, "template", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 	if p, _ := pointConfig(t, r, res.RestorePoint); p.Tags["template"] != "true" {
 		t.Errorf("template point tags %v", p.Tags)
 	}
@@ -305,7 +305,7 @@ func TestVSANDatastoreGoesThroughNFC(t *testing.T) {
 				if reports == 0 || last == 0 || backwards {
 					t.Errorf("round %d: %d disk progress reports, last bytes read %d, went backwards %v", round, reports, last, backwards)
 				}
-				sameBytes(t, fmt.Sprintf("round %d", round), pointDisk(t, r, res.RestorePoint, 0), want)
+				labtest.SameBytes(t, fmt.Sprintf("round %d", round), labtest.PointDisk(t, r, res.RestorePoint, 0), want)
 				if d := res.Disks[0]; d.Reader != backup.ReaderNFC || round == 1 && d.Mode != backup.ModeIncremental {
 					t.Errorf("round %d: reader %q mode %q", round, d.Reader, d.Mode)
 				}

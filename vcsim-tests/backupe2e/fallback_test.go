@@ -78,7 +78,7 @@ func TestFallbacks(t *testing.T) {
 			write(t, l, tc.vm, 0, 0, randomData(rng, 1<<20))
 			write(t, l, tc.vm, 0, 6<<20, randomData(rng, 512<<10))
 			first := run(t, e, tc.vm)
-			sameBytes(t, "first", pointDisk(t, r, first.RestorePoint, 0), diskImage(t, l, tc.vm, 0))
+			labtest.SameBytes(t, "first", labtest.PointDisk(t, r, first.RestorePoint, 0), diskImage(t, l, tc.vm, 0))
 			r2 := r
 			if tc.between != nil {
 				if nr := tc.between(t, r, first); nr != nil {
@@ -97,7 +97,7 @@ func TestFallbacks(t *testing.T) {
 			if tc.parent != nil && res.Parent != tc.parent(first) {
 				t.Errorf("parent %s, want %s", res.Parent, tc.parent(first))
 			}
-			sameBytes(t, "after fallback", pointDisk(t, r2, res.RestorePoint, 0), img)
+			labtest.SameBytes(t, "after fallback", labtest.PointDisk(t, r2, res.RestorePoint, 0), img)
 			noSnapshots(t, l, tc.vm)
 			// And the next one is incremental again (unless CBT stays off).
 			write(t, l, tc.vm, 0, 100<<10, randomData(rng, 4096))
@@ -106,7 +106,7 @@ func TestFallbacks(t *testing.T) {
 			if want := map[bool]string{true: backup.ModeFull, false: backup.ModeIncremental}[tc.name == "CBT off"]; res.Mode != want {
 				t.Errorf("third backup mode %s, want %s (%q)", res.Mode, want, res.Warnings)
 			}
-			sameBytes(t, "third", pointDisk(t, r2, res.RestorePoint, 0), img)
+			labtest.SameBytes(t, "third", labtest.PointDisk(t, r2, res.RestorePoint, 0), img)
 		})
 	}
 }
@@ -147,7 +147,7 @@ func TestMultiDiskAddRemove(t *testing.T) {
 		if res.Disks[i].Capacity != sizes[i] {
 			t.Errorf("disk %d capacity %d, want %d", i, res.Disks[i].Capacity, sizes[i])
 		}
-		sameBytes(t, "multi-disk", pointDisk(t, r, res.RestorePoint, i), want[i])
+		labtest.SameBytes(t, "multi-disk", labtest.PointDisk(t, r, res.RestorePoint, i), want[i])
 	}
 	// The configuration blob describes all four disks, NICs, CPUs.
 	p, err := r.Point(context.Background(), res.RestorePoint)
@@ -183,7 +183,7 @@ func TestMultiDiskAddRemove(t *testing.T) {
 		t.Errorf("modes %v: want the kept disks incremental and the new one read in full", modes)
 	}
 	for i, lab := range []int{0, 1, 3} {
-		sameBytes(t, "after add/remove", pointDisk(t, r, res2.RestorePoint, i), diskImage(t, l, vm, lab))
+		labtest.SameBytes(t, "after add/remove", labtest.PointDisk(t, r, res2.RestorePoint, i), diskImage(t, l, vm, lab))
 	}
 	noSnapshots(t, l, vm)
 	checkRepo(t, r)

@@ -112,7 +112,7 @@ func TestFaults(t *testing.T) {
 		if c.Stats().Retries == retries {
 			t.Error("no read was retried")
 		}
-		sameBytes(t, "after a retried read", pointDisk(t, r, res.RestorePoint, 0), img)
+		labtest.SameBytes(t, "after a retried read", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 		noSnapshots(t, l, vm)
 	})
 	t.Run("read fails for good", func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestFaults(t *testing.T) {
 		if res.Mode != backup.ModeIncremental {
 			t.Errorf("after a failed run: mode %s", res.Mode)
 		}
-		sameBytes(t, "after a failed run", pointDisk(t, r, res.RestorePoint, 0), img)
+		labtest.SameBytes(t, "after a failed run", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 	})
 	t.Run("snapshot removal fails", func(t *testing.T) {
 		l.FailMethod("RemoveSnapshot_Task", &types.InvalidState{}, 100)
@@ -145,7 +145,7 @@ func TestFaults(t *testing.T) {
 		if res.SnapshotLeft == "" || !hasWarning(res.Warnings, "could not remove backup snapshot") {
 			t.Fatalf("removal failure not reported: left %q, warnings %q", res.SnapshotLeft, res.Warnings)
 		}
-		sameBytes(t, "point with a left snapshot", pointDisk(t, r, res.RestorePoint, 0), img)
+		labtest.SameBytes(t, "point with a left snapshot", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 		if names, _ := l.Snapshots(vm); len(names) != 1 {
 			t.Fatalf("snapshots %v, want the one left", names)
 		}
@@ -155,7 +155,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("next run did not sweep: %q", res2.Warnings)
 		}
 		noSnapshots(t, l, vm)
-		sameBytes(t, "after the sweep", pointDisk(t, r, res2.RestorePoint, 0), diskImage(t, l, vm, 0))
+		labtest.SameBytes(t, "after the sweep", labtest.PointDisk(t, r, res2.RestorePoint, 0), diskImage(t, l, vm, 0))
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		before := len(points(t, r))

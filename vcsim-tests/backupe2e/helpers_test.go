@@ -67,42 +67,6 @@ func diskImage(t *testing.T, l *lab.Lab, vm string, idx int) []byte {
 	return b
 }
 
-// pointDisk reads disk idx of a restore point back through the repository.
-func pointDisk(t *testing.T, r *repository.Repository, point string, idx int) []byte {
-	t.Helper()
-	ctx := context.Background()
-	dr, err := r.OpenDisk(ctx, point, idx)
-	if err != nil {
-		t.Fatalf("open disk %d of %s: %v", idx, point, err)
-	}
-	defer dr.Close()
-	var buf bytes.Buffer
-	if _, err := dr.StreamTo(ctx, &buf, nil); err != nil {
-		t.Fatalf("read disk %d of %s: %v", idx, point, err)
-	}
-	b := buf.Bytes()
-	if int64(len(b)) < dr.Size() {
-		b = append(b, make([]byte, dr.Size()-int64(len(b)))...)
-	}
-	return b
-}
-
-// sameBytes fails with the first differing offset.
-func sameBytes(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
-	}
-	if bytes.Equal(got, want) {
-		return
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%s: first difference at offset %d (got %#x, want %#x)", what, i, got[i], want[i])
-		}
-	}
-}
-
 func sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // randomData fills n bytes from rng (incompressible, never deduplicated).

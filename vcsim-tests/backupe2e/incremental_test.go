@@ -43,7 +43,7 @@ func TestFullThenIncrementals(t *testing.T) {
 	if res.Consistency != backup.ConsistencyFilesystem {
 		t.Errorf("consistency %q, want filesystem (Tools running, Linux-like guest)", res.Consistency)
 	}
-	sameBytes(t, "full backup", pointDisk(t, r, res.RestorePoint, 0), first)
+	labtest.SameBytes(t, "full backup", labtest.PointDisk(t, r, res.RestorePoint, 0), first)
 	p, err := r.Point(context.Background(), res.RestorePoint)
 	must(t, err)
 	blob, err := r.LoadBlob(context.Background(), p.ConfigID)
@@ -88,14 +88,14 @@ func TestFullThenIncrementals(t *testing.T) {
 		if got, want := res.BytesRead, cbtBlocks(blocks); got != want {
 			t.Errorf("round %d: read %d bytes for %d changed bytes in %d CBT blocks (%d bytes)", round, got, written, len(blocks), want)
 		}
-		sameBytes(t, "incremental", pointDisk(t, r, res.RestorePoint, 0), img)
+		labtest.SameBytes(t, "incremental", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 		want[res.RestorePoint] = sum(img)
 		prev = res.RestorePoint
 		noSnapshots(t, l, vm)
 	}
 	// Every point still reads back as it was (incrementals share chunks).
 	for id, h := range want {
-		if sum(pointDisk(t, r, id, 0)) != h {
+		if sum(labtest.PointDisk(t, r, id, 0)) != h {
 			t.Errorf("restore point %s changed after later backups", id)
 		}
 	}
@@ -128,7 +128,7 @@ func TestWritesDuringBackupStayOut(t *testing.T) {
 	if !wrote {
 		t.Fatal("progress never reported the disks phase")
 	}
-	sameBytes(t, "point taken before the writes", pointDisk(t, r, res.RestorePoint, 0), before)
+	labtest.SameBytes(t, "point taken before the writes", labtest.PointDisk(t, r, res.RestorePoint, 0), before)
 	after := diskImage(t, l, vm, 0)
 	if string(after[1<<20:1<<20+len(late)]) != string(late) {
 		t.Fatal("the guest's writes were lost when the snapshot was removed")
@@ -137,6 +137,6 @@ func TestWritesDuringBackupStayOut(t *testing.T) {
 	if res2.Mode != backup.ModeIncremental {
 		t.Errorf("second backup mode %s", res2.Mode)
 	}
-	sameBytes(t, "next incremental", pointDisk(t, r, res2.RestorePoint, 0), after)
+	labtest.SameBytes(t, "next incremental", labtest.PointDisk(t, r, res2.RestorePoint, 0), after)
 	_ = context.Background
 }

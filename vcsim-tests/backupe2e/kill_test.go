@@ -124,6 +124,6 @@ wait:
 		t.Errorf("no sweep reported: %q", res.Warnings)
 	}
 	noSnapshots(t, l, vm)
-	sameBytes(t, "after the kill", pointDisk(t, r, res.RestorePoint, 0), img)
+	labtest.SameBytes(t, "after the kill", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 	checkRepo(t, r)
 }

@@ -89,7 +89,7 @@ func TestEightVMsAtOnce(t *testing.T) {
 		if o.Err != nil {
 			t.Fatalf("%s: %v", o.Request.VM, o.Err)
 		}
-		sameBytes(t, o.Request.VM, pointDisk(t, r, o.Result.RestorePoint, 0), want[o.Request.VM])
+		labtest.SameBytes(t, o.Request.VM, labtest.PointDisk(t, r, o.Result.RestorePoint, 0), want[o.Request.VM])
 		noSnapshots(t, l, o.Request.VM)
 		newBytes += o.Result.NewBytes
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -150,7 +151,7 @@ func TestBackupFaultMatrix(t *testing.T) {
 				if len(points(t, r)) != before+1 {
 					t.Errorf("points %d, want %d", len(points(t, r)), before+1)
 				}
-				sameBytes(t, "restore point", pointDisk(t, r, res.RestorePoint, 0), img)
+				labtest.SameBytes(t, "restore point", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 			case failed:
 				if err == nil {
 					t.Fatalf("%s failing once: the backup succeeded", tc.call)
@@ -176,7 +177,7 @@ func TestBackupFaultMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBytes(t, "after the matrix", pointDisk(t, r, res.RestorePoint, 0), img)
+	labtest.SameBytes(t, "after the matrix", labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 	noSnapshots(t, l, vm)
 }
 

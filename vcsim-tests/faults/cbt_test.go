@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )
 
 // TestCBTVerificationCatchesUnderReporting: the lab's CBT stops reporting
@@ -62,7 +63,7 @@ func underReport(t *testing.T, reader string) {
 		d := res.Disks[0]
 		p, err := r.Point(ctx, res.RestorePoint)
 		must(t, err)
-		got := pointDisk(t, r, res.RestorePoint, 0)
+		got := labtest.PointDisk(t, r, res.RestorePoint, 0)
 		tag := p.Tags[fmt.Sprintf("disk.%d.cbt_verify", d.Key)]
 		t.Logf("round %d: mode %s verified %d mismatched %d tag %q reason %q", round, res.Mode, d.VerifiedBlocks, d.MismatchedBlocks, tag, d.Reason)
 		if d.Reader != reader {
@@ -79,7 +80,7 @@ func underReport(t *testing.T, reader string) {
 			if bytes.Equal(got[hidden:hidden+block], img[hidden:hidden+block]) {
 				t.Fatalf("round %d: the point has the hidden write: the lab did not under-report", round)
 			}
-			sameBytes(t, "outside the hidden block", got[:hidden], img[:hidden])
+			labtest.SameBytes(t, "outside the hidden block", got[:hidden], img[:hidden])
 		case 3:
 			if !res.CBTMismatch || d.MismatchedBlocks != 1 || res.Mode != backup.ModeFull {
 				t.Fatalf("round 3: mismatch %v (%d blocks), mode %s: the sample holding block 39 did not catch it", res.CBTMismatch, d.MismatchedBlocks, res.Mode)
@@ -90,17 +91,17 @@ func underReport(t *testing.T, reader string) {
 			if !strings.HasPrefix(tag, "mismatch 1/") || !strings.Contains(p.Tags[fmt.Sprintf("disk.%d.full_reason", d.Key)], "CBT verification") {
 				t.Errorf("point tags %v", p.Tags)
 			}
-			sameBytes(t, "the point read whole after the mismatch", got, img)
+			labtest.SameBytes(t, "the point read whole after the mismatch", got, img)
 		case 4:
 			if res.Mode != backup.ModeFull || !strings.Contains(d.Reason, "CBT verification found writes CBT had missed") || res.CBTMismatch {
 				t.Errorf("round 4: mode %s, reason %q, mismatch %v: want the whole disk read", res.Mode, d.Reason, res.CBTMismatch)
 			}
-			sameBytes(t, "round 4", got, img)
+			labtest.SameBytes(t, "round 4", got, img)
 		case 5:
 			if res.Mode != backup.ModeIncremental || res.CBTMismatch || !strings.HasPrefix(tag, "ok ") {
 				t.Errorf("round 5: mode %s, mismatch %v, tag %q: want a verified incremental", res.Mode, res.CBTMismatch, tag)
 			}
-			sameBytes(t, "round 5", got, img)
+			labtest.SameBytes(t, "round 5", got, img)
 		}
 	}
 	noSnapshots(t, l, vm)
@@ -132,7 +133,7 @@ func TestActiveFull(t *testing.T) {
 		if w == backup.ModeFull && !hasWarning(res.Warnings, "active full") {
 			t.Errorf("backup %d: warnings %q do not say active full", i, res.Warnings)
 		}
-		sameBytes(t, fmt.Sprintf("backup %d", i), pointDisk(t, r, res.RestorePoint, 0), img)
+		labtest.SameBytes(t, fmt.Sprintf("backup %d", i), labtest.PointDisk(t, r, res.RestorePoint, 0), img)
 	}
 	repoClean(t, r)
 }

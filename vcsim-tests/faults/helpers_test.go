@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
 	"os"
@@ -110,38 +109,6 @@ func diskImage(t *testing.T, l *lab.Lab, vm string) []byte {
 	b, err := l.ReadDisk(vm, 0, 0, int(info.Capacity))
 	must(t, err)
 	return b
-}
-
-// pointDisk reads disk idx of a restore point back through the repository.
-func pointDisk(t *testing.T, r *repository.Repository, point string, idx int) []byte {
-	t.Helper()
-	ctx := context.Background()
-	dr, err := r.OpenDisk(ctx, point, idx)
-	must(t, err)
-	defer dr.Close()
-	var buf bytes.Buffer
-	if _, err := dr.StreamTo(ctx, &buf, nil); err != nil {
-		t.Fatalf("read disk %d of %s: %v", idx, point, err)
-	}
-	b := buf.Bytes()
-	if int64(len(b)) < dr.Size() {
-		b = append(b, make([]byte, dr.Size()-int64(len(b)))...)
-	}
-	return b
-}
-
-func sameBytes(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
-	}
-	if !bytes.Equal(got, want) {
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("%s: first difference at offset %d", what, i)
-			}
-		}
-	}
 }
 
 // repoClean: the check finds nothing and no point is partial.

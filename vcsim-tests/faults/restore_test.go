@@ -10,6 +10,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -31,7 +32,7 @@ func TestRestoreFaultMatrix(t *testing.T) {
 		t.Fatalf("backup: %v", err)
 	}
 	pt := res.RestorePoint
-	img := pointDisk(t, r, pt, 0)
+	img := labtest.PointDisk(t, r, pt, 0)
 	e := newRestore(r, c)
 
 	type op func(name string) (restore.Result, error)
@@ -104,10 +105,10 @@ func TestRestoreFaultMatrix(t *testing.T) {
 					t.Fatalf("%s failing once: restore failed: %v", tc.call, err)
 				}
 				if res.Mode == "overwrite" {
-					sameBytes(t, "original overwritten", diskImage(t, l, src), img)
+					labtest.SameBytes(t, "original overwritten", diskImage(t, l, src), img)
 					break
 				}
-				sameBytes(t, "restored disk", diskImage(t, l, name), img)
+				labtest.SameBytes(t, "restored disk", diskImage(t, l, name), img)
 				must(t, c.DestroyVM(ctx, res.VM))
 			case failed:
 				if err == nil {
@@ -139,7 +140,7 @@ func TestRestoreFaultMatrix(t *testing.T) {
 	if _, err := overwrite(""); err != nil {
 		t.Fatalf("overwrite after the matrix: %v", err)
 	}
-	sameBytes(t, "original after a clean overwrite", diskImage(t, l, src), img)
+	labtest.SameBytes(t, "original after a clean overwrite", diskImage(t, l, src), img)
 }
 
 func diskCount(t *testing.T, c *vsphere.Client, vm string) int {

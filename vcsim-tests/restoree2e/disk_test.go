@@ -51,7 +51,7 @@ func TestAttachDisk(t *testing.T) {
 	if d.ControllerType != "sata" || d.Datastore != "LocalDS_1" || d.CapacityBytes != int64(len(imgs[1])) || !d.Thin {
 		t.Errorf("attached disk %+v", d)
 	}
-	sameBytes(t, "attached disk", diskByKey(t, l, "target-att", d.Key), imgs[1])
+	labtest.SameBytes(t, "attached disk", diskByKey(t, l, "target-att", d.Key), imgs[1])
 	if res.Disks[0].SHA256 != sha(imgs[1]) {
 		t.Errorf("digest %s", res.Disks[0].SHA256)
 	}
@@ -119,7 +119,7 @@ func TestDownloadDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBytes(t, "raw download", b, imgs[0])
+	labtest.SameBytes(t, "raw download", b, imgs[0])
 	if res.Disks[0].SHA256 != sha(imgs[0]) || res.Disks[0].BytesWritten >= int64(len(imgs[0])) {
 		t.Errorf("raw result %+v", res.Disks[0])
 	}
@@ -147,7 +147,7 @@ func TestDownloadDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBytes(t, "VMDK converted back", b, imgs[2])
+	labtest.SameBytes(t, "VMDK converted back", b, imgs[2])
 
 	// The output exists: refused. A cancelled download leaves no file.
 	if _, err := e.DownloadDisk(ctx, restore.DownloadRequest{RestorePoint: pt, Disk: 0, Output: raw}); !errors.Is(err, restore.ErrInvalidRequest) {

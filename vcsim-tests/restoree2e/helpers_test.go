@@ -125,20 +125,6 @@ func diskByKey(t testing.TB, l *lab.Lab, vm string, key int32) []byte {
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
-	}
-	if !bytes.Equal(got, want) {
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("%s: first difference at offset %d", what, i)
-			}
-		}
-	}
-}
-
 // vmNames is the sorted list of every VM name in the lab.
 func vmNames(t testing.TB, c *vsphere.Client) []string {
 	t.Helper()

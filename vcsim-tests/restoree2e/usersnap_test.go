@@ -68,7 +68,7 @@ func TestRestoreVMThatHadSnapshots(t *testing.T) {
 	for i, sd := range src.Disks {
 		for _, td := range got.Disks {
 			if td.ControllerType == sd.ControllerType && td.Bus == sd.Bus && td.Unit == sd.Unit {
-				sameBytes(t, "restored disk", diskByKey(t, l, "restored-snap", td.Key), want[i])
+				labtest.SameBytes(t, "restored disk", diskByKey(t, l, "restored-snap", td.Key), want[i])
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func TestValidationChangesNothing(t *testing.T) {
 		})
 	}
 	for i, d := range src.Disks {
-		sameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
+		labtest.SameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
 	}
 
 	// A datastore without room for the disks (vcsim reports 1 TB free; the
@@ -160,7 +160,7 @@ func TestValidationChangesNothing(t *testing.T) {
 			t.Fatalf("overwrite: %v, want ErrLayoutChanged", err)
 		}
 		for i, d := range src.Disks[:2] {
-			sameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
+			labtest.SameBytes(t, "source disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
 		}
 	})
 

@@ -133,7 +133,7 @@ func checkNewVM(t *testing.T, l *lab.Lab, c *vsphere.Client, r restore.Points, p
 		if td.Datastore != wantDS {
 			t.Errorf("disk %d on %s, want %s", i, td.Datastore, wantDS)
 		}
-		sameBytes(t, "restored disk", diskByKey(t, l, name, td.Key), imgs[i])
+		labtest.SameBytes(t, "restored disk", diskByKey(t, l, name, td.Key), imgs[i])
 		if res.Disks[i].SHA256 != sha(imgs[i]) || res.Disks[i].TargetKey != td.Key {
 			t.Errorf("disk %d: result %+v, want digest %s key %d", i, res.Disks[i], sha(imgs[i]), td.Key)
 		}
@@ -190,7 +190,7 @@ func TestRehearsal(t *testing.T) {
 		}
 	}
 	for i := range imgs {
-		sameBytes(t, "rehearsal disk", diskByKey(t, l, want, res.Disks[i].TargetKey), imgs[i])
+		labtest.SameBytes(t, "rehearsal disk", diskByKey(t, l, want, res.Disks[i].TargetKey), imgs[i])
 	}
 	// The source is untouched and still connected.
 	if s, _ := c.VM(ctx, src.VMRef); len(s.NICs) != 2 || !s.NICs[0].Connected || !s.NICs[1].Connected {
@@ -250,7 +250,7 @@ func TestOverOriginal(t *testing.T) {
 		t.Errorf("identity or power changed: %+v", got)
 	}
 	for i, d := range src.Disks {
-		sameBytes(t, "overwritten disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
+		labtest.SameBytes(t, "overwritten disk", diskByKey(t, l, src.Name, d.Key), imgs[i])
 		if res.Disks[i].SHA256 != sha(imgs[i]) {
 			t.Errorf("disk %d digest %s", i, res.Disks[i].SHA256)
 		}
@@ -348,7 +348,7 @@ func TestRestoreWarnsAboutSkippedDisks(t *testing.T) {
 		if d.SourceKey == src.Disks[2].Key {
 			i = 2
 		}
-		sameBytes(t, "restored disk", diskByKey(t, l, "skip-restored", d.TargetKey), imgs[i])
+		labtest.SameBytes(t, "restored disk", diskByKey(t, l, "skip-restored", d.TargetKey), imgs[i])
 	}
 }
 

@@ -6,6 +6,7 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -68,4 +69,41 @@ var Chunker = repository.ChunkerConfig{Algorithm: "cdc", Polynomial: repository.
 func Repo(t testing.TB, opts ...repository.TestOption) *repository.Repository {
 	t.Helper()
 	return repository.TestRepository(t, append([]repository.TestOption{repository.WithChunker(Chunker)}, opts...)...)
+}
+
+// PointDisk reads disk idx of a restore point back through the repository,
+// holes as zeros, to its full size.
+func PointDisk(t testing.TB, r *repository.Repository, point string, idx int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	dr, err := r.OpenDisk(ctx, point, idx)
+	if err != nil {
+		t.Fatalf("open disk %d of %s: %v", idx, point, err)
+	}
+	defer dr.Close()
+	var buf bytes.Buffer
+	if _, err := dr.StreamTo(ctx, &buf, nil); err != nil {
+		t.Fatalf("read disk %d of %s: %v", idx, point, err)
+	}
+	b := buf.Bytes()
+	if int64(len(b)) < dr.Size() {
+		b = append(b, make([]byte, dr.Size()-int64(len(b)))...)
+	}
+	return b
+}
+
+// SameBytes fails the test with the first differing offset.
+func SameBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: first difference at offset %d (got %#x, want %#x)", what, i, got[i], want[i])
+		}
+	}
 }
