@@ -19,6 +19,7 @@ require (
 	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.48.0
 	gopkg.in/yaml.v3 v3.0.1
+	lukechampine.com/blake3 v1.4.1
 	www.velocidex.com/golang/go-ntfs v0.2.1
 )
 

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"lukechampine.com/blake3"
 )
 
 // codec turns plaintext blobs into stored bytes and back. It is stateless
@@ -25,7 +26,7 @@ type codec struct {
 	aead      cipher.AEAD  // nil when unencrypted
 	block     cipher.Block // the AES key schedule under aead (salvage locates sealed pack headers with it)
 	idKey     []byte
-	macs      sync.Pool // hash.Hash (HMAC-SHA-256 with idKey)
+	macs      sync.Pool // hash.Hash: the config's id_mac keyed with idKey
 	enc       *zstd.Encoder
 	encSmall  *zstd.Encoder // blobs up to smallBlob bytes
 	dec       *zstd.Decoder
@@ -52,7 +53,7 @@ func zstdLevel(l string) zstd.EncoderLevel {
 // (1 MiB average) stay at the configured level.
 const smallBlob = 64 << 10
 
-func newCodec(encKey, idKey []byte, level string) (*codec, error) {
+func newCodec(encKey, idKey []byte, idMAC, level string) (*codec, error) {
 	c := &codec{}
 	if encKey != nil {
 		block, err := aes.NewCipher(encKey)
@@ -66,7 +67,14 @@ func newCodec(encKey, idKey []byte, level string) (*codec, error) {
 		}
 		c.encrypted = true
 		c.idKey = append([]byte(nil), idKey...)
-		c.macs.New = func() any { return hmac.New(sha256.New, c.idKey) }
+		switch idMAC {
+		case IDMACHMACSHA256:
+			c.macs.New = func() any { return hmac.New(sha256.New, c.idKey) }
+		case IDMACBLAKE3:
+			c.macs.New = func() any { return blake3.New(32, c.idKey) }
+		default:
+			return nil, fmt.Errorf("unknown id function %q", idMAC)
+		}
 	}
 	n := runtime.GOMAXPROCS(0) * 2
 	var err error

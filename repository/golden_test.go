@@ -22,15 +22,23 @@ func goldenMaster() []byte {
 	return m
 }
 
+// goldenCodec is the codec of the golden files: an encrypted one with the
+// HMAC-SHA-256 ids of formats 1.0-1.2, whose packs and records the golden
+// files pin (a 1.3 repository differs only in its id function).
 func goldenCodec(t testing.TB, encrypted bool) *codec {
+	t.Helper()
+	return goldenCodecID(t, encrypted, IDMACHMACSHA256)
+}
+
+func goldenCodecID(t testing.TB, encrypted bool, idMAC string) *codec {
 	t.Helper()
 	var c *codec
 	var err error
 	if encrypted {
 		m := goldenMaster()
-		c, err = newCodec(m[:32], m[32:], "fastest")
+		c, err = newCodec(m[:32], m[32:], idMAC, "fastest")
 	} else {
-		c, err = newCodec(nil, nil, "fastest")
+		c, err = newCodec(nil, nil, "", "fastest")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +210,17 @@ func TestGoldenIDs(t *testing.T) {
 	data := []byte("vmvault golden blob")
 	plain, enc := goldenCodec(t, false).id(data), goldenCodec(t, true).id(data)
 	golden(t, "ids.hex", append(plain[:], enc[:]...))
+}
+
+// TestGoldenIDsBLAKE3 pins the id function of format 1.3 to a value the
+// codec did not compute: b3sum 1.2.0 (the BLAKE3 authors' implementation),
+// `b3sum --keyed` with the golden id key 0x20..0x3f on stdin.
+func TestGoldenIDsBLAKE3(t *testing.T) {
+	const want = "b9ce8dd21d55c0356273250a50112498ba13913e094c7b32e48b728285fb3544"
+	id := goldenCodecID(t, true, IDMACBLAKE3).id([]byte("vmvault golden blob"))
+	if got := hex.EncodeToString(id[:]); got != want {
+		t.Fatalf("blake3-keyed id = %s, want %s", got, want)
+	}
 }
 
 // goldenPack builds a pack with one raw (incompressible-sized) data blob.

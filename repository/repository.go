@@ -164,7 +164,9 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	var encKey, idKey []byte
+	var idMAC string
 	if e := cf.Encryption; e != nil {
+		idMAC = e.IDMAC
 		master, err := unwrapKey(deriveKEK(password, e.KDF), e.WrappedKey, keyAD(cf.ID))
 		if err != nil {
 			return nil, fmt.Errorf("open repository %s: %w", dir, err)
@@ -212,7 +214,7 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		}
 		level = opts.CompressionLevel
 	}
-	c, err := newCodec(encKey, idKey, level)
+	c, err := newCodec(encKey, idKey, idMAC, level)
 	if err != nil {
 		unlock()
 		return nil, err

@@ -106,3 +106,6 @@ func TestRepositoryWithPoint(t testing.TB, dir, pass string) Point {
 	}
 	return p
 }
+
+// WithIDMAC initialises the repository with this blob id function.
+func WithIDMAC(f string) TestOption { return func(c *testConfig) { c.init.IDMAC = f } }

@@ -25,6 +25,11 @@ type InitRequest struct {
 	KDFTime          uint32 // Argon2id passes; 0: repository.DefaultKDF's
 	KDFMemoryKiB     uint32 // Argon2id memory; 0: repository.DefaultKDF's
 	ObjectLock       *repository.ObjectLock
+	// IDFunction is the blob id function of an encrypted repository
+	// (repository.IDMACBLAKE3 or IDMACHMACSHA256); "": the default.
+	// HMAC-SHA-256 keeps the repository readable by vmvault before format
+	// 1.3, for a copy target that an older appliance must read.
+	IDFunction string
 }
 
 // Init creates the repository at dir (encrypted with pw unless
@@ -60,6 +65,7 @@ func Init(ctx context.Context, dir string, pw []byte, req InitRequest) (dedup.Pa
 		PackSize:         req.PackSize,
 		CompressionLevel: req.CompressionLevel,
 		ObjectLock:       req.ObjectLock,
+		IDMAC:            req.IDFunction,
 	}
 	return p, repository.Init(ctx, dir, pw, opts) // its errors say "init DIR"
 }

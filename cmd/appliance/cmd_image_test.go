@@ -260,6 +260,8 @@ func TestCLIBadInput(t *testing.T) {
 		{"init existing", nil, []string{"repo", "init", "--repo", repo}, repo},
 		{"polynomial not hex", nil, []string{"repo", "init", "--repo", filepath.Join(dir, "r2"), "--chunker-polynomial", "zz"}, "not a hex number"},
 		{"polynomial reducible", nil, []string{"repo", "init", "--repo", filepath.Join(dir, "r3"), "--chunker-polynomial", "12345"}, "polynomial"},
+		{"unknown id function", nil, []string{"repo", "init", "--repo", filepath.Join(dir, "r4"), "--id-function", "md5"}, `--id-function "md5"`},
+		{"id function unencrypted", map[string]string{}, []string{"repo", "init", "--repo", filepath.Join(dir, "r5"), "--no-encryption", "--id-function", "hmac-sha256"}, "encrypted repositories"},
 	}
 	before := mustCLI(t, "repo", "stats", "--repo", repo, "--json")
 	for _, tc := range cases {
@@ -354,5 +356,35 @@ func TestSecondWriterRefused(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "in use") && !strings.Contains(r.stderr, "locked") {
 		t.Errorf("refusal does not say the repository is in use: %q", r.stderr)
+	}
+}
+
+// TestRepoInitIDFunction: `repo init` writes keyed BLAKE3 ids unless told
+// --id-function hmac-sha256 (what vmvault before format 1.3 reads), and
+// both back up and restore.
+func TestRepoInitIDFunction(t *testing.T) {
+	img := makeRandom(t, t.TempDir(), 3<<20+17, 5)
+	for _, tc := range []struct{ flag, want string }{
+		{"", "blake3-keyed"},
+		{"hmac-sha256", "hmac-sha256"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			var extra []string
+			if tc.flag != "" {
+				extra = []string{"--id-function", tc.flag}
+			}
+			repo := initRepo(t, extra...)
+			b, err := os.ReadFile(filepath.Join(repo, "config"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"id_mac": "`+tc.want+`"`) {
+				t.Fatalf("config does not name id_mac %s:\n%s", tc.want, b)
+			}
+			res := decodeJSON[imagebackup.Result](t, mustCLI(t, "image", "backup", "--repo", repo, "--vm", "v", "--json", img))
+			out := filepath.Join(t.TempDir(), "out.img")
+			mustCLI(t, "image", "restore", "--repo", repo, "--restore-point", res.RestorePoint, out)
+			assertSameFile(t, img, out)
+		})
 	}
 }

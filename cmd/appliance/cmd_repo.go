@@ -43,6 +43,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
 	immutable := fs.Int("immutable", 0, "s3: only: write packs and commit records with an Object Lock retention of this many days; nothing is deleted before it ends")
 	lockMode := fs.String("lock-mode", "governance", "Object Lock mode with --immutable: governance or compliance")
+	idFn := fs.String("id-function", "", "blob id function of an encrypted repository: blake3-keyed (default) or hmac-sha256 (readable by vmvault before repository format 1.3)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,8 +60,16 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if pw != nil && *noEnc {
 		return fmt.Errorf("%w: --no-encryption and a passphrase exclude each other", errUsage)
 	}
+	switch *idFn {
+	case "", repository.IDMACBLAKE3, repository.IDMACHMACSHA256:
+	default:
+		return fmt.Errorf("%w: --id-function %q: want %s or %s", errUsage, *idFn, repository.IDMACBLAKE3, repository.IDMACHMACSHA256)
+	}
+	if *idFn != "" && *noEnc {
+		return fmt.Errorf("%w: --id-function is for encrypted repositories (an unencrypted one uses SHA-256)", errUsage)
+	}
 	req := reposvc.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
-		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem)}
+		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn}
 	if *pol != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
 		if err != nil {
