@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/dedup"
@@ -374,4 +375,48 @@ func TestRestoreRefuses(t *testing.T) {
 		t.Fatalf("forced restore: %+v %v", got, err)
 	}
 	sameFile(t, img, existing)
+}
+
+// TestRestoreBypassesPageCache: a restore writes the output with direct
+// I/O, so its bytes are on the file system but not in the page cache
+// (mincore), apart from the partial blocks at the edges of data regions.
+func TestRestoreBypassesPageCache(t *testing.T) {
+	r := repository.TestRepository(t)
+	raw := makeImage(t, 48<<20, 3, [2]int64{0, 9 << 20}, [2]int64{20<<20 + 1000, 6<<20 + 5}, [2]int64{40 << 20, 8 << 20})
+	res := backupOne(t, r, Request{VM: "vm1"}, raw)
+	out := filepath.Join(t.TempDir(), "restored.img")
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(out), &fs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(context.Background(), r, RestoreRequest{Point: res.RestorePoint, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == 0x01021994 { // tmpfs: its pages are the file, there is no cache to bypass
+		t.Log("LOUD: the test directory is on tmpfs: page-cache residency cannot be checked, only the content")
+	} else {
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := syscall.Mmap(int(f.Fd()), 0, 48<<20, syscall.PROT_READ, syscall.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := make([]byte, (48<<20)/os.Getpagesize())
+		_, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
+		syscall.Munmap(m)
+		if e != 0 {
+			t.Fatal(e)
+		}
+		var resident int
+		for _, v := range vec {
+			resident += int(v & 1)
+		}
+		if resident > 8 {
+			t.Fatalf("%d pages of the restored file are in the page cache: it was not written with direct I/O", resident)
+		}
+	}
+	sameFile(t, raw, out)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/directio"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -104,11 +105,13 @@ func Restore(ctx context.Context, r *repository.Repository, req RestoreRequest) 
 	if req.Progress != nil {
 		progress = func(done int64) { req.Progress(done, dr.Size()) }
 	}
-	if err := dr.Stream(ctx, tmp, progress); err != nil {
-		return RestoreResult{}, fmt.Errorf("restore disk %d of %s: %w", req.Disk, short(p.ID), err)
-	}
+	// Sized first: the direct writes then fill holes of a file that does
+	// not grow, and a hole at the end of the disk is there already.
 	if err := tmp.Truncate(dr.Size()); err != nil {
 		return RestoreResult{}, fmt.Errorf("size output: %w", err)
+	}
+	if err := stream(ctx, dr, tmp, progress); err != nil {
+		return RestoreResult{}, fmt.Errorf("restore disk %d of %s: %w", req.Disk, short(p.ID), err)
 	}
 	if req.Sync {
 		if err := tmp.Sync(); err != nil {
@@ -123,4 +126,20 @@ func Restore(ctx context.Context, r *repository.Repository, req RestoreRequest) 
 	}
 	ok = true
 	return RestoreResult{Point: p.ID, Disk: req.Disk, Size: dr.Size(), Seconds: clk.Since(start).Seconds()}, nil
+}
+
+// stream writes the disk into out with direct I/O where the file system
+// allows it (internal/directio says why), else through the page cache.
+func stream(ctx context.Context, dr *repository.DiskReader, out *os.File, progress func(int64)) error {
+	w, err := directio.Open(out)
+	if errors.Is(err, directio.ErrUnsupported) {
+		return dr.Stream(ctx, out, progress)
+	} else if err != nil {
+		return err
+	}
+	err = dr.Stream(ctx, w, progress)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
