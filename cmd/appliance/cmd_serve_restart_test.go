@@ -271,7 +271,9 @@ repositories:
 	}
 
 	// Wait until the first VM's success is recorded (the event is written
-	// after the scheduler's state) and the second VM's snapshot exists.
+	// after the scheduler's state), the second VM's snapshot exists and its
+	// disk read is held by the stall: only then is the kill mid-backup
+	// (with the first two alone, CI once found no snapshot after the kill).
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		done := jobEvents(api, "resume", policy.EventVMBackedUp)
@@ -279,7 +281,7 @@ repositories:
 		if len(done) > 1 || len(done) == 1 && done[0].VM != uuidOf[first] {
 			t.Fatalf("backed up before the kill: %+v (the stall did not hold %s)", done, cut)
 		}
-		if len(done) == 1 && len(snaps) == 1 {
+		if len(done) == 1 && len(snaps) == 1 && l.StalledReads() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

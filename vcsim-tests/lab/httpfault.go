@@ -54,6 +54,11 @@ func (l *Lab) takeFault(path string) *ReadFault {
 	return nil
 }
 
+// StalledReads is the number of GETs a Stall fault holds open right now: a
+// test that kills a backup "mid-disk" waits for it, not just for the
+// backup's snapshot.
+func (l *Lab) StalledReads() int64 { return atomic.LoadInt64(&l.stalled) }
+
 // FolderGets counts datastore file-service GETs served so far.
 func (l *Lab) FolderGets() int64 { return atomic.LoadInt64(&l.folderGet) }
 
@@ -76,7 +81,7 @@ func (l *Lab) serveFolderGet(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(hit.Status)
 		return
 	}
-	fw := &faultWriter{ResponseWriter: w, left: hit.AfterBytes, stall: hit.Stall, done: r.Context().Done(), closed: l.closed}
+	fw := &faultWriter{ResponseWriter: w, left: hit.AfterBytes, stall: hit.Stall, done: r.Context().Done(), closed: l.closed, stalled: &l.stalled}
 	l.model.Service.ServeDatastore(fw, r)
 	// The body fitted under AfterBytes: the fault still fires at the end.
 	fw.fire()
@@ -86,10 +91,11 @@ func (l *Lab) serveFolderGet(w http.ResponseWriter, r *http.Request) {
 // connection.
 type faultWriter struct {
 	http.ResponseWriter
-	left   int64
-	stall  bool
-	done   <-chan struct{}
-	closed <-chan struct{}
+	left    int64
+	stall   bool
+	done    <-chan struct{}
+	closed  <-chan struct{}
+	stalled *int64
 }
 
 func (f *faultWriter) Write(p []byte) (int, error) {
@@ -109,6 +115,8 @@ func (f *faultWriter) fire() {
 		fl.Flush()
 	}
 	if f.stall {
+		atomic.AddInt64(f.stalled, 1)
+		defer atomic.AddInt64(f.stalled, -1)
 		select {
 		case <-f.done:
 		case <-f.closed:

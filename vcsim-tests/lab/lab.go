@@ -103,6 +103,7 @@ type Lab struct {
 	disks     map[string]*disk    // flat path -> state
 	vms       map[string]*vmState // VM moref -> state
 	faults    []*ReadFault
+	stalled   int64                         // GETs held by a Stall fault (StalledReads)
 	leases    map[string]map[string]nfcDisk // export lease -> file name -> disk
 	nfcGets   int64
 	nfcPuts   int64
