@@ -264,3 +264,21 @@ func BenchmarkWriter(b *testing.B) {
 		})
 	}
 }
+
+// TestOpenOnlyWhereMeasured: tmpfs (and any file system not in directFS)
+// gets ErrUnsupported, so the restore goes through the page cache.
+func TestOpenOnlyWhereMeasured(t *testing.T) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &fs); err != nil || fs.Type != 0x01021994 {
+		t.Fatalf("/dev/shm is not tmpfs here (%v, type %#x): this test needs a tmpfs", err, fs.Type)
+	}
+	f, err := os.CreateTemp("/dev/shm", "directio-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := Open(f); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Open on tmpfs: %v, want ErrUnsupported", err)
+	}
+}
