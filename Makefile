@@ -9,7 +9,7 @@ BIN      ?= bin/appliance
 PKGS     := $(shell $(GO) list ./... 2>/dev/null)
 # Packages that run goroutines of their own, and every package below them,
 # are tested with the race detector.
-RACE_RE  := /(filerestore|flr/catalog|internal/failpoint|repository|backup|dedup|policy|inventory|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|vmdk|diskimage|copyjob|approval|reposvc|internal/cache|settings|notify)(/|$$)
+RACE_RE  := /(filerestore|flr/catalog|internal/failpoint|repository|backup|dedup|policy|inventory|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|vmdk|diskimage|copyjob|approval|reposvc|internal/cache|settings|notify|internal/directio|imagebackup)(/|$$)
 RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
