@@ -14,12 +14,12 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/restic/chunker v0.4.0
 	github.com/vmware/govmomi v0.54.0
+	github.com/zeebo/blake3 v0.2.4
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/crypto v0.57.0
 	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.48.0
 	gopkg.in/yaml.v3 v3.0.1
-	lukechampine.com/blake3 v1.4.1
 	www.velocidex.com/golang/go-ntfs v0.2.1
 )
 

@@ -16,7 +16,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
-	"lukechampine.com/blake3"
+	"github.com/zeebo/blake3"
 )
 
 // codec turns plaintext blobs into stored bytes and back. It is stateless
@@ -71,7 +71,13 @@ func newCodec(encKey, idKey []byte, idMAC, level string) (*codec, error) {
 		case IDMACHMACSHA256:
 			c.macs.New = func() any { return hmac.New(sha256.New, c.idKey) }
 		case IDMACBLAKE3:
-			c.macs.New = func() any { return blake3.New(32, c.idKey) }
+			if _, err := blake3.NewKeyed(c.idKey); err != nil {
+				return nil, fmt.Errorf("blake3 id key: %w", err)
+			}
+			c.macs.New = func() any {
+				h, _ := blake3.NewKeyed(c.idKey) // the key's length was checked above
+				return h
+			}
 		default:
 			return nil, fmt.Errorf("unknown id function %q", idMAC)
 		}
