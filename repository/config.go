@@ -295,12 +295,9 @@ func initStore(ctx context.Context, store storage.Storage, dir string, password 
 		if err != nil {
 			return err
 		}
-		idMAC := opts.IDMAC
+		idMAC := opts.IDMAC // validateInit checked it
 		if idMAC == "" {
 			idMAC = DefaultIDMAC
-		}
-		if !validIDMAC(idMAC) {
-			return fmt.Errorf("init %s: unknown id function %q", dir, idMAC)
 		}
 		cf.Encryption = &encryptionFile{Cipher: "aes-256-gcm", IDMAC: idMAC, KDF: k, WrappedKey: wrapped}
 	}

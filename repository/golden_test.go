@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -346,6 +347,66 @@ func TestGoldenRepositoryV1(t *testing.T) {
 		t.Fatalf("points %+v %v", pts, err)
 	}
 	verifyPoint(t, r, pts[0].ID, goldenImage())
+	requireClean(t, r)
+}
+
+// goldenImageV12 is goldenImage with 8 KiB rewritten at 100 KiB: the second
+// point of testdata/repo-v1.2, stored as slices of the first point's blob
+// around a new piece.
+func goldenImageV12() []byte {
+	img := goldenImage()
+	for i := 100 << 10; i < 108<<10; i++ {
+		img[i] = byte(i * 7)
+	}
+	return img
+}
+
+// TestGoldenRepositoryV12 opens a repository written by vmvault at format
+// 1.2 (commit 4b75db6, the last before 1.3; kept in testdata forever,
+// without index.db): a full point, an incremental made of slices of its
+// blob around a new piece (v1.1 segments) and a time lock on the first
+// (v1.2). It restores both, and this version goes on writing HMAC-SHA-256
+// ids into it: a backup of the first point's image adds no data.
+func TestGoldenRepositoryV12(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "repo-v1.2"))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(t.Context(), dir, []byte("golden"), OpenOptions{NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if c := r.Config(); c.Version != (FormatVersion{1, 2}) || c.IDMAC != IDMACHMACSHA256 {
+		t.Fatalf("config %+v: want version 1.2 with hmac-sha256 ids", c)
+	}
+	pts, err := r.List(t.Context())
+	if err != nil || len(pts) != 2 {
+		t.Fatalf("points %+v %v", pts, err)
+	}
+	slices.SortFunc(pts, func(a, b Point) int { return a.Time.Compare(b.Time) })
+	if pts[1].Parent != pts[0].ID {
+		t.Fatalf("the second point's parent is %q, want %q", pts[1].Parent, pts[0].ID)
+	}
+	_, ext, err := r.DiskExtents(t.Context(), pts[1].ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ext, func(e Extent) bool { return e.Slice }) {
+		t.Fatal("the fixture's incremental holds no slice")
+	}
+	verifyPoint(t, r, pts[0].ID, goldenImage())
+	verifyPoint(t, r, pts[1].ID, goldenImageV12())
+	until, err := r.LockedUntil(t.Context(), pts[0].ID)
+	if want := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC); err != nil || !until.Equal(want) {
+		t.Fatalf("time lock of the first point: %v %v, want %v", until, err, want)
+	}
+	requireClean(t, r)
+	before := uniqueBytes(t, r)
+	backup(t, r, "golden", testTime.Add(2*time.Hour), goldenImage()) // the first point's chunks again
+	if grew := uniqueBytes(t, r) - before; grew > 4<<10 {
+		t.Fatalf("a backup of the same image into the 1.2 repository added %d unique bytes: its ids no longer match", grew)
+	}
 	requireClean(t, r)
 }
 

@@ -37,8 +37,8 @@ func TestIDFunctions(t *testing.T) {
 			if err := json.Unmarshal(b, &cf); err != nil {
 				t.Fatal(err)
 			}
-			if cf.Encryption == nil || cf.Encryption.IDMAC != tc.want || cf.Version != (FormatVersion{1, 3}) {
-				t.Fatalf("config: version %s, encryption %+v; want 1.3 and id_mac %s", cf.Version, cf.Encryption, tc.want)
+			if cf.Encryption == nil || cf.Encryption.IDMAC != tc.want || cf.Version != (FormatVersion{FormatMajor, FormatMinor}) {
+				t.Fatalf("config: version %s, encryption %+v; want %d.%d and id_mac %s", cf.Version, cf.Encryption, FormatMajor, FormatMinor, tc.want)
 			}
 			if got := r.Config().IDMAC; got != tc.want {
 				t.Fatalf("Config().IDMAC = %q, want %q", got, tc.want)
