@@ -19,19 +19,7 @@ type extent struct {
 // fresh file of want's size and returns the file's bytes and the counts.
 func writeAll(t testing.TB, want []byte, ext []extent, hook func(w *Writer)) ([]byte, int64, int64) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "out")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Truncate(int64(len(want))); err != nil {
-		t.Fatal(err)
-	}
-	w, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := openWriter(t, int64(len(want)))
 	if hook != nil {
 		hook(w)
 	}
@@ -49,6 +37,27 @@ func writeAll(t testing.TB, want []byte, ext []extent, hook func(w *Writer)) ([]
 		t.Fatal(err)
 	}
 	return got, direct, buffered
+}
+
+// openWriter creates a file of size bytes in a test directory and opens a
+// Writer on it; both are closed when the test ends.
+func openWriter(t testing.TB, size int64) (*Writer, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, path
 }
 
 // image returns size bytes with data in ext and zeros elsewhere.
@@ -134,16 +143,7 @@ func TestWriterRandom(t *testing.T) {
 }
 
 func TestWriterRefusesDescendingWrite(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, _ := openWriter(t, 0)
 	if _, err := w.WriteAt(make([]byte, 100), 1000); err != nil {
 		t.Fatal(err)
 	}
@@ -168,15 +168,7 @@ func TestWriterFallsBack(t *testing.T) {
 // TestWriterReportsWriteError: an I/O error of an asynchronous write is
 // returned, not lost.
 func TestWriterReportsWriteError(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := openWriter(t, 0)
 	w.writeDirect = func([]byte, int64) (int, error) { return 0, syscall.ENOSPC }
 	buf := make([]byte, 1<<20)
 	var werr error
@@ -199,17 +191,7 @@ func TestWriterReportsWriteError(t *testing.T) {
 // TestWriterKeepsHoles: regions far apart leave the file sparse.
 func TestWriterKeepsHoles(t *testing.T) {
 	ext := []extent{{0, 1 << 20}, {512 << 20, 1<<20 + 3}}
-	path := filepath.Join(t.TempDir(), "out")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	f.Truncate(1 << 30)
-	w, err := Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := openWriter(t, 1<<30)
 	data := make([]byte, 2<<20)
 	for i := range data {
 		data[i] = 1
