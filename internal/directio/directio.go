@@ -1,7 +1,7 @@
 // Package directio owns unbuffered (O_DIRECT) writing of a restore's output
 // file: extents arrive in ascending order at any byte offset, and the
 // writer turns them into block-aligned writes from aligned buffers, issued
-// by one goroutine while the caller fills the next buffer. The few bytes of
+// by two goroutines while the caller fills the next buffer. The few bytes of
 // a region that do not fill a whole block go through the file's ordinary
 // (buffered) descriptor.
 //
@@ -127,7 +127,8 @@ func alignedBuf(n int) []byte {
 	return b[skip : skip+n : skip+n][:0]
 }
 
-// writer issues the direct writes, in order.
+// writer issues direct writes; writes to distinct blocks may complete in
+// any order.
 func (w *Writer) writer() {
 	defer w.wg.Done()
 	for c := range w.work {
