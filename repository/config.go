@@ -241,7 +241,7 @@ func validateInit(dir string, password []byte, opts InitOptions) error {
 			return fmt.Errorf("init %s: %w", dir, err)
 		}
 	}
-	if opts.IDMAC != "" && !validIDMAC(opts.IDMAC) {
+	if opts.IDMAC != "" && !ValidIDMAC(opts.IDMAC) {
 		return fmt.Errorf("init %s: unknown id function %q (want %s or %s)", dir, opts.IDMAC, IDMACBLAKE3, IDMACHMACSHA256)
 	}
 	return nil
@@ -398,7 +398,7 @@ func decodeConfig(b []byte) (configFile, error) {
 		}
 	}
 	if e := cf.Encryption; e != nil {
-		if e.Cipher != "aes-256-gcm" || !validIDMAC(e.IDMAC) || e.KDF.Name != "argon2id" {
+		if e.Cipher != "aes-256-gcm" || !ValidIDMAC(e.IDMAC) || e.KDF.Name != "argon2id" {
 			return cf, formatErr("config", "unsupported encryption %s/%s/%s", e.Cipher, e.IDMAC, e.KDF.Name)
 		}
 		if e.KDF.Time == 0 || e.KDF.Time > 100 || e.KDF.Threads == 0 || e.KDF.MemoryKiB < 8*uint32(e.KDF.Threads) ||
@@ -409,7 +409,8 @@ func decodeConfig(b []byte) (configFile, error) {
 	return cf, nil
 }
 
-func validIDMAC(s string) bool { return s == IDMACHMACSHA256 || s == IDMACBLAKE3 }
+// ValidIDMAC reports whether s names a blob id function this version knows.
+func ValidIDMAC(s string) bool { return s == IDMACHMACSHA256 || s == IDMACBLAKE3 }
 
 func (cf configFile) public() Config {
 	var idMAC string

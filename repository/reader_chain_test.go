@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // chainPoints commits a full point of img (1 MiB chunks, as the default
@@ -225,15 +223,7 @@ func TestStreamReadsAdjacentBlobsTogether(t *testing.T) {
 		img[i] |= 1
 	}
 	p := backup(t, r, "vm", testTime, img)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rec := &recordingStore{Storage: storage.NewLocal(dir, true)}
-	r2, err := openWith(context.Background(), rec, dir, []byte(TestPassword), OpenOptions{NoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	r2, rec := reopenRecording(t, r, dir)
 	_, ext, err := r2.DiskExtents(context.Background(), p.ID, 0)
 	if err != nil {
 		t.Fatal(err)

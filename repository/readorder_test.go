@@ -66,6 +66,14 @@ func openRecording(t *testing.T) (*Repository, *recordingStore, []Point) {
 	for i := range 12 {
 		pts = append(pts, backup(t, r, "vm", testTime.Add(time.Duration(i)*time.Hour), testDisk(uint64(100+i), 600<<10)))
 	}
+	r2, rec := reopenRecording(t, r, dir)
+	return r2, rec, pts
+}
+
+// reopenRecording closes r and opens its directory again through a
+// recordingStore; the reopened repository is closed when the test ends.
+func reopenRecording(t *testing.T, r *Repository, dir string) (*Repository, *recordingStore) {
+	t.Helper()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +83,7 @@ func openRecording(t *testing.T) (*Repository, *recordingStore, []Point) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r2.Close() })
-	return r2, rec, pts
+	return r2, rec
 }
 
 // packsInReadOrder returns the packs in the order of their first read and

@@ -60,9 +60,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if pw != nil && *noEnc {
 		return fmt.Errorf("%w: --no-encryption and a passphrase exclude each other", errUsage)
 	}
-	switch *idFn {
-	case "", repository.IDMACBLAKE3, repository.IDMACHMACSHA256:
-	default:
+	if *idFn != "" && !repository.ValidIDMAC(*idFn) {
 		return fmt.Errorf("%w: --id-function %q: want %s or %s", errUsage, *idFn, repository.IDMACBLAKE3, repository.IDMACHMACSHA256)
 	}
 	if *idFn != "" && *noEnc {
