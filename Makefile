@@ -9,7 +9,7 @@ BIN      ?= bin/appliance
 PKGS     := $(shell $(GO) list ./... 2>/dev/null)
 # Packages that run goroutines of their own, and every package below them,
 # are tested with the race detector.
-RACE_RE  := /(filerestore|flr/catalog|internal/failpoint|repository|backup|dedup|policy|inventory|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|vmdk|diskimage|copyjob|approval|reposvc|internal/cache|settings|notify|internal/directio|imagebackup)(/|$$)
+RACE_RE  := /(service|guestfs|disk|internal/failpoint|repository|backup|dedup|policy|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|internal/cache|internal/directio)(/|$$)
 RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
@@ -85,7 +85,7 @@ bench-deps: test-deps
 # Micro-benchmarks of every package, then the end-to-end comparison with restic
 # on generated VM-like images (see docs/PERFORMANCE.md).
 bench: bench-deps build $(VERSITYGW)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./vmdk/... ./diskimage/... ./backup/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./disk/... ./backup/...
 	$(GO) test -run '^$$' -bench S3VsLocal -benchtime 1x ./internal/s3suite/
 	scripts/bench.sh $(BIN)
 

@@ -17,7 +17,7 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

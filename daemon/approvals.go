@@ -3,9 +3,9 @@ package daemon
 import (
 	"context"
 
-	"github.com/vmvault/vmvault/approval"
-	"github.com/vmvault/vmvault/records"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/approval"
+	"github.com/vmvault/vmvault/service/records"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -23,7 +23,7 @@ func (r appRemover) RemoveRepository(ctx context.Context, name string) (api.Remo
 // repository checks again that nothing uses it; a shorter
 // retention is saved into the job and the scheduler reloads it. Each
 // execution is recorded like the daemon's own events.
-func (d *Daemon) newApprovals(rs *reposvc.Set, rec *records.Store) (*approval.Manager, error) {
+func (d *Daemon) newApprovals(rs *repos.Set, rec *records.Store) (*approval.Manager, error) {
 	reload := func(ctx context.Context) error {
 		if d.sched == nil {
 			return nil

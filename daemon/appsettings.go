@@ -26,11 +26,11 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
-	"github.com/vmvault/vmvault/settings"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -42,7 +42,7 @@ type appSettings struct {
 	store  *settings.Bolt
 	mail   *mailSwitch
 	src    *notifySource
-	rs     *reposvc.Set
+	rs     *repos.Set
 	runner *backupRunner   // nil without vCenter
 	tester *vcenterTester  // tests "the configured connection"
 	active *vsphere.Config // the running connection; nil: none

@@ -9,7 +9,7 @@ import (
 	"github.com/vmvault/vmvault/backup"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 )
@@ -29,13 +29,13 @@ type backupRunner struct {
 	first   string
 	// rs, when set, registers each backup as an operation on its
 	// repository, so the repository cannot be removed under it.
-	rs *reposvc.Set
+	rs *repos.Set
 }
 
-func newBackupRunner(client *vsphere.Client, repos map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
+func newBackupRunner(client *vsphere.Client, opened map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
 	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv, src: backup.FromClient(client, vsphere.ReaderOptions{}), host: client.Host()}
 	for _, n := range names {
-		br.add(n, repos[n])
+		br.add(n, opened[n])
 	}
 	return br
 }
@@ -110,7 +110,7 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	}
 	tags := map[string]string{}
 	if job != "" {
-		tags[reposvc.JobTag] = job
+		tags[repos.JobTag] = job
 	}
 	req.VM, req.Progress, req.Tags = target, progress, tags
 	res, err := e.BackupVM(ctx, req)

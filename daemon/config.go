@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vmvault/vmvault/capacity"
+	"github.com/vmvault/vmvault/service/capacity"
 	"io"
 	"net"
 	"net/mail"
@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vmvault/vmvault/internal/auth"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 )

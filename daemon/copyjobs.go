@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmvault/vmvault/copyjob"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/web"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/state"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 )
 

@@ -24,20 +24,20 @@ import (
 
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/vmvault/vmvault/approval"
-	"github.com/vmvault/vmvault/copyjob"
-	"github.com/vmvault/vmvault/filerestore"
+	"github.com/vmvault/vmvault/service/approval"
+	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
-	"github.com/vmvault/vmvault/inventory"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/records"
+	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
-	"github.com/vmvault/vmvault/settings"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -267,8 +267,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}
 	d.settings = st
 
-	repos := map[string]*repository.Repository{}
-	d.repos = repos
+	opened := map[string]*repository.Repository{}
+	d.repos = opened
 	for _, rc := range cfg.Repositories {
 		pass, err := readSecret(getenv, rc.PassphraseFile, rc.PassphraseEnv, "passphrase of repository "+rc.Name)
 		if err != nil {
@@ -287,13 +287,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 			return nil, fmt.Errorf("repository %s: %w", rc.Name, err)
 		}
 		d.onClose("repository "+rc.Name, r.Close)
-		repos[rc.Name] = r
+		opened[rc.Name] = r
 		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
 	}
 	if err := d.openConsoleRepositories(ctx, st); err != nil {
 		return nil, err
 	}
-	rs := reposvc.New(repos, reposvc.WithLowSpace(cfg.Limits.lowSpace()))
+	rs := repos.New(opened, repos.WithLowSpace(cfg.Limits.lowSpace()))
 	rs.Maintenance = db.Maintenance
 
 	authStore, err := auth.NewBoltStore(wdb)
@@ -338,7 +338,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
 		d.vclient = client
 		inv = inventory.New(client)
-		runner = newBackupRunner(client, repos, rs.Names(), inv)
+		runner = newBackupRunner(client, opened, rs.Names(), inv)
 		runner.rs = rs
 		restorer = &restoreService{client: client, rs: rs, inv: inv}
 		targets = newServeTargets(client, cache.WithClock(clk))
@@ -430,7 +430,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 			Logf: func(f string, a ...any) { log.Error("scheduler: " + fmt.Sprintf(f, a...)) },
 		}
 		// The maintainer is always there: the console may set a window later.
-		pcfg.Maintainer = reposvc.Maintainer{Set: rs}
+		pcfg.Maintainer = repos.Maintainer{Set: rs}
 		w, fullCheck, _, err := d.maintenanceEffective(ctx, st)
 		if err != nil {
 			return nil, err

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/vmvault/vmvault/filerestore"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/repos"
 )
 
 // newFileRestore builds file-level restore for the daemon: the service the
@@ -14,7 +14,7 @@ import (
 // drops the catalogs of points retention or an administrator deleted.
 // Catalogs live in <state_dir>/catalog (flr/catalog/FORMAT.md); they are a
 // cache. Close closes the service.
-func (d *Daemon) newFileRestore(rs *reposvc.Set) (*filerestore.Service, error) {
+func (d *Daemon) newFileRestore(rs *repos.Set) (*filerestore.Service, error) {
 	svc, err := filerestore.New(filerestore.Config{
 		Source:     rs,
 		CatalogDir: filepath.Join(d.cfg.StateDir, "catalog"),

@@ -8,8 +8,8 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"github.com/vmvault/vmvault/reposvc"
-	"github.com/vmvault/vmvault/vmstatus"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/vmstatus"
 	"log/slog"
 	"os"
 	"slices"
@@ -17,9 +17,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/state"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web"
@@ -241,7 +241,7 @@ func outcomeLabel(o web.BackupOutcome) string {
 type alertingRestores struct {
 	web.Restores
 	nt alerter
-	rs *reposvc.Set
+	rs *repos.Set
 }
 
 func (a alertingRestores) fail(ctx context.Context, point, what string, err error) {
@@ -328,7 +328,7 @@ func (a alertingRepositories) Check(ctx context.Context, name string, full bool,
 // notifySource is the daily report's view of the appliance.
 type notifySource struct {
 	db     *state.DB
-	rs     *reposvc.Set
+	rs     *repos.Set
 	inv    policy.Inventory
 	log    *slog.Logger
 	copies *copyjob.Store // nil: no copy runs listed

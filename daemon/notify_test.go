@@ -34,10 +34,10 @@ import (
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/state/schema"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
@@ -382,7 +382,7 @@ func TestNotifySourceDailyReport(t *testing.T) {
 	must(db.AddEvent(ctx, policy.Event{Time: from.Add(17 * time.Hour), Severity: policy.SeverityInfo, Kind: policy.EventJobFinished, Subject: "Nightly", Message: "info only"}))
 	must(db.AddEvent(ctx, policy.Event{Time: from.Add(-time.Hour), Severity: policy.SeverityError, Kind: policy.EventVMFailed, Subject: "db-02", Message: "before the period"}))
 
-	src := &notifySource{db: db, rs: reposvc.New(map[string]*repository.Repository{"main": r}), log: slog.New(slog.DiscardHandler)}
+	src := &notifySource{db: db, rs: repos.New(map[string]*repository.Repository{"main": r}), log: slog.New(slog.DiscardHandler)}
 	rep := notify.BuildDailyReport(ctx, src, from, to)
 	if len(rep.Missing) > 0 {
 		t.Fatalf("missing: %v", rep.Missing)
@@ -506,7 +506,7 @@ func TestNotifyReportLogAcrossRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nt, err := notify.New(notify.Config{Sender: sender, Source: &notifySource{db: db, rs: reposvc.New(nil), log: slog.New(slog.DiscardHandler)},
+		nt, err := notify.New(notify.Config{Sender: sender, Source: &notifySource{db: db, rs: repos.New(nil), log: slog.New(slog.DiscardHandler)},
 			Clock: clk, DailyAt: &tod, ReportLog: db, Appliance: "t"})
 		if err != nil {
 			t.Fatal(err)

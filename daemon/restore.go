@@ -7,7 +7,7 @@ import (
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
@@ -17,7 +17,7 @@ import (
 // repository that holds the point and the daemon's vCenter session.
 type restoreService struct {
 	client *vsphere.Client
-	rs     *reposvc.Set
+	rs     *repos.Set
 	inv    policy.Inventory
 }
 

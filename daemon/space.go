@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/vmvault/vmvault/capacity"
+	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/policy"

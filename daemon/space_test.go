@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vmvault/vmvault/capacity"
+	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/cache"
-	"github.com/vmvault/vmvault/inventory"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/web"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
-	"github.com/vmvault/vmvault/inventory"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/web"
 )
 

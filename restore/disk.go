@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmconfig"
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/vmvault/vmvault/inventory"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 )

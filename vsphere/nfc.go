@@ -16,7 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 )
 
 // NFCOptions tune ExportDisk.

@@ -13,7 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 )
 
 // DiskFiller writes one disk's content into w in increasing offset order

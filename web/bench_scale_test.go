@@ -15,8 +15,8 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
-	"github.com/vmvault/vmvault/reposvc/reposvctest"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/repos/repostest"
 )
 
 // synthPoints is a catalog of restore points held in memory, for measuring
@@ -66,22 +66,22 @@ func BenchmarkScaleAPI(b *testing.B) {
 	var vms []policy.VM
 	var ids []string
 	for i := range nVMs {
-		id := reposvctest.VMUUID(i)
-		vm := policy.VM{InstanceUUID: id, Name: reposvctest.VMName(i), MoRef: fmt.Sprintf("vm-%d", 5000+i),
+		id := repostest.VMUUID(i)
+		vm := policy.VM{InstanceUUID: id, Name: repostest.VMName(i), MoRef: fmt.Sprintf("vm-%d", 5000+i),
 			Containers: []policy.ContainerRef{{Kind: policy.KindDatacenter, ID: "datacenter-1"}, {Kind: policy.KindFolder, ID: fmt.Sprintf("group-v%d", i%20)}},
 			Tags:       []string{fmt.Sprintf("urn:tag:%d", i%10)}}
 		vms = append(vms, vm)
 		ids = append(ids, id)
 	}
 	repo := repository.TestRepository(b)
-	if err := reposvctest.Seed(context.Background(), repo, reposvctest.Options{VMs: nVMs, PerVM: perVM, Newest: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}); err != nil {
+	if err := repostest.Seed(context.Background(), repo, repostest.Options{VMs: nVMs, PerVM: perVM, Newest: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}); err != nil {
 		b.Fatal(err)
 	}
 	old := time.Now().Add(-time.Hour) // at rest: the index may trust the catalog's file time
 	if err := os.Chtimes(filepath.Join(repo.Dir(), "index.db"), old, old); err != nil {
 		b.Fatal(err)
 	}
-	rs := reposvc.New(map[string]*repository.Repository{"main": repo})
+	rs := repos.New(map[string]*repository.Repository{"main": repo})
 	f := newFixture(b, func(c *Config) {
 		c.Inventory = policy.NewMemInventory(vms...)
 		c.Points, c.Repositories = rs, rs

@@ -10,7 +10,7 @@ import (
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 )
 
 // Every response — API, errors, unknown routes — carries the console's
@@ -421,7 +421,7 @@ func TestDashboard(t *testing.T) {
 // and again as soon as the points change.
 func TestRepoStatsCached(t *testing.T) {
 	f := newFixture(t, nil)
-	rs := f.srv.cfg.Repositories.(*reposvc.Set)
+	rs := f.srv.cfg.Repositories.(*repos.Set)
 	ro := bearer(f.tokens[auth.RoleRestoreOnly])
 	runs := rs.StatsLoads
 	for _, p := range []string{"/api/v1/repositories/main", "/api/v1/dashboard", "/api/v1/repositories/main"} {
@@ -438,7 +438,7 @@ func TestRepoStatsCached(t *testing.T) {
 	if n := runs(); n != 2 || det.Stats.Points != len(f.points)+1 {
 		t.Fatalf("after a new point: %d computations, %d points", n, det.Stats.Points)
 	}
-	f.clk.Advance(reposvc.DefaultStatsTTL)
+	f.clk.Advance(repos.DefaultStatsTTL)
 	f.do("GET", "/api/v1/repositories/main", nil, ro)
 	if n := runs(); n != 3 {
 		t.Fatalf("after the TTL: %d computations", n)

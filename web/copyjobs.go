@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/vmstatus"
+	"github.com/vmvault/vmvault/service/vmstatus"
 )
 
 // Copy jobs: /copy-jobs, a copy job's run now and its runs, and the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/copyjob"
+	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vmvault/vmvault/flr"
-	"github.com/vmvault/vmvault/flr/catalog"
+	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -23,14 +23,14 @@ import (
 // makes the file routes answer 501.
 type FileService interface {
 	// Volumes lists the volumes of a point (id or unique prefix).
-	Volumes(ctx context.Context, point string) ([]flr.Volume, error)
+	Volumes(ctx context.Context, point string) ([]guestfs.Volume, error)
 	// ReadDir returns entries [offset, offset+limit) of a directory in name
 	// order (limit 0: all) and the directory's entry count.
-	ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]flr.Entry, int, error)
+	ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]guestfs.Entry, int, error)
 	// Stat describes a path, following links inside the volume.
-	Stat(ctx context.Context, point, volume, name string) (flr.Entry, error)
+	Stat(ctx context.Context, point, volume, name string) (guestfs.Entry, error)
 	// OpenFile opens a regular file for random access; the caller closes it.
-	OpenFile(ctx context.Context, point, volume, name string) (flr.File, error)
+	OpenFile(ctx context.Context, point, volume, name string) (guestfs.File, error)
 	// WriteArchive streams paths (directories with their contents) as a
 	// "zip" or "tar" archive.
 	WriteArchive(ctx context.Context, w io.Writer, format, point, volume string, paths []string) error
@@ -50,7 +50,7 @@ const (
 // FileListing is GET .../files: one page of a directory.
 type FileListing struct {
 	Path       string      `json:"path"`
-	Entries    []flr.Entry `json:"entries"`
+	Entries    []guestfs.Entry `json:"entries"`
 	Total      int         `json:"total"`
 	Offset     int         `json:"offset"`
 	Limit      int         `json:"limit"`
@@ -107,16 +107,16 @@ func filesError(err error) error {
 		code   string
 	}
 	for _, r := range []rule{
-		{flr.ErrBadPath, http.StatusBadRequest, "bad_path"},
+		{guestfs.ErrBadPath, http.StatusBadRequest, "bad_path"},
 		{catalog.ErrBadPattern, http.StatusBadRequest, "bad_pattern"},
-		{flr.ErrNoVolume, http.StatusNotFound, "not_found"},
-		{flr.ErrNotExist, http.StatusNotFound, "not_found"},
-		{flr.ErrNotBrowsable, http.StatusConflict, "not_browsable"},
-		{flr.ErrNotDir, http.StatusBadRequest, "not_a_directory"},
-		{flr.ErrIsDir, http.StatusBadRequest, "is_a_directory"},
-		{flr.ErrNotRegular, http.StatusBadRequest, "not_a_regular_file"},
-		{flr.ErrLinkLoop, http.StatusUnprocessableEntity, "damaged"},
-		{flr.ErrCorrupt, http.StatusUnprocessableEntity, "damaged"},
+		{guestfs.ErrNoVolume, http.StatusNotFound, "not_found"},
+		{guestfs.ErrNotExist, http.StatusNotFound, "not_found"},
+		{guestfs.ErrNotBrowsable, http.StatusConflict, "not_browsable"},
+		{guestfs.ErrNotDir, http.StatusBadRequest, "not_a_directory"},
+		{guestfs.ErrIsDir, http.StatusBadRequest, "is_a_directory"},
+		{guestfs.ErrNotRegular, http.StatusBadRequest, "not_a_regular_file"},
+		{guestfs.ErrLinkLoop, http.StatusUnprocessableEntity, "damaged"},
+		{guestfs.ErrCorrupt, http.StatusUnprocessableEntity, "damaged"},
 	} {
 		if errors.Is(err, r.target) {
 			return &apiError{status: r.status, code: r.code, msg: err.Error()}
@@ -155,7 +155,7 @@ func (s *Server) listVolumes(c *gin.Context) (any, error) {
 		return nil, filesError(err)
 	}
 	if vols == nil {
-		vols = []flr.Volume{}
+		vols = []guestfs.Volume{}
 	}
 	return vols, nil
 }
@@ -174,7 +174,7 @@ func (s *Server) listFiles(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	p := c.DefaultQuery("path", "/")
-	clean, err := flr.CleanPath(p)
+	clean, err := guestfs.CleanPath(p)
 	if err != nil {
 		return nil, filesError(fmt.Errorf("path %q: %w", p, err))
 	}
@@ -183,7 +183,7 @@ func (s *Server) listFiles(c *gin.Context) (any, error) {
 		return nil, filesError(err)
 	}
 	if ents == nil {
-		ents = []flr.Entry{}
+		ents = []guestfs.Entry{}
 	}
 	l := FileListing{Path: "/" + strings.TrimPrefix(clean, "."), Entries: ents, Total: total, Offset: offset, Limit: limit}
 	if next := offset + len(ents); next < total {
@@ -219,7 +219,7 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 	}
 	var cleaned []string
 	for _, p := range paths {
-		cp, err := flr.CleanPath(p)
+		cp, err := guestfs.CleanPath(p)
 		if err != nil {
 			return nil, filesError(fmt.Errorf("path %q: %w", p, err))
 		}
@@ -227,7 +227,7 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 	}
 	// Every path is checked before the first byte goes out: a bad one is a
 	// JSON error, not a truncated archive.
-	var first flr.Entry
+	var first guestfs.Entry
 	for i, p := range cleaned {
 		e, err := fsvc.Stat(ctx, rp.ID, vol, p)
 		if err != nil {
@@ -257,7 +257,7 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 		format = "zip"
 	}
 	if len(cleaned) == 1 && first.Type != "dir" && first.Type != "file" && first.Type != "symlink" {
-		return nil, filesError(fmt.Errorf("%s: %w", paths[0], flr.ErrNotRegular))
+		return nil, filesError(fmt.Errorf("%s: %w", paths[0], guestfs.ErrNotRegular))
 	}
 	base := "files"
 	if len(cleaned) == 1 && cleaned[0] != "." {

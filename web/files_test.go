@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/filerestore"
-	"github.com/vmvault/vmvault/filerestore/frtest"
-	"github.com/vmvault/vmvault/flr"
-	"github.com/vmvault/vmvault/flr/catalog"
-	"github.com/vmvault/vmvault/flr/flrtest"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
+	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
+	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/web/openapitest"
 )
 
@@ -47,7 +47,7 @@ func newFilesFixture(t *testing.T) *filesFixture {
 	var svc *filerestore.Service
 	f := newFixture(t, func(c *Config) {
 		var err error
-		svc, err = filerestore.New(filerestore.Config{Source: c.Points.(*reposvc.Set), CatalogDir: t.TempDir()})
+		svc, err = filerestore.New(filerestore.Config{Source: c.Points.(*repos.Set), CatalogDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func newFilesFixture(t *testing.T) *filesFixture {
 	})
 	t.Cleanup(func() { svc.Close() })
 	src := filepath.Join(t.TempDir(), "src")
-	flrtest.MakeTree(t, src, flrtest.Options{Symlinks: true, Unicode: true, BigDir: 2500, Modes: true})
+	guestfstest.MakeTree(t, src, guestfstest.Options{Symlinks: true, Unicode: true, BigDir: 2500, Modes: true})
 	frtest.HostileTree(t, src)
 	old := frtest.Backup(t, f.repo, "web01", time.Date(2026, 11, 20, 23, 0, 0, 0, time.UTC), frtest.Ext4Disk(t, src))
 	os.WriteFile(filepath.Join(src, "etc/nginx/nginx.conf"), []byte("worker_processes 8;\n"), 0o600)
@@ -78,7 +78,7 @@ func TestFilesAPI(t *testing.T) {
 
 	// Volumes, with the restore-only role.
 	r := f.ro("GET", "/api/v1/restore-points/"+f.point.ID[:12]+"/volumes")
-	var vols []flr.Volume
+	var vols []guestfs.Volume
 	r.json(t, &vols)
 	if r.status != 200 || len(vols) != 1 || vols[0].ID != "d0p1" || vols[0].FS != "ext4" {
 		t.Fatalf("volumes: %d %s", r.status, r.body)

@@ -20,10 +20,10 @@ import (
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/records"
+	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
-	"github.com/vmvault/vmvault/settings"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/settings"
 )
 
 const testAdminPassword = "secret-password"
@@ -64,7 +64,7 @@ func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job strin
 	}
 	p, err := s.Commit(ctx, repository.NewPoint{
 		VM:   repository.VMIdentity{Name: vm.Name, MoRef: vm.MoRef, InstanceUUID: vm.InstanceUUID},
-		Time: at, Consistency: "crash", Tags: map[string]string{reposvc.JobTag: job},
+		Time: at, Consistency: "crash", Tags: map[string]string{repos.JobTag: job},
 		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root,
 			Stats: repository.DiskStats{BytesRead: int64(len(data)), NewBytes: int64(len(data)), StoredBytes: int64(len(data)) / 4}}},
 	})
@@ -118,7 +118,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 		commitPoint(t, repo, testVM, "nightly", time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC)),
 		commitPoint(t, repo, policy.VM{InstanceUUID: "gone-vm", Name: "old01"}, "", time.Date(2026, 10, 1, 1, 0, 0, 0, time.UTC)),
 	)
-	rs := reposvc.New(map[string]*repository.Repository{"main": repo}, reposvc.WithClock(clk))
+	rs := repos.New(map[string]*repository.Repository{"main": repo}, repos.WithClock(clk))
 	rs.Maintenance = db.Maintenance
 	rec := records.New(db)
 	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: rec, Inventory: f.inv, Points: rs, Repositories: rs,

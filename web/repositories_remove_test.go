@@ -12,25 +12,25 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/vmvault/vmvault/approval"
+	"github.com/vmvault/vmvault/service/approval"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/web/api"
 )
 
-// setRemover removes repositories of a reposvc.Set as the daemon does
+// setRemover removes repositories of a repos.Set as the daemon does
 // (refusing while an operation runs, closing after the readers), without
 // the daemon's state.
-type setRemover struct{ rs *reposvc.Set }
+type setRemover struct{ rs *repos.Set }
 
 func (r setRemover) CanRemove(ctx context.Context, name string) error {
 	if !r.rs.Has(name) {
 		return fmt.Errorf("repository %q: %w", name, api.ErrNotFound)
 	}
 	if ops := r.rs.InUse(name); len(ops) > 0 {
-		return &reposvc.InUseError{Repository: name, Operations: ops}
+		return &repos.InUseError{Repository: name, Operations: ops}
 	}
 	return nil
 }
@@ -46,13 +46,13 @@ func (r setRemover) RemoveRepository(ctx context.Context, name string) (api.Remo
 
 // newRemoveFixture is the API with a repository remover, the given
 // approval delay and a second administrator (bob's token).
-func newRemoveFixture(t *testing.T, delay time.Duration) (*fixture, *reposvc.Set, string) {
+func newRemoveFixture(t *testing.T, delay time.Duration) (*fixture, *repos.Set, string) {
 	t.Helper()
 	var am *auth.Manager
-	var rs *reposvc.Set
+	var rs *repos.Set
 	f := newFixture(t, func(c *Config) {
 		am = c.Auth
-		rs = c.Repositories.(*reposvc.Set)
+		rs = c.Repositories.(*repos.Set)
 		c.RemoveRepository = setRemover{rs}
 		adb, err := bolt.Open(filepath.Join(t.TempDir(), "approvals.db"), 0o600, nil)
 		if err != nil {

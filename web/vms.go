@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vmvault/vmvault/vmstatus"
+	"github.com/vmvault/vmvault/service/vmstatus"
 	"github.com/vmvault/vmvault/web/api"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/vmvault/vmvault/demo"
+	"github.com/vmvault/vmvault/daemon/demo"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/demo"
+	"github.com/vmvault/vmvault/daemon/demo"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )

@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vmvault/vmvault/filerestore"
-	"github.com/vmvault/vmvault/flr"
-	"github.com/vmvault/vmvault/flr/mount"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/service/filerestore/mount"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -67,7 +67,7 @@ func (f filesFlags) open(ctx context.Context, env *cliEnv) (*filerestore.Service
 
 // volumeErr reports an unknown --volume as a usage error.
 func volumeErr(err error) error {
-	if errors.Is(err, flr.ErrNoVolume) {
+	if errors.Is(err, guestfs.ErrNoVolume) {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return err
@@ -125,7 +125,7 @@ func runFilesLs(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) == 1 {
 		name = pos[0]
 	}
-	if _, err := flr.CleanPath(name); err != nil {
+	if _, err := guestfs.CleanPath(name); err != nil {
 		return fmt.Errorf("%w: %q: %v", errUsage, name, err)
 	}
 	svc, p, done, err := ff.open(ctx, env)
@@ -182,7 +182,7 @@ func runFilesGet(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("%w: %s exists: files get never overwrites", errUsage, *out)
 	}
 	for _, p := range paths {
-		if _, err := flr.CleanPath(p); err != nil {
+		if _, err := guestfs.CleanPath(p); err != nil {
 			return fmt.Errorf("%w: %q: %v", errUsage, p, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/flr/flrtest"
+	"github.com/vmvault/vmvault/guestfs/guestfstest"
 )
 
 // TestFilesEveryFS: a VM of three disks as administrators have them —
@@ -19,34 +19,34 @@ import (
 // segments across both PVs. Backed up with image backup; every file of
 // every volume comes back through `files get` byte-identical.
 func TestFilesEveryFS(t *testing.T) {
-	flrtest.Need(t, true, "mkfs.xfs", "mkntfs", "ntfs-3g", "mkfs.vfat", "mcopy", "pvcreate", "sgdisk", "sfdisk", "losetup")
+	guestfstest.Need(t, true, "mkfs.xfs", "mkntfs", "ntfs-3g", "mkfs.vfat", "mcopy", "pvcreate", "sgdisk", "sfdisk", "losetup")
 	dir := t.TempDir()
-	mk := func(name string, o flrtest.Options) string {
+	mk := func(name string, o guestfstest.Options) string {
 		p := filepath.Join(dir, name)
-		flrtest.MakeTree(t, p, o)
+		guestfstest.MakeTree(t, p, o)
 		return p
 	}
-	xsrc := mk("xsrc", flrtest.Options{Symlinks: true, Unicode: true, BigDir: 3000, SparseMiB: 32, Modes: true})
-	nsrc := mk("nsrc", flrtest.Options{Unicode: true, BigDir: 500, SparseMiB: 16})
-	fsrc := mk("fsrc", flrtest.Options{BigDir: 50, ShortOnly: true})
+	xsrc := mk("xsrc", guestfstest.Options{Symlinks: true, Unicode: true, BigDir: 3000, SparseMiB: 32, Modes: true})
+	nsrc := mk("nsrc", guestfstest.Options{Unicode: true, BigDir: 500, SparseMiB: 16})
+	fsrc := mk("fsrc", guestfstest.Options{BigDir: 50, ShortOnly: true})
 
 	ximg := filepath.Join(dir, "x.img")
-	flrtest.Mounted(t, ximg, 300, xsrc, "xfs", nil, "mkfs.xfs", "-q", "-f")
+	guestfstest.Mounted(t, ximg, 300, xsrc, "xfs", nil, "mkfs.xfs", "-q", "-f")
 	nimg := filepath.Join(dir, "n.img")
-	flrtest.Mounted(t, nimg, 64, nsrc, "ntfs-3g", nil, "mkntfs", "-Q", "-F", "-q")
+	guestfstest.Mounted(t, nimg, 64, nsrc, "ntfs-3g", nil, "mkntfs", "-Q", "-F", "-q")
 	fimg := filepath.Join(dir, "f.img")
-	flrtest.FAT(t, fimg, 32, 40<<10, fsrc)
+	guestfstest.FAT(t, fimg, 32, 40<<10, fsrc)
 
 	d0 := filepath.Join(dir, "d0.img")
-	flrtest.GPT(t, d0, 300, flrtest.Part{SizeMiB: 40, Type: "ef00", Image: fimg}, flrtest.Part{SizeMiB: 250, Type: "8e00"})
+	guestfstest.GPT(t, d0, 300, guestfstest.Part{SizeMiB: 40, Type: "ef00", Image: fimg}, guestfstest.Part{SizeMiB: 250, Type: "8e00"})
 	d1 := filepath.Join(dir, "d1.img")
 	os.WriteFile(d1, nil, 0o644)
 	os.Truncate(d1, 160<<20)
 	vg := fmt.Sprintf("vgall%d", os.Getpid())
-	flrtest.LVM(t, vg, []flrtest.PVSpec{{Image: d0, Offset: 41 << 20, Size: 250 << 20}, {Image: d1}},
-		flrtest.LV{Name: "root", Parts: []flrtest.LVPart{{PV: 0, SizeMiB: 100}, {PV: 1, SizeMiB: 100}, {PV: 0, SizeMiB: 100}}, Image: ximg})
+	guestfstest.LVM(t, vg, []guestfstest.PVSpec{{Image: d0, Offset: 41 << 20, Size: 250 << 20}, {Image: d1}},
+		guestfstest.LV{Name: "root", Parts: []guestfstest.LVPart{{PV: 0, SizeMiB: 100}, {PV: 1, SizeMiB: 100}, {PV: 0, SizeMiB: 100}}, Image: ximg})
 	d2 := filepath.Join(dir, "d2.img")
-	flrtest.MBR(t, d2, 80, flrtest.Part{SizeMiB: 8, Type: "83"}, flrtest.Part{SizeMiB: 64, Type: "7", Image: nimg})
+	guestfstest.MBR(t, d2, 80, guestfstest.Part{SizeMiB: 8, Type: "83"}, guestfstest.Part{SizeMiB: 64, Type: "7", Image: nimg})
 	os.Remove(ximg)
 
 	repo := initRepo(t)

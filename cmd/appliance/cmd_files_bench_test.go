@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/filerestore"
-	"github.com/vmvault/vmvault/flr"
-	"github.com/vmvault/vmvault/flr/flrtest"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
 )
 
 // benchPoint backs up an ext4 image made from src and opens its volume
 // through the repository, as `files` does.
-func benchPoint(b *testing.B, src string, sizeMiB int) (*repository.Repository, []flr.Disk, string, func()) {
+func benchPoint(b *testing.B, src string, sizeMiB int) (*repository.Repository, []guestfs.Disk, string, func()) {
 	b.Helper()
 	img := filepath.Join(b.TempDir(), "fs.img")
-	flrtest.Ext4(b, img, src, sizeMiB, "-N", "150000")
+	guestfstest.Ext4(b, img, src, sizeMiB, "-N", "150000")
 	t := &testing.T{}
 	_ = t
 	repo := filepath.Join(b.TempDir(), "repo")
@@ -65,7 +65,7 @@ func (s *stringsBuilder) Reset()                      { s.b = s.b[:0] }
 // BenchmarkFilesList100k lists a directory of 100,000 entries out of a
 // restore point (names, sizes, mtimes, modes).
 func BenchmarkFilesList100k(b *testing.B) {
-	flrtest.Need(b, false, "mkfs.ext4")
+	guestfstest.Need(b, false, "mkfs.ext4")
 	src := b.TempDir()
 	if err := os.MkdirAll(filepath.Join(src, "big"), 0o755); err != nil {
 		b.Fatal(err)
@@ -81,12 +81,12 @@ func BenchmarkFilesList100k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// A fresh Open each time: nothing cached from the last round.
-		f, err := flr.Open(context.Background(), disks, "d0")
+		f, err := guestfs.Open(context.Background(), disks, "d0")
 		if err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		ents, err := flr.List(f, "big")
+		ents, err := guestfs.List(f, "big")
 		if err != nil || len(ents) != 100_000 {
 			b.Fatalf("%d entries, %v", len(ents), err)
 		}
@@ -98,7 +98,7 @@ func BenchmarkFilesList100k(b *testing.B) {
 // BenchmarkFilesRead1GiB reads a 1 GiB file out of a restore point and,
 // for comparison, streams the whole disk as image restore does.
 func BenchmarkFilesRead1GiB(b *testing.B) {
-	flrtest.Need(b, false, "mkfs.ext4")
+	guestfstest.Need(b, false, "mkfs.ext4")
 	src := b.TempDir()
 	f, err := os.Create(filepath.Join(src, "big.bin"))
 	if err != nil {
@@ -113,7 +113,7 @@ func BenchmarkFilesRead1GiB(b *testing.B) {
 	os.RemoveAll(src)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		fsys, err := flr.Open(context.Background(), disks, "d0")
+		fsys, err := guestfs.Open(context.Background(), disks, "d0")
 		if err != nil {
 			b.Fatal(err)
 		}

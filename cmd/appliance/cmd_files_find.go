@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vmvault/vmvault/filerestore"
-	"github.com/vmvault/vmvault/flr/catalog"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
 
 func init() {

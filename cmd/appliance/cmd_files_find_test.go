@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmvault/vmvault/filerestore/frtest"
-	"github.com/vmvault/vmvault/flr/flrtest"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
+	"github.com/vmvault/vmvault/guestfs/guestfstest"
 )
 
 func TestFilesFind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
-	flrtest.MakeTree(t, src, flrtest.Options{Symlinks: true, BigDir: 100})
+	guestfstest.MakeTree(t, src, guestfstest.Options{Symlinks: true, BigDir: 100})
 	repo := initRepo(t)
 	p1 := lastLine(mustCLI(t, "image", "backup", "--repo", repo, "--vm", "web01", frtest.Ext4Disk(t, src)))
 	os.WriteFile(filepath.Join(src, "etc/nginx/nginx.conf"), []byte("worker_processes 8;\n"), 0o600)

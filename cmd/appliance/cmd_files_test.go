@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/flr"
-	"github.com/vmvault/vmvault/flr/flrtest"
+	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/guestfs/guestfstest"
 )
 
 // filesPoint backs up two real disks into a real repository: a GPT disk
@@ -24,17 +24,17 @@ import (
 // ext4 in logical partition 5.
 func filesPoint(t *testing.T) (repo, point, src string) {
 	t.Helper()
-	flrtest.Need(t, false, "mkfs.ext4", "sgdisk", "sfdisk", "dd")
+	guestfstest.Need(t, false, "mkfs.ext4", "sgdisk", "sfdisk", "dd")
 	dir := t.TempDir()
 	src = filepath.Join(dir, "src")
-	flrtest.MakeTree(t, src, flrtest.Options{Symlinks: true, Unicode: true, BigDir: 2000, SparseMiB: 32, Modes: true})
+	guestfstest.MakeTree(t, src, guestfstest.Options{Symlinks: true, Unicode: true, BigDir: 2000, SparseMiB: 32, Modes: true})
 	fsimg := filepath.Join(dir, "ext4.img")
-	flrtest.Ext4(t, fsimg, src, 96)
+	guestfstest.Ext4(t, fsimg, src, 96)
 	gpt := filepath.Join(dir, "gpt.img")
-	flrtest.GPT(t, gpt, 160, flrtest.Part{SizeMiB: 32, Type: "ef00"}, flrtest.Part{SizeMiB: 100, Type: "8300", Image: fsimg})
+	guestfstest.GPT(t, gpt, 160, guestfstest.Part{SizeMiB: 32, Type: "ef00"}, guestfstest.Part{SizeMiB: 100, Type: "8300", Image: fsimg})
 	mbr := filepath.Join(dir, "mbr.img")
-	flrtest.MBR(t, mbr, 240, flrtest.Part{SizeMiB: 16, Type: "83"}, flrtest.Part{SizeMiB: 16, Type: "82"},
-		flrtest.Part{SizeMiB: 16, Type: "83"}, flrtest.Part{SizeMiB: 100, Type: "83", Image: fsimg})
+	guestfstest.MBR(t, mbr, 240, guestfstest.Part{SizeMiB: 16, Type: "83"}, guestfstest.Part{SizeMiB: 16, Type: "82"},
+		guestfstest.Part{SizeMiB: 16, Type: "83"}, guestfstest.Part{SizeMiB: 100, Type: "83", Image: fsimg})
 	repo = initRepo(t)
 	out := mustCLI(t, "image", "backup", "--repo", repo, "--vm", "web01", gpt, mbr)
 	return repo, lastLine(out), src
@@ -44,7 +44,7 @@ func TestFilesCLI(t *testing.T) {
 	repo, point, src := filesPoint(t)
 	base := []string{"--repo", repo, "--restore-point", point}
 
-	var vols []flr.Volume
+	var vols []guestfs.Volume
 	if err := json.Unmarshal([]byte(mustCLI(t, append([]string{"files", "volumes", "--json"}, base...)...)), &vols); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestFilesCLI(t *testing.T) {
 	for _, v := range vols {
 		got[v.ID] = v.FS
 	}
-	for id, kind := range map[string]string{"d0p1": flr.KindUnknown, "d0p2": flr.KindExt4, "d1p1": flr.KindUnknown, "d1p2": flr.KindUnknown, "d1p5": flr.KindUnknown, "d1p6": flr.KindExt4} {
+	for id, kind := range map[string]string{"d0p1": guestfs.KindUnknown, "d0p2": guestfs.KindExt4, "d1p1": guestfs.KindUnknown, "d1p2": guestfs.KindUnknown, "d1p5": guestfs.KindUnknown, "d1p6": guestfs.KindExt4} {
 		if got[id] != kind {
 			t.Errorf("volume %s: fs %q, want %q (all: %+v)", id, got[id], kind, vols)
 		}
@@ -62,11 +62,11 @@ func TestFilesCLI(t *testing.T) {
 	for _, vol := range []string{"d0p2", "d1p6"} {
 		t.Run(vol, func(t *testing.T) {
 			vb := append(append([]string{}, base...), "--volume", vol)
-			var ents []flr.Entry
+			var ents []guestfs.Entry
 			if err := json.Unmarshal([]byte(mustCLI(t, append([]string{"files", "ls", "--json"}, append(vb, "/etc")...)...)), &ents); err != nil {
 				t.Fatal(err)
 			}
-			names := map[string]flr.Entry{}
+			names := map[string]guestfs.Entry{}
 			for _, e := range ents {
 				names[e.Name] = e
 			}
@@ -342,12 +342,12 @@ func TestFilesMount(t *testing.T) {
 // TestFilesGetCycle: a directory hard-linked into itself (debugfs) makes
 // `files get` stop with an error in bounded time and leave no OUT behind.
 func TestFilesGetCycle(t *testing.T) {
-	flrtest.Need(t, false, "mkfs.ext4", "debugfs")
+	guestfstest.Need(t, false, "mkfs.ext4", "debugfs")
 	src := t.TempDir()
-	flrtest.MakeTree(t, src, flrtest.Options{})
+	guestfstest.MakeTree(t, src, guestfstest.Options{})
 	img := filepath.Join(t.TempDir(), "fs.img")
-	flrtest.Ext4(t, img, src, 32)
-	flrtest.Run(t, "debugfs", "-w", "-R", "ln /etc /etc/nginx/loop", img)
+	guestfstest.Ext4(t, img, src, 32)
+	guestfstest.Run(t, "debugfs", "-w", "-R", "ln /etc /etc/nginx/loop", img)
 	repo := initRepo(t)
 	point := lastLine(mustCLI(t, "image", "backup", "--repo", repo, "--vm", "loop", img))
 	for _, out := range []string{filepath.Join(t.TempDir(), "out"), filepath.Join(t.TempDir(), "out.tar")} {

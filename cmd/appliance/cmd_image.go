@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/vmvault/vmvault/backup"
-	"github.com/vmvault/vmvault/imagebackup"
+	"github.com/vmvault/vmvault/backup/imagebackup"
 	"github.com/vmvault/vmvault/internal/progress"
 )
 

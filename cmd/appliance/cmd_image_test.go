@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vmvault/vmvault/imagebackup"
+	"github.com/vmvault/vmvault/backup/imagebackup"
 )
 
 // TestImageRoundTrip backs up images made by real tools and restores them

@@ -14,7 +14,7 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 )
 
 func init() {
@@ -66,7 +66,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if *idFn != "" && *noEnc {
 		return fmt.Errorf("%w: --id-function is for encrypted repositories (an unencrypted one uses SHA-256)", errUsage)
 	}
-	req := reposvc.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
+	req := repos.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
 		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn}
 	if *pol != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
@@ -78,7 +78,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	if *immutable != 0 {
 		req.ObjectLock = &repository.ObjectLock{Mode: *lockMode, Days: *immutable}
 	}
-	p, err := reposvc.Init(ctx, rf.dir, pw, req)
+	p, err := repos.Init(ctx, rf.dir, pw, req)
 	if errors.Is(err, dedup.ErrInvalidParams) {
 		return fmt.Errorf("%w: %v", errUsage, err) // it says "chunker: ..."
 	} else if err != nil {

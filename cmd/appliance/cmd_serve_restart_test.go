@@ -19,7 +19,7 @@ import (
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
@@ -394,7 +394,7 @@ repositories:
 	}
 	pointOf := map[string]string{}
 	for _, p := range pts {
-		if p.Tags[reposvc.JobTag] == "" {
+		if p.Tags[repos.JobTag] == "" {
 			continue
 		}
 		if pointOf[p.VM.Name] != "" {

@@ -24,7 +24,7 @@ import (
 	"github.com/vmvault/vmvault/internal/failpoint"
 	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/internal/task"
-	"github.com/vmvault/vmvault/notify"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/internal/browsertest"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/reposvc/reposvctest"
+	"github.com/vmvault/vmvault/service/repos/repostest"
 )
 
 // scaleEnv asks TestConsoleAtScale for the issue's full size: 1,000 VMs
@@ -79,7 +79,7 @@ func seedScaleDemo(t *testing.T, state string, vms, perVM int) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := reposvctest.Seed(ctx, r, reposvctest.Options{VMs: vms, PerVM: perVM, Newest: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)}); err != nil {
+	if err := repostest.Seed(ctx, r, repostest.Options{VMs: vms, PerVM: perVM, Newest: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {
@@ -179,14 +179,14 @@ func TestConsoleAtScale(t *testing.T) {
 	b.Click("#points-more")
 	b.WaitJS(rows+` === 200`, "200 rows after Show more")
 	// Filtered on the server: one VM's points, a search, a date range.
-	vm := reposvctest.VMUUID(vms / 2)
+	vm := repostest.VMUUID(vms / 2)
 	b.Select("#points-vm", vm)
-	b.WaitJS(rowsAll(vm, perVM), fmt.Sprintf("the %d points of %s", perVM, reposvctest.VMName(vms/2)))
+	b.WaitJS(rowsAll(vm, perVM), fmt.Sprintf("the %d points of %s", perVM, repostest.VMName(vms/2)))
 	if hint := b.Text("#points-body section.p2-vm-group p.hint"); !strings.Contains(hint, fmt.Sprintf("%d restore points", perVM)) {
 		t.Errorf("group hint %q, want %d restore points", hint, perVM)
 	}
 	b.Select("#points-vm", "")
-	b.Fill("#points-q", reposvctest.VMName(7))
+	b.Fill("#points-q", repostest.VMName(7))
 	b.WaitText("#points-count", fmt.Sprintf("%d restore points match the filter.", perVM))
 	b.Fill("#points-q", "scale-vm-00")
 	want := min(vms, 100) * perVM // scale-vm-0000 … 0099
@@ -206,7 +206,7 @@ func TestConsoleAtScale(t *testing.T) {
 	}
 	b.Click("button.inventory-more")
 	b.WaitJS(fmt.Sprintf(`%s >= %d`, drawn, n+100), "100 more VMs drawn")
-	b.Fill("#inventory-search", reposvctest.VMName(vms-1))
+	b.Fill("#inventory-search", repostest.VMName(vms-1))
 	b.WaitJS(drawn+` === 1`, "one VM found by name")
 	b.CheckConsole()
 }

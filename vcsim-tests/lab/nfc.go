@@ -13,7 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vmvault/vmvault/vmdk"
+	"github.com/vmvault/vmvault/disk/vmdk"
 )
 
 // nfcDisk is what an export lease URL serves: a flat file as streamOptimized.

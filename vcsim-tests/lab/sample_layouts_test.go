@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vmvault/vmvault/flr"
+	"github.com/vmvault/vmvault/guestfs"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
 
@@ -37,8 +37,8 @@ func TestSampleLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []struct{ fs, lv, file, content string }{
-		{flr.KindXFS, "vg_app01/root", "etc/hostname", "app-01\n"},
-		{flr.KindNTFS, "", "README.TXT", "Data disk of win-01\r\n"},
+		{guestfs.KindXFS, "vg_app01/root", "etc/hostname", "app-01\n"},
+		{guestfs.KindNTFS, "", "README.TXT", "Data disk of win-01\r\n"},
 	} {
 		s := samples[i]
 		size := specs[i].Capacity
@@ -47,12 +47,12 @@ func TestSampleLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		disks := []flr.Disk{{Name: "disk0", R: f, Size: size}}
-		vols, err := flr.Volumes(ctx, disks)
+		disks := []guestfs.Disk{{Name: "disk0", R: f, Size: size}}
+		vols, err := guestfs.Volumes(ctx, disks)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var vol *flr.Volume
+		var vol *guestfs.Volume
 		for j := range vols {
 			if vols[j].FS == want.fs && vols[j].Browsable {
 				vol = &vols[j]
@@ -61,7 +61,7 @@ func TestSampleLayouts(t *testing.T) {
 		if vol == nil || vol.LV != want.lv {
 			t.Fatalf("%s: no browsable %s volume (lv %q): %+v", s.Name, want.fs, want.lv, vols)
 		}
-		fsys, err := flr.Open(ctx, disks, vol.ID)
+		fsys, err := guestfs.Open(ctx, disks, vol.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

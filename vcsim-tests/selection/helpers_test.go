@@ -16,7 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vmvault/vmvault/inventory"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
