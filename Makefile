@@ -9,7 +9,7 @@ BIN      ?= bin/appliance
 PKGS     := $(shell $(GO) list ./... 2>/dev/null)
 # Packages that run goroutines of their own, and every package below them,
 # are tested with the race detector.
-RACE_RE  := /(service|guestfs|disk|internal/failpoint|repository|backup|dedup|policy|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|internal/cache|internal/directio)(/|$$)
+RACE_RE  := /(service|disk|internal/failpoint|repository|backup|dedup|policy|internal/state|internal/clock|internal/task|internal/auth|restore|web|daemon|vsphere|vcsim-tests|internal/cache|internal/directio)(/|$$)
 RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
