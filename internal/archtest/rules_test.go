@@ -34,6 +34,9 @@ type depRule struct {
 	allowed []string
 	// denied: our packages it must never depend on (transitively).
 	denied []string
+	// except: our packages the rule lets through although denied matches
+	// them (a pure leaf inside a denied tree).
+	except []string
 	// thirdParty: the third-party modules it may import directly; nil
 	// means any, empty means the standard library only.
 	thirdParty []string
@@ -71,6 +74,11 @@ type pairRule struct {
 var (
 	engines   = []string{"backup/...", "restore/..."}
 	outerRing = []string{"web/...", "cmd/...", "daemon/...", "vcsim-tests/..."}
+	// services: the packages behind the API (service/doc.go).
+	services = []string{"service/..."}
+	// webAbove: web's HTTP layer, what no service may import; web/api (the
+	// DTOs both sides share) is not in it.
+	webAbove = []string{"web", "web/console", "web/openapitest", "web/webtest"}
 )
 
 func join(lists ...[]string) []string {
@@ -83,23 +91,23 @@ func join(lists ...[]string) []string {
 
 // webServiceFiles are web files allowed to import repository or
 // internal/state: none since web became HTTP only (issue 13); the services
-// live in reposvc, records and settings, reached through web's interfaces.
+// live under service/, reached through web's interfaces.
 var webServiceFiles = map[string]string{}
 
-// depRules are the layering rules the package docs (doc.go) and DESIGN.md
-// ("Imports flow one way") state. Each is proved to fire by a planted
-// violation in TestRulesCatchPlantedViolations.
+// depRules are the layering rules the package docs (doc.go) and
+// docs/ARCHITECTURE.md ("Imports flow one way") state. Each is proved to
+// fire by a planted violation in TestRulesCatchPlantedViolations.
 var depRules = []depRule{
 	{name: "dedup-pure", source: "dedup/doc.go", pkg: "dedup/...", scope: both,
 		allowed: []string{"dedup/...", "internal/extent"}, thirdParty: []string{"github.com/restic/chunker", "golang.org/x/sync"}},
 	{name: "extent-leaf", source: "internal/extent/extent.go (the one extent normaliser: imports nothing of ours)", pkg: "internal/extent/...", scope: both,
 		allowed: []string{"internal/extent/..."}},
-	{name: "vmdk-pure", source: "vmdk/doc.go", pkg: "vmdk/...", scope: prod,
-		allowed: []string{"vmdk/..."}, never: []string{"net", "os/exec"}},
-	{name: "vmdk-tests-no-vcsim", source: "vmdk/doc.go (pure)", pkg: "vmdk/...", scope: tests,
-		allowed: []string{"vmdk/..."}, never: []string{"github.com/vmware/govmomi/simulator"}},
-	{name: "diskimage-only-vmdk", source: "diskimage/doc.go", pkg: "diskimage/...", scope: both,
-		allowed: []string{"diskimage/...", "vmdk/..."}},
+	// disk/ is pure format code: a VMDK or raw image in, extents and bytes
+	// out, no network, no process, nothing of the appliance's.
+	{name: "disk-pure", source: "disk/doc.go, disk/vmdk/doc.go, disk/imagefile/doc.go", pkg: "disk/...", scope: prod,
+		allowed: []string{"disk/..."}, never: []string{"net", "os/exec"}},
+	{name: "disk-tests-no-vcsim", source: "disk/vmdk/doc.go (pure)", pkg: "disk/...", scope: tests,
+		allowed: []string{"disk/..."}, never: []string{"github.com/vmware/govmomi/simulator"}},
 	{name: "vmconfig-nothing", source: "vmconfig/doc.go", pkg: "vmconfig/...", scope: both,
 		allowed: []string{"vmconfig/..."}},
 	{name: "clock-stdlib-only", source: "internal/clock/doc.go", pkg: "internal/clock/...", scope: both,
@@ -110,17 +118,17 @@ var depRules = []depRule{
 		allowed: []string{"repository/...", "internal/failpoint", "internal/clock"}},
 	{name: "storage-only-failpoint", source: "repository/storage/storage.go", pkg: "repository/storage", scope: prod,
 		allowed: []string{"repository/storage", "internal/failpoint"}},
-	{name: "vsphere-below-engines", source: "vsphere/doc.go, inventory/doc.go", pkg: "vsphere/...", scope: both,
-		denied: join([]string{"repository/...", "dedup/...", "policy/..."}, engines, outerRing)},
-	{name: "policy-no-engines", source: "policy/doc.go, inventory/doc.go (testable without vsphere)", pkg: "policy/...", scope: both,
-		denied: join([]string{"vsphere/...", "repository/...", "dedup/..."}, engines, outerRing)},
+	{name: "vsphere-below-engines", source: "vsphere/doc.go, service/inventory/doc.go", pkg: "vsphere/...", scope: both,
+		denied: join([]string{"repository/...", "dedup/...", "policy/...", "guestfs/..."}, engines, services, outerRing)},
+	{name: "policy-no-engines", source: "policy/doc.go, service/inventory/doc.go (testable without vsphere)", pkg: "policy/...", scope: both,
+		denied: join([]string{"vsphere/...", "repository/...", "dedup/..."}, engines, services, outerRing)},
 	{name: "backup-layer", source: "backup/doc.go", pkg: "backup/...", scope: both,
-		denied: join([]string{"restore/...", "policy/..."}, outerRing)},
+		denied: join([]string{"restore/...", "policy/..."}, services, outerRing)},
 	{name: "backup-unit-tests-fake", source: "backup/doc.go (unit tests use fakes; the vcsim lab is vcsim-tests/backupe2e's)", pkg: "backup/...", scope: tests,
 		denied: []string{"vcsim-tests/..."}, never: []string{"github.com/vmware/govmomi/simulator"}},
 	{name: "restore-layer", source: "restore/doc.go", pkg: "restore/...", scope: both,
-		denied: join([]string{"backup/...", "policy/..."}, outerRing)},
-	{name: "inventory-adapter-only", source: "inventory/doc.go", pkg: "inventory/...", scope: both,
+		denied: join([]string{"backup/...", "policy/..."}, services, outerRing)},
+	{name: "inventory-adapter-only", source: "service/inventory/doc.go", pkg: "service/inventory/...", scope: both,
 		denied: join([]string{"repository/...", "dedup/..."}, engines, outerRing)},
 	{name: "auth-knows-no-http", source: "internal/auth/doc.go", pkg: "internal/auth/...", scope: both,
 		allowed: []string{"internal/auth/...", "internal/clock", "internal/state/schema", "internal/failpoint"}, thirdParty: []string{"golang.org/x/crypto", "go.etcd.io/bbolt"}},
@@ -130,20 +138,30 @@ var depRules = []depRule{
 		allowed: []string{"internal/state/schema/...", "internal/failpoint"}},
 	{name: "state-below-engines", source: "internal/state/doc.go", pkg: "internal/state/...", scope: both,
 		denied: join([]string{"vsphere/...", "repository/..."}, engines, outerRing)},
-	{name: "internal-below-service", source: "DESIGN.md (imports flow one way)", pkg: "internal/...", scope: prod,
-		denied: []string{"web/...", "cmd/...", "daemon/...", "filerestore/..."}},
-	{name: "notify-reads-interfaces", source: "notify/doc.go", pkg: "notify/...", scope: both,
-		denied: join([]string{"vsphere/...", "repository/..."}, engines, outerRing)},
-	{name: "flr-reads-readerat", source: "flr/flr.go (disks come in as Disk values), DESIGN.md", pkg: "flr/...", scope: both,
-		denied: join([]string{"repository/...", "vsphere/...", "dedup/...", "filerestore/..."}, engines, outerRing)},
-	{name: "filerestore-no-http", source: "filerestore/service.go (what it does not: HTTP)", pkg: "filerestore/...", scope: prod,
-		denied: outerRing},
+	{name: "internal-below-service", source: "docs/ARCHITECTURE.md (imports flow one way)", pkg: "internal/...", scope: prod,
+		denied: join(services, []string{"web/...", "cmd/...", "daemon/..."})},
+	// The prefix rule of the service layer: a service is reached through
+	// web's interfaces and never reaches back up into HTTP, the daemon
+	// that wires it, the binary or the lab.
+	{name: "service-below-web", source: "service/doc.go", pkg: "service/...", scope: prod,
+		denied: join(webAbove, []string{"cmd/...", "daemon/...", "vcsim-tests/..."})},
+	{name: "notify-reads-interfaces", source: "service/notify/doc.go", pkg: "service/notify", scope: both,
+		denied: join([]string{"vsphere/...", "repository/...", "dedup/...", "service/inventory/..."}, engines, outerRing)},
+	{name: "guestfs-reads-readerat", source: "guestfs/doc.go (disks come in as io.ReaderAt values)", pkg: "guestfs/...", scope: both,
+		denied: join([]string{"repository/...", "vsphere/...", "dedup/...", "disk/..."}, engines, services, outerRing)},
 	{name: "web-no-engines", source: "web/doc.go", pkg: "web/...", scope: prod,
 		denied: join([]string{"vsphere/..."}, engines, []string{"cmd/...", "daemon/...", "vcsim-tests/..."})},
-	{name: "web-http-only", source: "DESIGN.md, issue 13 (web is HTTP only)", pkg: "web", scope: prod,
-		// internal/state itself; its schema leaf (the codec auth and task
-		// share) is reached through them.
-		denied: []string{"repository/...", "internal/state"}, exempt: webServiceFiles},
+	// web, its DTOs and the console are HTTP only: no engine, no state
+	// file, no service package, directly or through another import.
+	// internal/state itself is denied; its schema leaf (the codec auth
+	// and task share) is reached through them.
+	{name: "web-http-only", source: "web/doc.go (web is HTTP only)", pkg: "web", scope: prod,
+		denied: join([]string{"repository/...", "internal/state", "cmd/..."}, services), exempt: webServiceFiles,
+		// Pure computations web shares with the services: the VM status
+		// rules and the catalog's query language.
+		except: []string{"service/vmstatus", "service/filerestore/catalog"}},
+	{name: "web-dto-http-only", source: "web/api/doc.go (the DTOs both sides share)", pkg: "web/api/...", scope: prod,
+		denied: join([]string{"repository/...", "internal/state", "vsphere/...", "cmd/...", "daemon/..."}, engines, services)},
 	{name: "web-tests-no-lab", source: "vcsim-tests/lab/doc.go (web never imports the lab)", pkg: "web/...", scope: tests,
 		denied: []string{"vcsim-tests/...", "daemon/...", "cmd/..."}, never: []string{"github.com/vmware/govmomi/simulator"}},
 	{name: "console-nothing", source: "web/console/doc.go", pkg: "web/console/...", scope: both,
@@ -152,20 +170,18 @@ var depRules = []depRule{
 		allowed: []string{"web/openapitest/..."}},
 	{name: "browsertest-nothing", source: "internal/browsertest/doc.go", pkg: "internal/browsertest/...", scope: both,
 		allowed: []string{"internal/browsertest/..."}},
-	{name: "imagebackup-engine", source: "imagebackup/imagebackup.go (the CLI's image engine: no HTTP, no daemon, no lab)", pkg: "imagebackup/...", scope: prod,
-		denied: []string{"restore/...", "policy/...", "web/...", "cmd/...", "daemon/...", "vcsim-tests/..."}},
-	{name: "vmstatus-pure", source: "vmstatus/vmstatus.go (pure: callers read the inventory, jobs, points and states)", pkg: "vmstatus/...", scope: prod,
-		allowed: []string{"vmstatus/...", "policy/...", "internal/clock/..."}},
+	{name: "imagebackup-engine", source: "backup/imagebackup/imagebackup.go (the CLI's image engine: no HTTP, no daemon, no lab)", pkg: "backup/imagebackup/...", scope: prod,
+		denied: join([]string{"restore/...", "policy/...", "web/...", "cmd/...", "daemon/...", "vcsim-tests/..."}, services)},
+	{name: "vmstatus-pure", source: "service/vmstatus/vmstatus.go (pure: callers read the inventory, jobs, points and states)", pkg: "service/vmstatus/...", scope: prod,
+		allowed: []string{"service/vmstatus/...", "policy/...", "internal/clock/..."}},
 	{name: "progress-nothing", source: "internal/progress/progress.go", pkg: "internal/progress/...", scope: both,
 		allowed: []string{"internal/progress/..."}},
-	// The daemon package (daemon/, introduced by issue 13) may not exist
-	// yet: these rules match nothing until it does.
-	{name: "daemon-below-cmd", source: "DESIGN.md (cmd -> service layer -> web)", pkg: "daemon/...", scope: both,
+	{name: "daemon-below-cmd", source: "daemon/doc.go (cmd -> daemon -> services -> web)", pkg: "daemon/...", scope: both,
 		denied: []string{"cmd/..."}},
 	// The daemon reaches web/api and web/console through web (transitive
-	// edges), so only the lab is denied here; the symbol check keeps it off
-	// web's old service types.
-	{name: "daemon-no-lab", source: "DESIGN.md, issue 13 (the daemon never reaches the lab; the demo wires it)", pkg: "daemon/...", scope: prod,
+	// edges), so only the lab is denied here; daemon/demo is the one
+	// package that wires the lab in, for `appliance demo`.
+	{name: "daemon-no-lab", source: "daemon/doc.go (the daemon never reaches the lab; daemon/demo wires it)", pkg: "daemon", scope: prod,
 		denied: []string{"vcsim-tests/..."}},
 }
 
@@ -175,35 +191,45 @@ var importerRules = []importerRule{
 	{name: "browsertest-tests-only", source: "internal/browsertest/doc.go", target: "internal/browsertest/..."},
 	{name: "openapitest-tests-only", source: "web/openapitest/openapitest.go", target: "web/openapitest/...", from: []string{"web/webtest"}},
 	{name: "webtest-tests-only", source: "web/webtest/webtest.go", target: "web/webtest/..."},
-	// frtest is itself test support: it builds flrtest's images into a repository.
-	{name: "flrtest-tests-only", source: "flr/flrtest/flrtest.go", target: "flr/flrtest/...", from: []string{"filerestore/frtest"}},
-	{name: "frtest-tests-only", source: "filerestore/frtest/frtest.go", target: "filerestore/frtest/..."},
-	{name: "lab-tests-and-demo-only", source: "vcsim-tests/lab/doc.go", target: "vcsim-tests/lab/...", from: []string{"cmd/appliance", "demo", "vcsim-tests/..."}},
-	// demo wires the lab to the daemon for `appliance demo`, so it sits
-	// above the daemon beside cmd/appliance, its only importer.
-	{name: "daemon-from-cmd-only", source: "DESIGN.md (cmd/appliance imports the daemon, not the reverse; demo/doc: the demo runs it)", target: "daemon/...", from: []string{"cmd/...", "demo"}},
-	{name: "demo-from-cmd-only", source: "demo/demo.go (only cmd/appliance imports it)", target: "demo/...", from: []string{"cmd/appliance"}},
-	// Engines are driven from above (the service, the CLI, test support),
+	// frtest is itself test support: it builds guestfstest's images into a repository.
+	{name: "guestfstest-tests-only", source: "guestfs/guestfstest/guestfstest.go", target: "guestfs/guestfstest/...", from: []string{"service/filerestore/frtest"}},
+	{name: "frtest-tests-only", source: "service/filerestore/frtest/frtest.go", target: "service/filerestore/frtest/..."},
+	{name: "lab-tests-and-demo-only", source: "vcsim-tests/lab/doc.go", target: "vcsim-tests/lab/...", from: []string{"cmd/appliance", "daemon/demo", "vcsim-tests/..."}},
+	// daemon/demo wires the lab to the daemon for `appliance demo`: it
+	// sits below cmd/appliance, its only importer, beside the daemon.
+	{name: "daemon-from-cmd-only", source: "daemon/doc.go (cmd/appliance imports the daemon, not the reverse)", target: "daemon/...", from: []string{"cmd/..."}},
+	{name: "demo-from-cmd-only", source: "daemon/demo/demo.go (only cmd/appliance imports it)", target: "daemon/demo/...", from: []string{"cmd/appliance"}},
+	// Engines are driven from above (the services, the CLI, test support),
 	// never imported by the layers they use.
-	{name: "backup-imported-from-above", source: "DESIGN.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "backup/...",
-		from: []string{"cmd/...", "daemon/...", "imagebackup", "vcsim-tests/...", "filerestore/frtest"}},
-	{name: "restore-imported-from-above", source: "DESIGN.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "restore/...",
-		from: []string{"cmd/...", "daemon/...", "vcsim-tests/..."}},
+	{name: "backup-imported-from-above", source: "docs/ARCHITECTURE.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "backup/...",
+		from: []string{"cmd/...", "daemon/...", "service/backups", "vcsim-tests/...", "service/filerestore/frtest"}},
+	{name: "restore-imported-from-above", source: "docs/ARCHITECTURE.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "restore/...",
+		from: []string{"cmd/...", "daemon/...", "service/restores", "vcsim-tests/..."}},
+	// vSphere is spoken in one package: the rest of the product sees
+	// vsphere's types, never govmomi's, so a govmomi upgrade or a vCenter
+	// quirk is fixed in one place (the lab, test support, drives vcsim).
+	{name: "govmomi-only-vsphere-and-lab", source: "vsphere/doc.go", target: "github.com/vmware/govmomi", third: true,
+		from: []string{"vsphere/...", "vcsim-tests/lab/..."},
+		exempt: map[string]string{
+			"daemon/vcenter_login.go": "vCenter sign-in and SSO groups; moves into vsphere (issue 23)",
+		}},
 	// Every bbolt file has one owner package: state.db (internal/state),
 	// the auth and task stores (web.db, through auth and task BoltStores),
-	// index.db (repository), the file catalog (flr/catalog).
-	{name: "bbolt-owners", source: "internal/state/doc.go, internal/auth/doc.go, internal/task/doc.go, repository/doc.go, flr/catalog/catalog.go", target: "go.etcd.io/bbolt", third: true,
-		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "approval", "repository", "flr/catalog"},
+	// index.db (repository), the file catalog (service/filerestore/catalog).
+	{name: "bbolt-owners", source: "internal/state/doc.go, internal/auth/doc.go, internal/task/doc.go, repository/doc.go, service/filerestore/catalog/catalog.go", target: "go.etcd.io/bbolt", third: true,
+		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "service/approval", "repository", "service/filerestore/catalog"},
 		exempt: map[string]string{
-			"settings/bolt.go": "settings persisted in web.db; removed when state.db has one owner (issue 13)",
-			"copyjob/store.go": "copy jobs and their runs in state.db (buckets copy-jobs, copy-runs, declared in internal/state/schema), through the codec",
-			"daemon/daemon.go": "tells bbolt's lock timeout (state.db held by another process) from other open errors; removed when internal/state returns its own sentinel (issue 13)",
+			"service/settings/bolt.go": "settings persisted in web.db; removed when state.db has one owner (issue 13)",
+			"service/copyjob/store.go": "copy jobs and their runs in state.db (buckets copy-jobs, copy-runs, declared in internal/state/schema), through the codec",
+			"daemon/daemon.go":         "tells bbolt's lock timeout (state.db held by another process) from other open errors; removed when internal/state returns its own sentinel (issue 13)",
 		}},
 }
 
 var pairRules = []pairRule{
-	{name: "inventory-only-bridge", source: "inventory/doc.go (the only package that knows both vsphere and policy)",
-		a: "vsphere", b: "policy", only: []string{"inventory", "cmd/...", "daemon/..."}},
+	// service/backups binds the scheduler's jobs (policy) to the backup
+	// engine's vSphere client: it is the backup half of the bridge.
+	{name: "inventory-only-bridge", source: "service/inventory/doc.go (the only package that knows both vsphere and policy)",
+		a: "vsphere", b: "policy", only: []string{"service/inventory", "service/backups", "cmd/...", "daemon/..."}},
 }
 
 type violation struct {
@@ -226,6 +252,9 @@ func (r depRule) depBreaks(deps []string) []string {
 	for _, d := range deps {
 		if dr, ours := rel(d); ours {
 			if dr == "internal/archtest" {
+				continue
+			}
+			if matchAny(r.except, dr) {
 				continue
 			}
 			if matchAny(r.denied, dr) || (r.allowed != nil && !matchAny(r.allowed, dr)) {

@@ -25,27 +25,29 @@ type timeNowException struct {
 // timeNowExceptions are today's justified calls. A package that already
 // holds a clock.Clock uses it instead (web/stream.go was converted).
 var timeNowExceptions = map[string]timeNowException{
-	// The repository imports nothing of vmvault's but internal/failpoint
-	// (repository/doc.go), so its on-disk stamps read the wall clock.
-	"repository/lock.go":               {2, "lock wait deadline and the holder's since-stamp written into the lock file"},
-	"repository/catalogopen.go":        {1, "name of the quarantined copy of a damaged index.db"},
-	"repository/config.go":             {1, "the repository's creation stamp in its config"},
-	"repository/s3store/objectlock.go": {1, "the retain-until date of an Object Lock PUT: the server checks it against its own clock"},
-	"repository/s3store/lease.go":      {6, "lease expiry is wall-clock time shared with other hosts through the bucket"},
-	"repository/s3store/s3test.go":     {3, "test support (non-test file): starts a local S3 server with a deadline"},
-	"flr/catalog/catalog.go":           {3, "build duration and BuiltAt stamp of a catalog; catalog imports nothing of vmvault's"},
+	// The repository takes a clock (OpenOptions.Clock) for what an open
+	// repository decides (holds, retention); these stamps are written while
+	// it is being created or opened, before that clock is handed in, and
+	// are read by other processes and hosts as wall-clock time.
+	"repository/lock.go":                     {2, "lock wait deadline and the holder's since-stamp written into the lock file"},
+	"repository/catalogopen.go":              {1, "name of the quarantined copy of a damaged index.db"},
+	"repository/config.go":                   {1, "the repository's creation stamp in its config"},
+	"repository/s3store/objectlock.go":       {1, "the retain-until date of an Object Lock PUT: the server checks it against its own clock"},
+	"repository/s3store/lease.go":            {6, "lease expiry is wall-clock time shared with other hosts through the bucket"},
+	"repository/s3store/s3test.go":           {3, "test support (non-test file): starts a local S3 server with a deadline"},
+	"service/filerestore/catalog/catalog.go": {3, "build duration and BuiltAt stamp of a catalog; catalog imports nothing of vmvault's"},
 	// web holds a clock.Clock (Config.Clock): these move to s.now() or out
 	// of web with the service (issue 13).
 	// Engines measure elapsed time and stamp names; they take no clock today.
-	"backup/pipeline.go":      {3, "per-disk elapsed time and progress reporting interval"},
-	"backup/engine.go":        {6, "phase durations, the restore point's name stamp, and \"every snapshot of ours\" (a cut-off a day ahead) in the sweep before a snapshot retry"},
-	"restore/engine.go":       {3, "default Options.Now and elapsed time of a restore"},
-	"restore/disk.go":         {2, "elapsed time of a disk restore"},
-	"restore/vm.go":           {1, "elapsed time of a VM restore"},
-	"vsphere/snapshot.go":     {1, "the snapshot description's marker stamp, read by vCenter operators"},
-	"vsphere/client.go":       {2, "keep-alive: time of the session's last use"},
-	"filerestore/service.go":  {4, "idle expiry of open restore points"},
-	"internal/state/state.go": {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},
+	"backup/pipeline.go":             {3, "per-disk elapsed time and progress reporting interval"},
+	"backup/engine.go":               {6, "phase durations, the restore point's name stamp, and \"every snapshot of ours\" (a cut-off a day ahead) in the sweep before a snapshot retry"},
+	"restore/engine.go":              {3, "default Options.Now and elapsed time of a restore"},
+	"restore/disk.go":                {2, "elapsed time of a disk restore"},
+	"restore/vm.go":                  {1, "elapsed time of a VM restore"},
+	"vsphere/snapshot.go":            {1, "the snapshot description's marker stamp, read by vCenter operators"},
+	"vsphere/client.go":              {2, "keep-alive: time of the session's last use"},
+	"service/filerestore/service.go": {4, "idle expiry of open restore points"},
+	"internal/state/state.go":        {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},
 	// The binary: CLI progress and elapsed time, and the real clock handed
 	// to caches and progress bars (moved to daemon/ by issue 13).
 	"cmd/appliance/cmd_restore.go":  {2, "CLI elapsed time and progress interval"},
