@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmvault/vmvault/dedup"
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/internal/extent"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/dedup"
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/vsphere"

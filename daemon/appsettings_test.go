@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/web/api"
 )

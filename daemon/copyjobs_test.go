@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/state"
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/notify"
 )
 
 // The daily report's source lists the copy runs that started in the

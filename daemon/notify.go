@@ -17,11 +17,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/state"
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/web"
 )
 

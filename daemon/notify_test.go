@@ -34,9 +34,9 @@ import (
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/state/schema"
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/restore"
+	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 )

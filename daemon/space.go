@@ -7,12 +7,12 @@ import (
 	"sort"
 	"time"
 
-	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/progress"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/repository/storage"
+	"github.com/vmvault/vmvault/service/capacity"
 )
 
 // Events of the space watch: an error (mailed as an alert) when a

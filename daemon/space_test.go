@@ -15,11 +15,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/repository/storage"
+	"github.com/vmvault/vmvault/service/capacity"
 )
 
 type fakeSpace struct {

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/disk/vmdk"
+	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

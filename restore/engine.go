@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmconfig"
-	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/vmconfig"
-	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

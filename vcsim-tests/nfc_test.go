@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
-	"github.com/vmvault/vmvault/disk/vmdk"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/service/copyjob"
 )
 
 // memCopyJobs is CopyJobs in memory for the API's tests; it validates

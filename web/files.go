@@ -14,8 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/guestfs"
-	"github.com/vmvault/vmvault/service/filerestore/catalog"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
 
 // FileService is file-level restore: browse, read and search files inside
@@ -49,12 +49,12 @@ const (
 
 // FileListing is GET .../files: one page of a directory.
 type FileListing struct {
-	Path       string      `json:"path"`
+	Path       string          `json:"path"`
 	Entries    []guestfs.Entry `json:"entries"`
-	Total      int         `json:"total"`
-	Offset     int         `json:"offset"`
-	Limit      int         `json:"limit"`
-	NextOffset *int        `json:"nextOffset"` // null on the last page
+	Total      int             `json:"total"`
+	Offset     int             `json:"offset"`
+	Limit      int             `json:"limit"`
+	NextOffset *int            `json:"nextOffset"` // null on the last page
 }
 
 func (s *Server) files() (FileService, error) {

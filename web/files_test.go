@@ -16,14 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore"
-	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/guestfs"
-	"github.com/vmvault/vmvault/service/filerestore/catalog"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/web/openapitest"
 )

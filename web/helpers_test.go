@@ -20,8 +20,8 @@ import (
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
-	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/settings"
 )

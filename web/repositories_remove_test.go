@@ -12,10 +12,10 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/vmvault/vmvault/service/approval"
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/approval"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/web/api"
 )

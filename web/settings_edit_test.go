@@ -354,3 +354,62 @@ func TestSettingsSectionsRolesAudited(t *testing.T) {
 		}
 	}
 }
+
+func TestSettingsTests(t *testing.T) {
+	mailer := &recordingMailer{}
+	f := newFixture(t, func(c *Config) { c.Mailer = mailer; c.VCenter = staticVCenter{} })
+	tests := []struct {
+		name, path, body string
+		status           int
+		field, code      string
+	}{
+		{"smtp ok", "/api/v1/settings/smtp/test", `{"to":"ops@example.com"}`, 200, "", ""},
+		{"smtp no to", "/api/v1/settings/smtp/test", `{}`, 422, "to", ""},
+		{"smtp bad address", "/api/v1/settings/smtp/test", `{"to":"not an address"}`, 422, "to", ""},
+		{"smtp with name", "/api/v1/settings/smtp/test", `{"to":"Ops <ops@example.com>"}`, 422, "to", ""},
+		{"smtp two", "/api/v1/settings/smtp/test", `{"to":"a@example.com, b@example.com"}`, 422, "to", ""},
+		{"smtp unknown field", "/api/v1/settings/smtp/test", `{"to":"ops@example.com","cc":"x"}`, 400, "cc", ""},
+		{"smtp empty body", "/api/v1/settings/smtp/test", ``, 400, "", ""},
+		{"vcenter configured", "/api/v1/settings/vcenter/test", ``, 200, "", ""},
+		{"vcenter given", "/api/v1/settings/vcenter/test", `{"url":"https://vc.example.com","username":"u","password":"p"}`, 200, "", ""},
+		{"vcenter bad url", "/api/v1/settings/vcenter/test", `{"url":"ftp://vc"}`, 422, "url", ""},
+		{"vcenter pin and insecure", "/api/v1/settings/vcenter/test", `{"url":"https://vc","thumbprint":"AA:BB","insecure":true}`, 422, "insecure", ""},
+		{"vcenter newline", "/api/v1/settings/vcenter/test", `{"username":"a\nb"}`, 422, "username", ""},
+		{"vcenter wrong type", "/api/v1/settings/vcenter/test", `{"insecure":"yes"}`, 400, "insecure", ""},
+	}
+	for _, tc := range tests {
+		r := f.admin("POST", tc.path, tc.body)
+		if r.status != tc.status {
+			t.Errorf("%s: %d %s", tc.name, r.status, r.body)
+			continue
+		}
+		if tc.field != "" {
+			r.fieldNamed(t, tc.field)
+		}
+	}
+	if len(mailer.to) != 1 || mailer.to[0] != "ops@example.com" {
+		t.Fatalf("mails sent %v", mailer.to)
+	}
+	var res VCenterTestResult
+	f.admin("POST", "/api/v1/settings/vcenter/test", `{"password":"wrong"}`).json(t, &res)
+	if res.OK || res.Message == "" {
+		t.Fatalf("refused test %+v", res)
+	}
+	mailer.err = errors.New("535 5.7.8 authentication failed")
+	r := f.admin("POST", "/api/v1/settings/smtp/test", `{"to":"ops@example.com"}`)
+	if d := r.errBody(t); r.status != 502 || d.Code != "smtp_failed" || !strings.Contains(d.Message, "535") {
+		t.Fatalf("smtp failure: %d %s", r.status, r.body)
+	}
+	// Not configured.
+	g := newFixture(t, nil)
+	r = g.admin("POST", "/api/v1/settings/smtp/test", `{"to":"ops@example.com"}`)
+	if r.status != 409 || r.errBody(t).Code != "smtp_not_configured" {
+		t.Fatalf("no mailer: %d %s", r.status, r.body)
+	}
+	if r := g.admin("POST", "/api/v1/settings/vcenter/test", ``); r.status != 501 {
+		t.Fatalf("no tester: %d %s", r.status, r.body)
+	}
+	if r := f.do("POST", "/api/v1/settings/smtp/test", `{"to":"ops@example.com"}`, bearer(f.tokens[auth.RoleOperator])); r.status != 403 {
+		t.Fatalf("operator: %d", r.status)
+	}
+}

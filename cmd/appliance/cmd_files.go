@@ -9,10 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/guestfs"
-	"github.com/vmvault/vmvault/service/filerestore/mount"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/filerestore/mount"
 )
 
 func init() {

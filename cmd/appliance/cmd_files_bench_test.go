@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/guestfs"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore"
 )
 
 // benchPoint backs up an ext4 image made from src and opens its volume

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 )
 
 func TestFilesFind(t *testing.T) {

@@ -24,8 +24,8 @@ import (
 	"github.com/vmvault/vmvault/internal/failpoint"
 	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/internal/task"
-	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/notify"
 )
 
 // The daemon hands its state.DB to notify as the daily report's memory.

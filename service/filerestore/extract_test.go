@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/guestfs"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 )
 
 // extractFixture backs up a real ext4 image of a test tree (links, modes,

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 )
 
 // HoldAll holds the browsable volumes and names the others with why: here

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/guestfs"
-	"github.com/vmvault/vmvault/service/filerestore/catalog"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
 
 // indexMaxDepth bounds the directories the indexer descends: a hostile

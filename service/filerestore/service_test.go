@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/guestfs"
-	"github.com/vmvault/vmvault/service/filerestore/catalog"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 )
 
 type fixture struct {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/vmware/govmomi/simulator"
 
-	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/vsphere"
 )
 

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/web/api"
 )
 

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/vmconfig"
 	"github.com/vmvault/vmvault/web/api"
 )

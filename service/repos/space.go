@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/capacity"
 	"github.com/vmvault/vmvault/web/api"
 )
 

@@ -16,6 +16,7 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -504,4 +505,85 @@ func TestRunStatusModel(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// kindsAre is the expression "the events table has rows, all of kinds
+// starting with prefix".
+func kindsAre(prefix string) string {
+	return fmt.Sprintf(`(() => { const k = [...document.querySelectorAll('#events-list tbody td[data-label="Kind"]')].map(c => c.textContent);
+		return k.length > 0 && k.every(x => x.startsWith(%q)); })()`, prefix)
+}
+
+// TestEventsAuditFilterExport locks and unlocks a point and is refused a
+// bad restore through the API, then finds those actions on the Events page
+// filtered by kind, user and outcome, with who and from where, and exports
+// the filtered trail as CSV and JSON. Before the audit trail these actions
+// left no event.
+func TestEventsAuditFilterExport(t *testing.T) {
+	b := signedIn(t)
+	var pts []demoPoint
+	if st := p2API(t, b, "GET", "/restore-points", nil, &pts); st != 200 || len(pts) == 0 {
+		t.Fatalf("demo restore points: %d", st)
+	}
+	id := pts[0].ID
+	for _, a := range []string{"lock", "unlock"} {
+		if st := p2API(t, b, "POST", "/restore-points/"+id+"/"+a, nil, nil); st != 200 {
+			t.Fatalf("%s: %d", a, st)
+		}
+	}
+	if st := p2API(t, b, "POST", "/restores", map[string]any{"point": id, "mode": "sideways"}, nil); st != 422 {
+		t.Fatalf("a bad restore: %d", st)
+	}
+
+	b.Go("#/events")
+	b.WaitVisible("#events-kind")
+	b.Select("#events-range", "all")
+	b.Select("#events-kind", "point")
+	b.Fill("#events-user", demo.User)
+	b.Click(`#events-filter button[type=submit]`)
+	// Every row is then a point event (the first, unfiltered list goes).
+	b.WaitJS(kindsAre("point."), "only point events")
+	b.WaitText(`#events-list td[data-label="Kind"]`, "point.unlock")
+	b.WaitText(`#events-list td[data-label="Kind"]`, "point.lock")
+	who := browsertest.Eval[string](b, `[...document.querySelectorAll("#events-list tbody tr")].filter(r => r.querySelector('td[data-label="Kind"]').textContent === "point.lock").map(r => r.querySelector('td[data-label="User"]').textContent)[0] || ""`)
+	if !strings.Contains(who, demo.User) || !strings.Contains(who, "from 127.0.0.1") || !strings.HasSuffix(who, "ok") {
+		t.Errorf("the User cell %q of the lock does not say who, from where and the outcome", who)
+	}
+
+	b.Select("#events-kind", "restore")
+	b.Select("#events-outcome", "failed")
+	b.Click(`#events-filter button[type=submit]`)
+	b.WaitJS(kindsAre("restore.")+` && [...document.querySelectorAll('#events-list td[data-label="User"]')].every(c => c.textContent.endsWith("failed"))`, "only failed restores")
+
+	href := p2Attr(b, "#events-export-csv", "href")
+	u, err := url.Parse(href)
+	if err != nil || u.Path != "/api/v1/events/export" || u.Query().Get("format") != "csv" || u.Query().Get("kind") != "restore" || u.Query().Get("outcome") != "failed" {
+		t.Fatalf("Export CSV link %q does not carry the filter", href)
+	}
+	type fetched struct {
+		Status int    `json:"status"`
+		Type   string `json:"type"`
+		Disp   string `json:"disp"`
+		Text   string `json:"text"`
+	}
+	get := func(sel string) fetched {
+		return browsertest.Eval[fetched](b, fmt.Sprintf(`(async () => { const r = await fetch(document.querySelector(%q).href);
+			return {status: r.status, type: r.headers.get("Content-Type") || "", disp: r.headers.get("Content-Disposition") || "", text: await r.text()}; })()`, sel))
+	}
+	c := get("#events-export-csv")
+	lines := strings.Split(strings.TrimSpace(c.Text), "\n")
+	if c.Status != 200 || !strings.HasPrefix(c.Type, "text/csv") || !strings.Contains(c.Disp, "attachment") || len(lines) < 2 ||
+		!strings.HasPrefix(lines[0], "time,severity,kind,user,address,outcome,error") {
+		t.Fatalf("CSV export: %d %q %q\n%s", c.Status, c.Type, c.Disp, c.Text)
+	}
+	for _, l := range lines[1:] {
+		if !strings.Contains(l, ",restore.vm,"+demo.User+",127.0.0.1,failed,") {
+			t.Errorf("CSV line %q is not a failed restore by %s from 127.0.0.1", l, demo.User)
+		}
+	}
+	j := get("#events-export-json")
+	if j.Status != 200 || !strings.HasPrefix(j.Type, "application/json") || !strings.Contains(j.Text, `"outcome":"failed"`) || strings.Contains(j.Text, `"outcome":"ok"`) {
+		t.Fatalf("JSON export: %d %q %s", j.Status, j.Type, j.Text)
+	}
+	b.CheckConsole()
 }

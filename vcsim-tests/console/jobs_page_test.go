@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp/kb"
+	"github.com/vmvault/vmvault/internal/browsertest"
 )
 
 // TestJobWizard creates a job with the wizard: one VM ticked in the
@@ -275,4 +276,123 @@ func TestJobWizardKeyboardOnly(t *testing.T) {
 		t.Fatalf("DELETE /jobs/%s: %d", id, st)
 	}
 	b.CheckConsole()
+}
+
+// TestTagPickerAndQuiesceRequired selects VMs by the demo's tag in the job
+// wizard: the picker names it "Environment / production", the wizard's
+// "Selected now" shows exactly the two tagged VMs, the saved job stores the
+// tag's id, and the jobs list names the tag. The quiesce step's
+// requirement is off with quiescing off, and saved when ticked.
+func TestTagPickerAndQuiesceRequired(t *testing.T) {
+	b := signedIn(t)
+	var tags []struct{ ID, Name, Category string }
+	if st := p2API(t, b, "GET", "/tags", nil, &tags); st != 200 {
+		t.Fatalf("GET /tags: %d", st)
+	}
+	prod := ""
+	for _, tg := range tags {
+		if tg.Category == "Environment" && tg.Name == "production" {
+			prod = tg.ID
+		}
+	}
+	if prod == "" {
+		t.Fatalf("GET /tags has no Environment/production: %+v", tags)
+	}
+	var tagged []string
+	for name, v := range liveVMs(t, b) {
+		if slices.Contains(v.Tags, prod) {
+			tagged = append(tagged, name)
+		}
+	}
+	slices.Sort(tagged)
+	if !slices.Equal(tagged, []string{"db-01", "web-01"}) {
+		t.Fatalf("VMs carrying Environment/production: %v, want db-01 and web-01", tagged)
+	}
+
+	b.Go("#/job-wizard")
+	b.WaitVisible("#job-name")
+	name := p2Unique("By tag")
+	b.Fill("#job-name", name)
+	id := p2Value(b, "#job-id")
+	b.Click("#job-enabled") // disabled: its default window must not open during the suite
+	b.Click("#wizard-next")
+
+	row := `#tag-picker li[data-tag-label="Environment / production"]`
+	b.WaitVisible(row)
+	b.WaitText(row, "2 VMs now")
+	b.Click(row + ` input[data-tag-include]`)
+	b.WaitText("#selection-match", "Selected now: 2 VMs (db-01, web-01).")
+	// Excluding the tag instead unticks the inclusion and selects nothing.
+	b.Click(row + ` input[data-tag-exclude]`)
+	b.WaitText("#selection-match", "Selected now: 0 VMs.")
+	if browsertest.Eval[bool](b, fmt.Sprintf(`document.querySelector(%q).checked`, row+` input[data-tag-include]`)) {
+		t.Error("excluding a tag left it included")
+	}
+	b.Click(row + ` input[data-tag-include]`)
+	b.WaitText("#selection-match", "Selected now: 2 VMs (db-01, web-01).")
+	b.Click("#wizard-next")
+
+	b.WaitVisible(`input[name=repository]:checked`)
+	b.Click("#wizard-next")
+	b.WaitVisible("#window-grid")
+	b.Click("#wizard-next")
+
+	// Quiescing: "require" is meaningless with quiescing off.
+	b.WaitVisible("#q-required")
+	b.Click(`label[for="q-none"]`)
+	b.WaitJS(`document.getElementById("q-required").disabled && !document.getElementById("q-required").checked`, "require disabled with quiescing off")
+	b.Click(`label[for="q-filesystem"]`)
+	b.WaitJS(`!document.getElementById("q-required").disabled`, "require enabled with file-system quiescing")
+	b.WaitText("#q-required-hint", "its snapshot is removed")
+	b.Click(`label[for="q-required"]`)
+	b.Click("#wizard-next")
+
+	b.WaitText("#preview-summary", "Would keep")
+	b.Click("#wizard-next")
+	b.WaitText("#job-summary", "tag Environment / production")
+	b.WaitText("#job-summary", "required: a VM that cannot be quiesced fails")
+	p2NoJunk(t, b, "wizard summary")
+	b.Click("#wizard-save")
+	b.WaitJS(fmt.Sprintf(`location.hash === %q`, "#/jobs/"+id), "the new job's page")
+	b.WaitText(".p2-dl", "tag Environment / production")
+	b.WaitText(".p2-dl", "required")
+
+	var job struct {
+		Enabled   bool `json:"enabled"`
+		Selection struct {
+			VMs     []string `json:"vms"`
+			Tags    []string `json:"tags"`
+			Exclude struct {
+				Tags []string `json:"tags"`
+			} `json:"exclude"`
+		} `json:"selection"`
+		Quiesce         string `json:"quiesce"`
+		QuiesceRequired bool   `json:"quiesceRequired"`
+	}
+	if st := p2API(t, b, "GET", "/jobs/"+id, nil, &job); st != 200 {
+		t.Fatalf("GET /jobs/%s: %d", id, st)
+	}
+	if !slices.Equal(job.Selection.Tags, []string{prod}) || len(job.Selection.VMs) != 0 || len(job.Selection.Exclude.Tags) != 0 {
+		t.Errorf("selection = %+v, want the tag id %s only", job.Selection, prod)
+	}
+	if job.Quiesce != "filesystem" || !job.QuiesceRequired || job.Enabled {
+		t.Errorf("quiesce %q required %v enabled %v, want filesystem, required, disabled", job.Quiesce, job.QuiesceRequired, job.Enabled)
+	}
+	b.Go("#/jobs")
+	jrow := fmt.Sprintf(`#jobs-table tr[data-job=%q]`, id)
+	b.WaitText(jrow, "tag Environment / production")
+	b.WaitText(jrow, "2 now")
+
+	// Reopened, the wizard shows the saved choices.
+	b.Go("#/job-wizard/" + id)
+	b.WaitVisible("#job-name")
+	b.Click("#wizard-next")
+	b.WaitVisible(row)
+	if !browsertest.Eval[bool](b, fmt.Sprintf(`document.querySelector(%q).checked`, row+` input[data-tag-include]`)) {
+		t.Error("the reopened wizard does not show the tag included")
+	}
+	b.CheckConsole()
+	if st := p2API(t, b, "DELETE", "/jobs/"+id, nil, nil); st != 204 && st != 200 {
+		t.Errorf("DELETE /jobs/%s: %d", id, st)
+	}
 }

@@ -120,3 +120,29 @@ func TestKeyboardLogin(t *testing.T) {
 		t.Errorf("after following a link the focus is on %s, want the page title", f)
 	}
 }
+
+// TestLoginPageHasNoSignOut: before anyone signed in there is nothing to
+// sign out of. The header's user box (name, role, "Sign out") showed on the
+// login page because `.topbar .user { display: flex }` beat its hidden
+// attribute.
+func TestLoginPageHasNoSignOut(t *testing.T) {
+	for _, vp := range []struct{ w, h int64 }{{1440, 900}, {400, 800}} {
+		b := browsertest.New(t, demo.URL)
+		b.Viewport(vp.w, vp.h)
+		b.Go("/")
+		b.WaitVisible("#login-user")
+		if browsertest.Eval[bool](b, shownJS("logout")) {
+			t.Errorf("at %dx%d the login page shows a %q button", vp.w, vp.h, b.Text("#logout"))
+		}
+		if browsertest.Eval[bool](b, shownJS("user")) {
+			t.Errorf("at %dx%d the login page shows the signed-in user box", vp.w, vp.h)
+		}
+		b.CheckConsole()
+	}
+	// Signed in, the button is there.
+	b := signedIn(t)
+	if !browsertest.Eval[bool](b, shownJS("logout")) {
+		t.Error("the signed-in console shows no Sign out button")
+	}
+	b.CheckConsole()
+}

@@ -7,6 +7,7 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,4 +196,87 @@ func p2VMUUID(t *testing.T, b *browsertest.Browser, name string) string {
 	}
 	t.Fatalf("no VM %s in GET /vms", name)
 	return ""
+}
+
+// shownJS is true when the element with id takes space on the page (the
+// hidden attribute alone is not enough: a CSS display rule overrides it).
+func shownJS(id string) string {
+	return `(() => { const e = document.getElementById("` + id + `"); if (!e) return false;
+		const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden"; })()`
+}
+
+// liveVM and the helpers below drive the demo as the scheduler does: list
+// its VMs, back one up, wait for a task, a window that opens now.
+type liveVM struct {
+	InstanceUUID string   `json:"instanceUuid"`
+	Name         string   `json:"name"`
+	InInventory  bool     `json:"inInventory"`
+	Tags         []string `json:"tags"`
+}
+
+func liveVMs(t *testing.T, b *browsertest.Browser) map[string]liveVM {
+	t.Helper()
+	var vms []liveVM
+	if st := p2API(t, b, "GET", "/vms", nil, &vms); st != 200 {
+		t.Fatalf("GET /vms: %d", st)
+	}
+	out := map[string]liveVM{}
+	for _, v := range vms {
+		if v.InInventory {
+			out[v.Name] = v
+		}
+	}
+	return out
+}
+
+// liveWaitTask waits for an API task to succeed and returns its result.
+func liveWaitTask(t *testing.T, b *browsertest.Browser, id, what string) any {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var tk struct {
+			State  string `json:"state"`
+			Error  string `json:"error"`
+			Result any    `json:"result"`
+		}
+		if st := p2API(t, b, "GET", "/tasks/"+id, nil, &tk); st != 200 {
+			t.Fatalf("GET /tasks/%s: %d", id, st)
+		}
+		switch tk.State {
+		case "succeeded":
+			return tk.Result
+		case "failed", "cancelled":
+			t.Fatalf("%s: task %s %s: %s", what, id, tk.State, tk.Error)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: task %s still %s", what, id, tk.State)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// liveBackup backs a VM up through POST /backups and returns its newest point.
+func liveBackup(t *testing.T, b *browsertest.Browser, uuid string) string {
+	t.Helper()
+	var tk struct {
+		ID string `json:"id"`
+	}
+	if st := p2API(t, b, "POST", "/backups", map[string]any{"vms": []string{uuid}}, &tk); st != 202 {
+		t.Fatalf("POST /backups %s: %d", uuid, st)
+	}
+	liveWaitTask(t, b, tk.ID, "backup of "+uuid)
+	var pts []struct {
+		ID string `json:"id"`
+	}
+	if st := p2API(t, b, "GET", "/restore-points?vm="+uuid, nil, &pts); st != 200 || len(pts) == 0 {
+		t.Fatalf("restore points of %s after its backup: %d, %d points", uuid, st, len(pts))
+	}
+	return pts[0].ID // newest first
+}
+
+// liveWindow is a window three days ahead: no scheduled window opens while
+// the suite runs, whatever the day.
+func liveWindow() map[string]any {
+	day := strings.ToLower(time.Now().UTC().Add(72 * time.Hour).Weekday().String())
+	return map[string]any{"location": "UTC", "days": map[string]any{day: []string{"10:00-11:00"}}}
 }

@@ -178,3 +178,49 @@ func TestEvents(t *testing.T) {
 	b.Click(`#events-filter button[type=submit]`)
 	b.WaitText("#events-filter .field-error", "The end must be after the start.")
 }
+
+// TestViewports opens every page of the jobs, restore, restore points,
+// files, VM and repositories part at 1440x900 and at 400x800 (TestPagesAtSizes
+// covers the shell's pages): each renders its data
+// without a console error and without a horizontal scroll bar on the page
+// (wide tables scroll inside their own box, the window grid fits).
+func TestViewports(t *testing.T) {
+	b := signedIn(t)
+	job, repo := p2DemoJobAndRepo(t, b)
+	pages := []struct{ route, ready string }{
+		{"#/jobs", "#jobs-table"},
+		{"#/jobs/" + job, ".p2-history .p2-run, .p2-history .empty"},
+		{"#/job-wizard", "#job-name"},
+		{"#/restore", "input[name=vm]"},
+		{"#/restore-points", ".p2-vm-group"},
+		{"#/repositories", "#repositories-table"},
+		{"#/repositories/" + repo, ".usage-chart"},
+		{"#/files", "#files-search"},
+		{"#/vms/" + p2VMUUID(t, b, "web-01"), "#vm-summary"},
+	}
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {400, 800}} {
+		b.Viewport(size.w, size.h)
+		for _, p := range pages {
+			b.Go(p.route)
+			b.WaitVisible(p.ready)
+			p2NoJunk(t, b, p.route)
+			if over := browsertest.Eval[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
+				widest := browsertest.Eval[string](b, `(() => { const cw = document.documentElement.clientWidth; const clipped = (e) => { for (let a = e.parentElement; a; a = a.parentElement) { const o = getComputedStyle(a).overflowX; if (o !== "visible") return true; } return false; }; const out = []; for (const e of document.querySelectorAll("body *")) { const r = e.getBoundingClientRect().right; if (r > cw + 1 && !clipped(e)) out.push(Math.round(r) + "px <" + e.tagName.toLowerCase() + " class=" + e.className + "> " + (e.outerHTML || "").slice(0, 160)); } return out.slice(0, 4).join(" | "); })()`)
+				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx; unclipped elements past the edge: %s", p.route, size.w, over, widest)
+			}
+			b.CheckConsole()
+		}
+		// The window grid's 24 hours fit the width.
+		b.Go("#/job-wizard")
+		b.Fill("#job-name", "viewport")
+		b.Click("#wizard-next")
+		b.Click(`.p2-tree li[data-name="web-01"] > .p2-tree-line > input[data-node]`)
+		for range 2 {
+			b.Click("#wizard-next")
+		}
+		b.WaitVisible("#window-grid")
+		if over := browsertest.Eval[int](b, `(() => { const w = document.querySelector(".p2-grid-wrap"); return w.scrollWidth - w.clientWidth; })()`); over > 0 {
+			t.Errorf("window grid at %dpx: scrolls sideways by %dpx", size.w, over)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func TestScheduledRunOnTasksPage(t *testing.T) {
 // gone when the scheduler is idle; at 400 px nothing scrolls sideways.
 func TestScheduledRunningLive(t *testing.T) {
 	b := signedIn(t)
-	h8WatchEventSources(t, b)
+	liveWatchEventSources(t, b)
 	b.Reload()
 	pageTitle(t, b, "Dashboard")
 	b.Go("#/tasks")
@@ -151,7 +151,7 @@ func TestScheduledRunningLive(t *testing.T) {
 	for _, size := range []struct{ w, h int64 }{{1280, 800}, {400, 800}} {
 		t.Run(fmt.Sprintf("%dpx", size.w), func(t *testing.T) {
 			b.Viewport(size.w, size.h)
-			h8Scheduler(t, b, "["+backup("files-01", 25*mib, 100*mib, 5*mib)+"]")
+			liveScheduler(t, b, "["+backup("files-01", 25*mib, 100*mib, 5*mib)+"]")
 			row := `#tasks-sched-running tr[data-sched-vm="files-01"]`
 			b.WaitVisible(row)
 			b.WaitText(row, "disk 1/1")
@@ -169,7 +169,7 @@ func TestScheduledRunningLive(t *testing.T) {
 				t.Errorf("running table caption %q", cap)
 			}
 			browsertest.Eval[bool](b, fmt.Sprintf(`(document.querySelector(%q).h11mark = true)`, row))
-			h8Scheduler(t, b, "["+backup("files-01", 75*mib, 100*mib, 5*mib)+","+backup("db-01", 0, 0, 0)+"]")
+			liveScheduler(t, b, "["+backup("files-01", 75*mib, 100*mib, 5*mib)+","+backup("db-01", 0, 0, 0)+"]")
 			b.WaitText(row, "75%")
 			b.WaitText(row, "ETA 5s")
 			b.WaitVisible(`#tasks-sched-running tr[data-sched-vm="db-01"]`)
@@ -183,7 +183,7 @@ func TestScheduledRunningLive(t *testing.T) {
 				t.Errorf("accessibility with scheduled backups running: %v", probs)
 			}
 			p2NoJunk(t, b, "tasks page, backups running")
-			h8Scheduler(t, b, "[]")
+			liveScheduler(t, b, "[]")
 			b.WaitGone(`#tasks-sched-running tr`)
 			b.WaitText("#tasks-sched-running", "No scheduled backup is running.")
 			b.CheckConsole()

@@ -16,8 +16,8 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/vsphere"

@@ -38,10 +38,6 @@ func settingsNow(t *testing.T, b *browsertest.Browser) settingsDoc {
 	return s
 }
 
-// The file is named to run last: the repository it adds stays in the demo
-// every test shares (no route removes one yet), and the job wizard
-// preselects the repository only while there is one.
-
 // TestSettingsEditMaintenanceAndRepository: the settings page shows where
 // each section's values come from (the demo's file for vCenter and the
 // maintenance window, nothing for mail); a bad maintenance range is
@@ -50,7 +46,10 @@ func settingsNow(t *testing.T, b *browsertest.Browser) settingsDoc {
 // then reset to the file's. A repository is created from the page (a path
 // inside the demo's repository and two different passphrases refused next
 // to their fields) and listed; opening the demo's own repository again is
-// refused on the path.
+// refused on the path. The repository it adds is removed again at the end
+// (its files stay, as removal keeps data), so the demo every test shares
+// keeps its one repository whatever order the tests run in: the job
+// wizard preselects the repository only while there is one.
 func TestSettingsEditMaintenanceAndRepository(t *testing.T) {
 	b := signedIn(t)
 	b.Viewport(1440, 900)
@@ -151,6 +150,11 @@ func TestSettingsEditMaintenanceAndRepository(t *testing.T) {
 	b.Click("#repo-test")
 	b.WaitText("#repo-result", "can be created")
 	b.Click("#repo-add-submit")
+	t.Cleanup(func() {
+		if st := p2API(t, b, "DELETE", "/repositories/"+name, nil, nil); st != 200 {
+			t.Errorf("remove the repository the test added: %d", st)
+		}
+	})
 	b.WaitText(".toast", fmt.Sprintf("Repository %s created", name))
 	b.WaitText("#settings-repos-list td", name)
 	if v := p2Value(b, "#repo-pass"); v != "" {

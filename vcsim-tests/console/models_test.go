@@ -2,57 +2,10 @@ package console
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/vmvault/vmvault/internal/browsertest"
 )
-
-// TestViewports opens every page of the jobs, restore, restore points,
-// files, VM and repositories part at 1440x900 and at 400x800 (TestPagesAtSizes
-// covers the shell's pages): each renders its data
-// without a console error and without a horizontal scroll bar on the page
-// (wide tables scroll inside their own box, the window grid fits).
-func TestViewports(t *testing.T) {
-	b := signedIn(t)
-	job, repo := p2DemoJobAndRepo(t, b)
-	pages := []struct{ route, ready string }{
-		{"#/jobs", "#jobs-table"},
-		{"#/jobs/" + job, ".p2-history .p2-run, .p2-history .empty"},
-		{"#/job-wizard", "#job-name"},
-		{"#/restore", "input[name=vm]"},
-		{"#/restore-points", ".p2-vm-group"},
-		{"#/repositories", "#repositories-table"},
-		{"#/repositories/" + repo, ".usage-chart"},
-		{"#/files", "#files-search"},
-		{"#/vms/" + p2VMUUID(t, b, "web-01"), "#vm-summary"},
-	}
-	for _, size := range []struct{ w, h int64 }{{1440, 900}, {400, 800}} {
-		b.Viewport(size.w, size.h)
-		for _, p := range pages {
-			b.Go(p.route)
-			b.WaitVisible(p.ready)
-			p2NoJunk(t, b, p.route)
-			if over := browsertest.Eval[int](b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
-				widest := browsertest.Eval[string](b, `(() => { const cw = document.documentElement.clientWidth; const clipped = (e) => { for (let a = e.parentElement; a; a = a.parentElement) { const o = getComputedStyle(a).overflowX; if (o !== "visible") return true; } return false; }; const out = []; for (const e of document.querySelectorAll("body *")) { const r = e.getBoundingClientRect().right; if (r > cw + 1 && !clipped(e)) out.push(Math.round(r) + "px <" + e.tagName.toLowerCase() + " class=" + e.className + "> " + (e.outerHTML || "").slice(0, 160)); } return out.slice(0, 4).join(" | "); })()`)
-				t.Errorf("%s at %dpx: the page scrolls sideways by %dpx; unclipped elements past the edge: %s", p.route, size.w, over, widest)
-			}
-			b.CheckConsole()
-		}
-		// The window grid's 24 hours fit the width.
-		b.Go("#/job-wizard")
-		b.Fill("#job-name", "viewport")
-		b.Click("#wizard-next")
-		b.Click(`.p2-tree li[data-name="web-01"] > .p2-tree-line > input[data-node]`)
-		for range 2 {
-			b.Click("#wizard-next")
-		}
-		b.WaitVisible("#window-grid")
-		if over := browsertest.Eval[int](b, `(() => { const w = document.querySelector(".p2-grid-wrap"); return w.scrollWidth - w.clientWidth; })()`); over > 0 {
-			t.Errorf("window grid at %dpx: scrolls sideways by %dpx", size.w, over)
-		}
-	}
-}
 
 // TestModels checks the pages' pure modules, imported as the console
 // serves them: the window grid against the API's window JSON (round trips,
@@ -144,59 +97,4 @@ func TestModels(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
-}
-
-// TestPagesAccessibility runs the harness's accessibility audit (named
-// controls, unique ids, one h1 and main) on every step of the job and
-// restore wizards and on the pages the navigation does not list.
-func TestPagesAccessibility(t *testing.T) {
-	b := signedIn(t)
-	audit := func(where string) {
-		t.Helper()
-		if p := b.A11yProblems(); len(p) > 0 {
-			t.Errorf("%s:\n  %s", where, strings.Join(p, "\n  "))
-		}
-	}
-	job, repo := p2DemoJobAndRepo(t, b)
-	b.Go("#/jobs/" + job)
-	b.WaitVisible(".p2-run, .p2-history .empty")
-	audit("job page")
-	b.Go("#/repositories/" + repo)
-	b.WaitVisible(".usage-chart")
-	audit("repository page")
-
-	b.Go("#/job-wizard")
-	b.WaitVisible("#job-name")
-	b.Fill("#job-name", "a11y")
-	for _, step := range []string{"basics", "vms", "repository", "schedule", "retention", "preview", "summary"} {
-		b.WaitVisible(fmt.Sprintf(`.p2-step-panel[data-step=%s]:not([hidden])`, step))
-		if step == "preview" {
-			b.WaitText("#preview-summary", "Would keep")
-		}
-		audit("job wizard step " + step)
-		if step == "vms" {
-			b.Click(`.p2-tree li[data-name="web-01"] > .p2-tree-line > input[data-node]`)
-		}
-		if step != "summary" {
-			b.Click("#wizard-next")
-		}
-	}
-
-	b.Go("#/restore")
-	b.WaitVisible(`input[name=vm][data-name="web-01"]`)
-	audit("restore: VM")
-	b.Click(`input[name=vm][data-name="web-01"]`)
-	b.Click("#restore-vm .p2-next")
-	b.WaitVisible(`#restore-point input[name=point]`)
-	audit("restore: point")
-	b.Click(`#restore-point input[name=point]`)
-	b.Click("#restore-point .p2-next")
-	b.WaitVisible("#mode-new")
-	audit("restore: mode")
-	b.Click("#restore-mode .p2-next")
-	b.WaitVisible("#restore-ds")
-	audit("restore: target")
-	b.Click("#restore-target .p2-next")
-	b.WaitVisible("#restore-choices")
-	audit("restore: summary")
 }
