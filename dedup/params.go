@@ -15,7 +15,7 @@ const (
 	AlgorithmFixed = "fixed"
 )
 
-// Default CDC sizes (DESIGN.md "Deduplication").
+// Default CDC sizes (docs/PERFORMANCE.md measures the average against fixed-size chunks).
 const (
 	DefaultMinSize = 512 << 10
 	DefaultAvgSize = 1 << 20

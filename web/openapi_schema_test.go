@@ -172,13 +172,17 @@ func TestSchemaChecker(t *testing.T) {
 		{`[]`, true},
 		{`null`, true},
 	}
-	// Composed schemas: a nullable reference, and alternatives.
+	// Composed schemas and OpenAPI 3.0.3 null semantics: nullable only
+	// counts beside a type in the same schema, so a nullable wrapper
+	// round a reference to a non-nullable object still refuses null.
 	composed := []struct {
 		schema map[string]any
 		body   string
 		bad    bool
 	}{
-		{map[string]any{"allOf": []any{ref}, "nullable": true}, `null`, false},
+		{map[string]any{"allOf": []any{ref}, "nullable": true}, `null`, true},
+		{map[string]any{"type": "object", "nullable": true}, `null`, false},
+		{map[string]any{"type": "object"}, `null`, true},
 		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1}`, false},
 		{map[string]any{"allOf": []any{ref}, "nullable": true}, `{"a":1,"log":[]}`, true},
 		{map[string]any{"allOf": []any{ref}}, `null`, true},

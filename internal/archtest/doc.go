@@ -1,5 +1,5 @@
 // Package archtest holds no code: its tests enforce the layering the
-// package docs and DESIGN.md state ("Imports flow one way"), so a forbidden
+// package docs and docs/ARCHITECTURE.md state ("Imports flow one way"), so a forbidden
 // edge fails `make test` instead of surviving review.
 //
 // rules_test.go lists the rules, each naming the doc that states it: what

@@ -33,10 +33,7 @@ func (sc Checker) Check(path string, schema map[string]any, v any) []string {
 		return sc.Check(path, s, v)
 	}
 	if v == nil {
-		if schema["nullable"] == true || (schema["type"] == nil && schema["allOf"] == nil && schema["anyOf"] == nil && schema["oneOf"] == nil) {
-			return nil
-		}
-		return []string{path + ": null, schema does not say nullable"}
+		return sc.checkNull(path, schema)
 	}
 	var errs []string
 	for _, sub := range asSchemas(schema["allOf"]) {
@@ -281,4 +278,39 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// checkNull applies OpenAPI 3.0.3's reading of nullable, as strict
+// validators (a validating proxy, kin-openapi, Prism) do: nullable adds
+// null to the type named in the same schema only; allOf, anyOf and oneOf
+// keep their meaning, so {nullable, allOf: [$ref X]} refuses null unless
+// X itself is nullable. A schema with no type and no composition accepts
+// anything, null included.
+func (sc Checker) checkNull(path string, schema map[string]any) []string {
+	allOf, anyOf, oneOf := asSchemas(schema["allOf"]), asSchemas(schema["anyOf"]), asSchemas(schema["oneOf"])
+	if schema["type"] != nil && schema["nullable"] != true {
+		return []string{path + ": null, schema does not say nullable"}
+	}
+	if schema["type"] == nil && schema["nullable"] == true && len(allOf)+len(anyOf)+len(oneOf) == 0 {
+		return nil
+	}
+	var errs []string
+	for _, sub := range allOf {
+		errs = append(errs, sc.Check(path, sub, nil)...)
+	}
+	for _, alts := range [][]map[string]any{anyOf, oneOf} {
+		if len(alts) == 0 {
+			continue
+		}
+		ok := false
+		for _, sub := range alts {
+			if len(sc.Check(path, sub, nil)) == 0 {
+				ok = true
+			}
+		}
+		if !ok {
+			errs = append(errs, path+": null, no alternative says nullable")
+		}
+	}
+	return errs
 }
