@@ -12,7 +12,7 @@ import (
 // API browses and downloads through, whose background indexer (run by Run)
 // catalogues new restore points (within a minute of their backup) and
 // drops the catalogs of points retention or an administrator deleted.
-// Catalogs live in <state_dir>/catalog (flr/catalog/FORMAT.md); they are a
+// Catalogs live in <state_dir>/catalog (service/filerestore/catalog/FORMAT.md); they are a
 // cache. Close closes the service.
 func (d *Daemon) newFileRestore(rs *repos.Set) (*filerestore.Service, error) {
 	svc, err := filerestore.New(filerestore.Config{

@@ -40,7 +40,7 @@ type Approvals interface {
 	Cancel(ctx context.Context, id, user string) (Approval, error)
 }
 
-// TimeLocker sets time locks (reposvc.Set implements it beside Points).
+// TimeLocker sets time locks (repos.Set implements it beside Points).
 type TimeLocker interface {
 	LockUntil(ctx context.Context, id string, until time.Time) error
 }

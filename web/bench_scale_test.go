@@ -53,7 +53,7 @@ func (s *synthPoints) Delete(context.Context, string) error          { return ni
 
 // BenchmarkScaleAPI: GET /vms, GET /restore-points and GET /dashboard over
 // real HTTP with 1,000 VMs in the inventory (20 folders, 10 tags), 30,000
-// restore points (30 per VM) in a real repository served by reposvc (the
+// restore points (30 per VM) in a real repository served by service/repos (the
 // daemon's path; its catalog at rest, as outside a backup window) and three
 // jobs (by folder, by tag, and one listing every VM). Whole lists, pages of
 // 100 (first and second), filtered and searched pages. Reports p50 and p99

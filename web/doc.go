@@ -19,7 +19,7 @@
 // Backups, Restores, EventLog, RunLog, VMStates, Topology, TagSource,
 // VCenterTester, Mailer, FileService, ...), and on web/api for the types
 // and error kinds it shares with the services that implement them:
-// reposvc (restore points, repositories, maintenance), records (jobs, runs,
+// service/repos (restore points, repositories, maintenance), records (jobs, runs,
 // events, VM states over the state database) and settings. Handlers live in
 // one file per resource (jobs.go, restore_points.go, repositories.go,
 // tasks.go, events.go, vms.go, inventory.go, settings.go, backups.go,

@@ -15,7 +15,7 @@ import (
 // GET /restore-points, whole or in pages.
 
 // PointPager, when the Points service has it, answers a page of restore
-// points without listing them all (reposvc's index); without it, pages are
+// points without listing them all (service/repos's index); without it, pages are
 // cut from the full list.
 type PointPager interface {
 	PointsPage(ctx context.Context, q api.PointQuery) (api.PointPage, error)

@@ -31,7 +31,7 @@ type VMStatus struct {
 }
 
 // VMPointsSummary, when the Points service has it, sums up each VM's
-// restore points without listing them (reposvc's index); without it GET
+// restore points without listing them (service/repos's index); without it GET
 // /vms and the dashboard sum up the full list.
 type VMPointsSummary interface {
 	VMPoints(ctx context.Context) ([]api.VMPoints, error)

@@ -1,4 +1,4 @@
-// Package imagebackup backs up disk image files (raw or VMDK, as diskimage
+// Package imagebackup backs up disk image files (raw or VMDK, as disk/imagefile
 // opens them) into a repository as one restore point, and restores a disk
 // of a restore point to a sparse file. It is the engine behind `appliance
 // image backup` and `image restore`, usable by any caller that holds an open
@@ -11,7 +11,7 @@
 // parsing of a changed-range list as CBT reports it; and the restore to a
 // temporary file renamed into place only once every byte verified. What it
 // does not: flags and output (cmd/appliance), chunking and storing
-// (backup, repository), image formats (diskimage).
+// (backup, repository), image formats (disk/imagefile).
 package imagebackup
 
 import (

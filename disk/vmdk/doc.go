@@ -21,6 +21,6 @@
 //
 // The package is pure: no network, no files except those Open is asked to
 // read (and their extents, which must stay inside the descriptor's
-// directory). It must never import any other vmvault package; diskimage
+// directory). It must never import any other vmvault package; disk/imagefile
 // imports it, not the reverse.
 package vmdk

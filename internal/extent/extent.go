@@ -17,7 +17,7 @@ import (
 type Extent struct{ Offset, Length int64 }
 
 // Like is any extent type: a struct of exactly an Offset and a Length
-// int64 (dedup.Extent, vmdk.Extent, diskimage.Extent), or the same with
+// int64 (dedup.Extent, vmdk.Extent, imagefile.Extent), or the same with
 // JSON tags (vsphere.Extent).
 type Like interface {
 	~struct{ Offset, Length int64 } | ~struct {

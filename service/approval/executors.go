@@ -9,7 +9,7 @@ import (
 	"github.com/vmvault/vmvault/web/api"
 )
 
-// PointDeleter deletes restore points (reposvc.Set).
+// PointDeleter deletes restore points (repos.Set).
 type PointDeleter interface {
 	Delete(ctx context.Context, id string) error
 }

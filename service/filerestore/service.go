@@ -5,7 +5,7 @@
 // serves paged directory listings, random access to files (HTTP Range),
 // streamed zip and tar archives of a selection and the extraction of a
 // selection to a local file, directory or archive (`appliance files get`),
-// and keeps the file catalog of every point (flr/catalog) for searches
+// and keeps the file catalog of every point (service/filerestore/catalog) for searches
 // across points. The daemon's API and the CLI's `files` commands go through
 // the same Service.
 //
@@ -13,7 +13,7 @@
 // relative and cleaned, links stored as links, never followed), the
 // extractor (writes confined to the output by os.Root, nothing left behind
 // on failure) and the background indexer. What it does not: volume and file-system parsing
-// (flr), the repository (repository), HTTP (web).
+// (guestfs), the repository (repository), HTTP (web).
 package filerestore
 
 import (
@@ -30,7 +30,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 )
 
-// Source finds restore points and their repositories; reposvc.Set
+// Source finds restore points and their repositories; repos.Set
 // implements it, [Single] wraps one repository (the CLI).
 type Source interface {
 	// Names lists the repositories, sorted.
@@ -64,7 +64,7 @@ func (s single) Locate(ctx context.Context, id string) (string, repository.Point
 // Config configures a Service.
 type Config struct {
 	Source Source
-	// CatalogDir holds one catalog file per repository (flr/catalog/FORMAT.md);
+	// CatalogDir holds one catalog file per repository (service/filerestore/catalog/FORMAT.md);
 	// "" disables the catalog (Search answers ErrNoCatalog).
 	CatalogDir string
 	// TTL is how long an idle point stays open; default 2 minutes.

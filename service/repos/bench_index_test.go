@@ -19,7 +19,7 @@ import (
 // catalog at rest: a page of 100, the next page, one VM's points, a search
 // and the whole list (p50/p99 in µs).
 //
-//	go test -run XXX -bench PointIndex -benchtime 200x ./reposvc
+//	go test -run XXX -bench PointIndex -benchtime 200x ./service/repos
 func BenchmarkPointIndex(b *testing.B) {
 	ctx := context.Background()
 	r := repository.TestRepository(b)

@@ -1,4 +1,4 @@
-// Package reposvc is the service over the appliance's open repositories
+// Package repos is the service over the appliance's open repositories
 // that the API and the scheduler share: Set finds, lists, locks and
 // deletes restore points across repositories, describes each repository
 // with its space statistics (cached: a walk of every point, redone when the

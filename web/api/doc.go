@@ -3,6 +3,6 @@
 // statistics, the event filter, settings), the error kinds services return
 // for web to map to status codes, and nothing else: no behaviour beyond a
 // finding's text, and no import of an engine, so that web and the services
-// (reposvc, records, settings) can share these types while web depends on
+// (service/repos, records, settings) can share these types while web depends on
 // none of them.
 package api

@@ -79,7 +79,7 @@ type CheckProblem struct {
 }
 
 // String is the finding as the console lists it; it reads like the
-// repository's own text of the problem (reposvc's test holds the two equal).
+// repository's own text of the problem (service/repos's test holds the two equal).
 func (p CheckProblem) String() string {
 	s := p.Kind + ": " + p.Message
 	if len(p.Points) > 0 {

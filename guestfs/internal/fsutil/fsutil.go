@@ -1,4 +1,4 @@
-// Package fsutil owns the plumbing that flr's file system readers (ext4,
+// Package fsutil owns the plumbing that guestfs's file system readers (ext4,
 // xfs, fat, ntfs and the guarded io/fs view) share: sequential reads on top
 // of ReadAt, io/fs path errors and names, path walks and sorted listings. It
 // keeps one copy of each so the readers cannot drift apart in how they

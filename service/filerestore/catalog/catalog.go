@@ -63,7 +63,7 @@ var (
 	keyVersion   = []byte("version")
 )
 
-// Entry types, as flr.TypeOf names them.
+// Entry types, as guestfs.TypeOf names them.
 const (
 	TypeFile    = "file"
 	TypeDir     = "dir"

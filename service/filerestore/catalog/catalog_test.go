@@ -213,7 +213,7 @@ func TestVersionRefused(t *testing.T) {
 // BenchmarkSearch1M: a catalog of 1,000,000 distinct paths (two points
 // sharing half of them); each iteration is one substring and one glob search.
 //
-//	go test -run x -bench Search1M -benchtime 3x ./flr/catalog/
+//	go test -run x -bench Search1M -benchtime 3x ./service/filerestore/catalog/
 func BenchmarkSearch1M(b *testing.B) {
 	s := open(b)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

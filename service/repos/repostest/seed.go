@@ -1,4 +1,4 @@
-// Package reposvctest writes synthetic restore points into a real
+// Package repostest writes synthetic restore points into a real
 // repository, for the scale tests and benchmarks of the API and the console
 // (1,000 VMs and 30,000 points in well under a minute with NoFsync): every
 // point is a real commit (manifest, commit record, catalog entry) of a tiny
@@ -16,8 +16,8 @@ import (
 	"github.com/vmvault/vmvault/repository"
 )
 
-// JobTag is the point tag naming the job (reposvc.JobTag; not imported, so
-// that reposvc's own tests can use this package).
+// JobTag is the point tag naming the job (repos.JobTag; not imported, so
+// that service/repos's own tests can use this package).
 const JobTag = "job"
 
 // Options shape the synthetic catalog.

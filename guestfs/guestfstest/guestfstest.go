@@ -1,4 +1,4 @@
-// Package flrtest builds real disk images for the tests of file-level
+// Package guestfstest builds real disk images for the tests of file-level
 // restore (here, in the API and in the CLI) with the third-party tools
 // (mkfs.ext4 -d, mkfs.xfs + loop mount, mkntfs + ntfs-3g, mkfs.vfat +
 // mcopy, sgdisk, sfdisk, lvm2) and compares what a reader returns with the
@@ -128,7 +128,7 @@ func MakeTree(t testing.TB, dir string, o Options) {
 	})
 }
 
-// FS is what Compare reads: flr.FS satisfies it.
+// FS is what Compare reads: guestfs.FS satisfies it.
 type FS interface {
 	ReadDir(name string) ([]fs.DirEntry, error)
 	Lstat(name string) (fs.FileInfo, error)

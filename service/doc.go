@@ -1,0 +1,17 @@
+// Package service is the layer between the engines and the API: each
+// sub-package is one service the daemon wires and web reaches through the
+// small interfaces web declares. A service may use the engines (backup,
+// restore, policy, repository) and the DTOs in web/api; it never imports
+// web, the daemon, cmd or the vcsim lab, so that data flows one way:
+// cmd -> daemon -> web -> (interfaces) <- service -> engines.
+//
+// The services: repos (the open repositories: points, statistics,
+// maintenance, repository init), records (jobs, runs, events and VM states
+// in state.db), settings (appliance settings, secrets sealed), approval
+// (destructive actions held for a delay or a second administrator),
+// copyjob (offsite copies in windows), vmstatus (the one protection rule
+// set), capacity (growth and fill forecasts), inventory (vCenter VMs as
+// policy.VM, the only bridge between vsphere and policy), notify (mail
+// alerts and the daily report), filerestore (file-level restore: service,
+// catalog, FUSE mount). internal/archtest enforces the layering.
+package service
