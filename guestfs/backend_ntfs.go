@@ -184,7 +184,7 @@ func (i ntfsInfo) Size() int64        { return i.e.size }
 func (i ntfsInfo) Mode() fs.FileMode  { return i.e.mode() }
 func (i ntfsInfo) ModTime() time.Time { return i.e.mtime }
 func (i ntfsInfo) IsDir() bool        { return i.e.dir && i.e.ads == "" }
-func (i ntfsInfo) Sys() any           { return nil }
+func (i ntfsInfo) Sys() any           { return fsutil.ID(i.e.mft) }
 
 type ntfsDirent struct{ e ntfsEnt }
 

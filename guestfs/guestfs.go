@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+
+	"github.com/vmvault/vmvault/guestfs/internal/fsutil"
 )
 
 // Disk is one disk of a restore point.
@@ -240,4 +242,14 @@ func Open(ctx context.Context, disks []Disk, volumeID string) (FS, error) {
 // entries sorted by name, symlink targets included.
 func List(fsys FS, name string) ([]Entry, error) {
 	return listDir(fsys, name)
+}
+
+// FileID returns the identity of a file inside its volume, from a FileInfo
+// this package's FS returned (inode number, MFT record, first cluster).
+// Two paths with one identity are one directory reached twice: a hard link
+// to a directory, or a loop in a hostile image. ok is false for a FileInfo
+// from elsewhere.
+func FileID(fi fs.FileInfo) (id uint64, ok bool) {
+	v, ok := fi.Sys().(fsutil.ID)
+	return uint64(v), ok
 }

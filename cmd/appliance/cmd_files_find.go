@@ -99,6 +99,9 @@ func runFilesFind(ctx context.Context, env *cliEnv, args []string) error {
 			rows = append(rows, findHitJSON{RestorePoint: v.RestorePoint, VM: h.VM, Time: v.Time, Volume: h.Volume, Path: h.Path, Type: h.Type, Size: v.Size, Mtime: v.Mtime})
 		}
 	}
+	for _, pp := range res.Partial {
+		fmt.Fprintf(env.stderr, "warning: the catalog of restore point %s is partial (%s); files it did not reach are not found: browse the point with `files ls`\n", short(pp.RestorePoint), pp.Reason)
+	}
 	if res.Truncated {
 		fmt.Fprintf(env.stderr, "warning: more than %d paths match; showing the first (narrow the pattern or raise --limit)\n", *limit)
 	}

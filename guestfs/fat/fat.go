@@ -427,7 +427,7 @@ func (i info) Size() int64        { return map[bool]int64{true: 0, false: i.e.si
 func (i info) Mode() fs.FileMode  { return i.e.mode() }
 func (i info) ModTime() time.Time { return i.e.mtime }
 func (i info) IsDir() bool        { return i.e.dir }
-func (i info) Sys() any           { return nil }
+func (i info) Sys() any           { return fsutil.ID(i.e.first) }
 
 type dirent struct{ e *entry }
 

@@ -480,7 +480,7 @@ func (i *info) Size() int64        { return i.in.size }
 func (i *info) Mode() fs.FileMode  { return i.in.fileMode() }
 func (i *info) ModTime() time.Time { return i.in.mtime }
 func (i *info) IsDir() bool        { return i.in.isDir() }
-func (i *info) Sys() any           { return nil }
+func (i *info) Sys() any           { return fsutil.ID(i.in.ino) }
 
 var baseName = fsutil.BaseName
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
@@ -223,6 +224,7 @@ func (s *Service) indexPoint(ctx context.Context, st *catalog.Store, r *reposito
 		b.Error(err.Error())
 		return b.Finish()
 	}
+	bud := s.newBudget()
 	for _, v := range vols {
 		if !v.Browsable || b.VolumeDone(v.ID) {
 			continue
@@ -234,12 +236,19 @@ func (s *Service) indexPoint(ctx context.Context, st *catalog.Store, r *reposito
 			}
 			b.Error(fmt.Sprintf("volume %s: %v", v.ID, err))
 		} else {
-			err = walkVolume(ctx, fsys, b, v.ID, func(n int64) {
+			err = walkVolume(ctx, fsys, b, v.ID, bud, func(n int64) {
 				if progress != nil {
 					progress(repo, p.ID, n)
 				}
 			})
 			fsys.Close()
+			if errors.Is(err, errBudget) {
+				// Marked and finished: the catalog keeps what it has,
+				// searches say it is partial, the next point goes on.
+				b.Stop(fmt.Sprintf("volume %s: indexing stopped, %v: the catalog holds what was indexed before", v.ID, err))
+				s.cfg.Logf("file catalog of %s: volume %s: %v; the point is marked partial and skipped", p.ID, v.ID, err)
+				return b.Finish()
+			}
 			if err != nil {
 				return err
 			}
@@ -279,11 +288,49 @@ func sameDisks(st *catalog.Store, p repository.Point, pts []repository.Point) (s
 	return "", false
 }
 
+// errBudget: the point went over its entry or time budget; the walk
+// stops, the catalog keeps what it has and says why.
+var errBudget = errors.New("over the indexing budget")
+
+// budget is what one point may still cost the indexer.
+type budget struct {
+	entries  int64 // left
+	max      int64
+	deadline time.Time
+	maxTime  time.Duration
+	clk      clock.Clock
+}
+
+func (s *Service) newBudget() *budget {
+	c := s.cfg
+	return &budget{entries: c.IndexMaxEntries, max: c.IndexMaxEntries, deadline: c.Clock.Now().Add(c.IndexMaxTime), maxTime: c.IndexMaxTime, clk: c.Clock}
+}
+
+// spend takes one entry; every 1024 it also looks at the clock.
+func (b *budget) spend() error {
+	b.entries--
+	if b.entries < 0 {
+		return fmt.Errorf("%w: more than %d entries", errBudget, b.max)
+	}
+	if b.entries%1024 == 0 && b.clk.Now().After(b.deadline) {
+		return fmt.Errorf("%w: longer than %v", errBudget, b.maxTime)
+	}
+	return nil
+}
+
 // walkVolume records every entry of a volume, depth first. An unreadable
-// directory is noted in the catalog and skipped; only ctx and catalog
-// write failures stop the walk.
-func walkVolume(ctx context.Context, fsys guestfs.FS, b *catalog.Builder, vol string, progress func(int64)) error {
+// directory is noted in the catalog and skipped. A directory reached a
+// second time (a hard link to a directory, or a loop a hostile image
+// planted: two links to the root expand into 2^depth paths) is recorded
+// as an entry but not entered again.
+func walkVolume(ctx context.Context, fsys guestfs.FS, b *catalog.Builder, vol string, bud *budget, progress func(int64)) error {
 	var n int64
+	seen := map[uint64]bool{}
+	if fi, err := fsys.Stat("."); err == nil {
+		if id, ok := guestfs.FileID(fi); ok {
+			seen[id] = true
+		}
+	}
 	var walk func(dir string, depth int) error
 	walk = func(dir string, depth int) error {
 		if err := ctx.Err(); err != nil {
@@ -304,6 +351,9 @@ func walkVolume(ctx context.Context, fsys guestfs.FS, b *catalog.Builder, vol st
 				b.Error(fmt.Sprintf("volume %s: /%s: %v", vol, p, err))
 				continue
 			}
+			if err := bud.spend(); err != nil {
+				return err
+			}
 			en := entryOf(e.Name(), fi)
 			if err := b.Add(vol, p, en.Type, en.Size, en.Mtime); err != nil {
 				return err
@@ -311,7 +361,17 @@ func walkVolume(ctx context.Context, fsys guestfs.FS, b *catalog.Builder, vol st
 			if n++; n%10000 == 0 && progress != nil {
 				progress(n)
 			}
-			if en.Type == "dir" && depth < indexMaxDepth {
+			if en.Type != "dir" {
+				continue
+			}
+			if id, ok := guestfs.FileID(fi); ok {
+				if seen[id] {
+					b.Error(fmt.Sprintf("volume %s: /%s: the same directory as one already indexed (a directory hard link or loop): not entered again", vol, p))
+					continue
+				}
+				seen[id] = true
+			}
+			if depth < indexMaxDepth {
 				if err := walk(p, depth+1); err != nil {
 					return err
 				}
@@ -353,10 +413,15 @@ func (s *Service) Search(ctx context.Context, q catalog.Query) (catalog.Result, 
 		live := map[string]bool{}
 		for _, p := range pts {
 			live[p.ID] = true
-			if pi, ok := have[p.ID]; !ok || !pi.Complete {
-				if q.VM == "" || q.VM == p.VM.Name || q.VM == p.VM.InstanceUUID {
-					out.Pending = append(out.Pending, p.ID)
-				}
+			pi, ok := have[p.ID]
+			if q.VM != "" && q.VM != p.VM.Name && q.VM != p.VM.InstanceUUID {
+				continue
+			}
+			switch {
+			case !ok || !pi.Complete:
+				out.Pending = append(out.Pending, p.ID)
+			case pi.Partial != "":
+				out.Partial = append(out.Partial, catalog.PartialPoint{RestorePoint: p.ID, Reason: pi.Partial})
 			}
 		}
 		if len(have) > len(live) {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/guestfs"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
 )
 
@@ -75,6 +76,16 @@ type Config struct {
 	// IndexInterval is how often the indexer looks for points without a
 	// catalog and for catalogs whose point is gone; default 1 minute.
 	IndexInterval time.Duration
+	// IndexMaxEntries bounds the entries one point's catalog may hold
+	// (all volumes together); default 20 million. IndexMaxTime bounds the
+	// time one point may take to index; default 1 hour. A point over either
+	// budget keeps what was indexed, is marked with the reason and is not
+	// tried again, so that one hostile or huge guest never stalls the
+	// catalog of every other point.
+	IndexMaxEntries int64
+	IndexMaxTime    time.Duration
+	// Clock measures IndexMaxTime; default the real clock.
+	Clock clock.Clock
 	// Logf reports indexer problems; default: discarded.
 	Logf func(format string, args ...any)
 }
@@ -110,6 +121,15 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.IndexInterval <= 0 {
 		cfg.IndexInterval = time.Minute
+	}
+	if cfg.IndexMaxEntries <= 0 {
+		cfg.IndexMaxEntries = 20_000_000
+	}
+	if cfg.IndexMaxTime <= 0 {
+		cfg.IndexMaxTime = time.Hour
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}

@@ -82,3 +82,10 @@ func FIFOPut[K comparable, V any](m map[K]V, order *[]K, limit int, k K, v V) {
 	m[k] = v
 	*order = append(*order, k)
 }
+
+// ID is what every reader's fs.FileInfo.Sys returns: the file's identity
+// inside its volume (the inode number on ext4 and XFS, the MFT record on
+// NTFS, the first cluster of a FAT directory). Two paths with one ID are
+// one directory reached twice — a hard link to a directory, or a loop a
+// hostile image planted — which is how a tree walk knows where to stop.
+type ID uint64

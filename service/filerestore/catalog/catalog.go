@@ -76,14 +76,17 @@ var typeNames = [...]string{1: TypeFile, 2: TypeDir, 3: TypeSymlink, 4: TypeOthe
 
 // PointInfo describes one catalogued restore point.
 type PointInfo struct {
-	ID           string    `json:"id"`
-	VM           string    `json:"vm"`
-	VMUUID       string    `json:"vmUuid,omitempty"`
-	Time         time.Time `json:"time"`
-	Complete     bool      `json:"complete"`
-	Files        int64     `json:"files"`
-	DoneVolumes  []string  `json:"doneVolumes,omitempty"`
-	Errors       []string  `json:"errors,omitempty"` // volumes or directories that could not be read
+	ID          string    `json:"id"`
+	VM          string    `json:"vm"`
+	VMUUID      string    `json:"vmUuid,omitempty"`
+	Time        time.Time `json:"time"`
+	Complete    bool      `json:"complete"`
+	Files       int64     `json:"files"`
+	DoneVolumes []string  `json:"doneVolumes,omitempty"`
+	Errors      []string  `json:"errors,omitempty"` // volumes or directories that could not be read
+	// Partial says why the catalog stopped short of the point's end (an
+	// indexing budget); "" when every browsable volume was walked.
+	Partial      string    `json:"partial,omitempty"`
 	BuiltAt      time.Time `json:"builtAt,omitzero"`
 	BuildSeconds float64   `json:"buildSeconds,omitempty"`
 }
@@ -310,6 +313,10 @@ func (b *Builder) Error(msg string) {
 	}
 }
 
+// Stop records why the build stops short (the point is then finished with
+// Finish and not tried again). Unlike Error it is never dropped.
+func (b *Builder) Stop(reason string) { b.info.Partial = reason }
+
 // FinishVolume marks a volume complete: a resumed build skips it.
 func (b *Builder) FinishVolume(vol string) error {
 	if err := b.flush(); err != nil {
@@ -520,6 +527,16 @@ type Result struct {
 	// Pending are the points not catalogued yet (their files cannot be
 	// found until they are); filled by the service, which knows the points.
 	Pending []string `json:"pending,omitempty"`
+	// Partial are the points whose catalogs stopped short (an indexing
+	// budget: a hostile or huge guest), with the reason: their files past
+	// that point are not found.
+	Partial []PartialPoint `json:"partial,omitempty"`
+}
+
+// PartialPoint is a point whose catalog is partial, and why.
+type PartialPoint struct {
+	RestorePoint string `json:"restorePoint"`
+	Reason       string `json:"reason"`
 }
 
 // matcher decides on "/"+path (lowercase).
