@@ -183,8 +183,11 @@ func (f *FS) inode(n uint32) (*inode, error) {
 	le := binary.LittleEndian
 	in := &inode{ino: n, mode: le.Uint16(raw[0:]), flags: le.Uint32(raw[32:]), raw: raw}
 	in.size = int64(le.Uint32(raw[4:])) | int64(le.Uint32(raw[108:]))<<32
-	if in.size < 0 {
-		return nil, fmt.Errorf("%w: inode %d has size %d", ErrCorrupt, n, in.size)
+	// ext4 addresses at most 2^32 logical blocks per file (16 TiB with 4
+	// KiB blocks): a larger size is a hostile claim, and honouring it made
+	// a download stream zeros without end.
+	if in.size < 0 || in.size > f.bs<<32 {
+		return nil, fmt.Errorf("%w: inode %d claims %d bytes, more than ext4 can address with %d-byte blocks", ErrCorrupt, n, in.size, f.bs)
 	}
 	copy(in.iblk[:], raw[40:100])
 	sec, nsec := int64(int32(le.Uint32(raw[16:]))), int64(0)

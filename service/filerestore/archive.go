@@ -166,11 +166,14 @@ func WriteArchive(ctx context.Context, w io.Writer, format string, fsys archiveF
 	case FormatZip:
 		a = &zipArchiver{w: zip.NewWriter(w)}
 	case FormatTar:
-		a = &tarArchiver{w: tar.NewWriter(w)}
+		a = &tarArchiver{w: tar.NewWriter(w), out: w}
 	default:
 		return fmt.Errorf("%q: %w", format, ErrBadFormat)
 	}
 	wr := &walker{ctx: ctx, fsys: fsys, a: a}
+	if v, ok := fsys.(interface{ Volume() guestfs.Volume }); ok {
+		wr.volSize = v.Volume().Size
+	}
 	for _, p := range sel {
 		// The selection's own components below base come from the user
 		// (already cleaned); they still go through SafeName.
@@ -200,10 +203,16 @@ func WriteArchive(ctx context.Context, w io.Writer, format string, fsys archiveF
 }
 
 type walker struct {
-	ctx  context.Context
-	fsys archiveFS
-	a    archiver
-	n    int
+	ctx     context.Context
+	fsys    archiveFS
+	a       archiver
+	n       int
+	volSize int64 // the volume's size, 0 if unknown
+}
+
+// sparseArchiver is an archiver that can store holes as holes.
+type sparseArchiver interface {
+	sparse(name string, fi fs.FileInfo, ranges [][2]int64, r io.ReaderAt, size int64) error
 }
 
 // entry writes one path (src in the volume, name in the archive; name ""
@@ -262,7 +271,25 @@ func (wr *walker) entry(src, name string, fi fs.FileInfo, depth int) error {
 		if name == "" {
 			name = path.Base(src)
 		}
-		return wr.a.file(name, fi, &ctxReader{ctx: wr.ctx, r: io.NewSectionReader(f, 0, f.Size())})
+		size := f.Size()
+		if sa, ok := wr.a.(sparseArchiver); ok {
+			if ranges, known := dataRanges(f); known {
+				var data int64
+				for _, r := range ranges {
+					data += r[1]
+				}
+				if size-data >= sparseMinHoles {
+					return sa.sparse(name, fi, ranges, ctxReaderAt{wr.ctx, f}, size)
+				}
+			}
+		}
+		// Without holes kept, a file is sent whole: one that claims more
+		// than its volume holds would be a stream of zeros with no end
+		// worth waiting for.
+		if wr.volSize > 0 && size > wr.volSize {
+			return fmt.Errorf("/%s claims %d bytes on a volume of %d: %w; download it as tar (holes kept) or restore it to a directory", src, size, wr.volSize, ErrTooSparse)
+		}
+		return wr.a.file(name, fi, &ctxReader{ctx: wr.ctx, r: io.NewSectionReader(f, 0, size)})
 	}
 	return nil // devices, fifos, sockets: nothing to restore
 }
@@ -278,6 +305,19 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// ctxReaderAt is ctxReader for random access.
+type ctxReaderAt struct {
+	ctx context.Context
+	r   io.ReaderAt
+}
+
+func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.ReadAt(p, off)
 }
 
 type zipArchiver struct{ w *zip.Writer }
@@ -315,7 +355,17 @@ func (z *zipArchiver) link(name, target string, fi fs.FileInfo) error {
 
 func (z *zipArchiver) close() error { return z.w.Close() }
 
-type tarArchiver struct{ w *tar.Writer }
+type tarArchiver struct {
+	w   *tar.Writer
+	out io.Writer // beneath w: sparse entries are written by hand
+}
+
+func (t *tarArchiver) sparse(name string, fi fs.FileInfo, ranges [][2]int64, r io.ReaderAt, size int64) error {
+	if err := t.w.Flush(); err != nil {
+		return err
+	}
+	return writeSparse(t.out, name, fi, ranges, r, size)
+}
 
 func tarHeader(name string, fi fs.FileInfo, typ byte) *tar.Header {
 	return &tar.Header{Name: name, Typeflag: typ, Mode: int64(guestfs.UnixPerm(fi.Mode())), ModTime: fi.ModTime(), Format: tar.FormatPAX}

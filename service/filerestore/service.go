@@ -527,6 +527,14 @@ func (s *Service) OpenFile(ctx context.Context, point, volume, name string) (gue
 		release()
 		return nil, err
 	}
+	// The bytes of a file go out as they are, holes as zeros: one that
+	// claims more than its volume holds is refused, not streamed for hours
+	// (archives as tar and restores to a directory keep its holes).
+	if vs := o.fs.Volume().Size; vs > 0 && f.Size() > vs {
+		f.Close()
+		release()
+		return nil, fmt.Errorf("/%s claims %d bytes on a volume of %d: %w; download it as tar (holes kept) or restore it to a directory", clean, f.Size(), vs, ErrTooSparse)
+	}
 	return &heldFile{File: f, release: release}, nil
 }
 
