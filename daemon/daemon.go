@@ -36,6 +36,7 @@ import (
 	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/service/inventory"
+	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/notify/feed"
 	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/service/repos"
@@ -212,6 +213,25 @@ func Serve(ctx context.Context, cfg *Config, opts Options) error {
 	defer d.Close()
 	return d.Run(ctx)
 }
+
+// The services New wires, as web and the scheduler take them; feed's
+// wrappers spell web's interfaces again over web/api's types (feed may not
+// import web), so the two must stay the same both ways.
+var (
+	_ policy.Runner     = (*backups.Runner)(nil)
+	_ web.Backups       = (*backups.Runner)(nil)
+	_ web.Restores      = (*restores.Service)(nil)
+	_ web.CopyJobs      = (*copyjob.API)(nil)
+	_ web.Mailer        = (*feed.MailSwitch)(nil)
+	_ web.Backups       = feed.AlertingBackups{}
+	_ web.Restores      = feed.AlertingRestores{}
+	_ web.Repositories  = feed.AlertingRepositories{}
+	_ feed.Backups      = web.Backups(nil)
+	_ feed.Restores     = web.Restores(nil)
+	_ feed.Repositories = web.Repositories(nil)
+	_ notify.Source     = (*feed.Source)(nil)
+	_ notify.CopySource = (*feed.Source)(nil)
+)
 
 // New opens the daemon's state and resources and builds its services from
 // cfg (validated: LoadConfig or Config.Validate). ctx bounds the opening
