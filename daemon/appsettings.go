@@ -28,7 +28,9 @@ import (
 	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/backups"
 	"github.com/vmvault/vmvault/service/notify"
+	"github.com/vmvault/vmvault/service/notify/feed"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/vsphere"
@@ -40,10 +42,10 @@ import (
 type appSettings struct {
 	d      *Daemon
 	store  *settings.Bolt
-	mail   *mailSwitch
-	src    *notifySource
+	mail   *feed.MailSwitch
+	src    *feed.Source
 	rs     *repos.Set
-	runner *backupRunner   // nil without vCenter
+	runner *backups.Runner // nil without vCenter
 	tester *vcenterTester  // tests "the configured connection"
 	active *vsphere.Config // the running connection; nil: none
 
@@ -276,7 +278,7 @@ func (a *appSettings) SaveSMTP(ctx context.Context, m api.SMTPSettings) (api.Sec
 	if err := a.store.PutSMTP(ctx, m); err != nil {
 		return api.SectionSaved{}, err
 	}
-	a.mail.swap(nt)
+	a.mail.Swap(nt)
 	if sc == nil {
 		a.d.log.Info("email disabled from the console")
 		return api.SectionSaved{Applies: api.AppliesNow, Message: "Saved: no mail is sent."}, nil
@@ -337,7 +339,7 @@ func (a *appSettings) ResetSection(ctx context.Context, section string) (api.Sec
 				return api.SectionSaved{}, err
 			}
 		}
-		a.mail.swap(nt)
+		a.mail.Swap(nt)
 		return api.SectionSaved{Applies: api.AppliesNow, Message: "The configuration file's mail settings apply again."}, nil
 	case settings.SectionMaintenance:
 		w, fc, _, err := d.maintenanceEffective(ctx, a.store)
@@ -503,7 +505,7 @@ func (a *appSettings) AddRepository(ctx context.Context, req api.AddRepository) 
 		return api.RepositoryInfo{}, err
 	}
 	if a.runner != nil {
-		a.runner.add(req.Name, r)
+		a.runner.Add(req.Name, r)
 	}
 	d.log.Info("repository added from the console", "name", req.Name, "path", path, "mode", req.Mode, "encrypted", r.Config().Encrypted)
 	list, err := a.rs.Repositories(ctx)

@@ -9,31 +9,8 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/backup"
-	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
 )
-
-func TestQuiesceFor(t *testing.T) {
-	tests := []struct {
-		mode     policy.QuiesceMode
-		required bool
-		want     backup.QuiesceMode
-	}{
-		{"", false, backup.QuiescePrefer},
-		{policy.QuiesceFileSystem, false, backup.QuiescePrefer},
-		{policy.QuiesceApplication, false, backup.QuiescePrefer},
-		{"", true, backup.QuiesceRequire},
-		{policy.QuiesceFileSystem, true, backup.QuiesceRequire},
-		{policy.QuiesceApplication, true, backup.QuiesceRequire},
-		{policy.QuiesceNone, false, backup.QuiesceOff},
-		{policy.QuiesceNone, true, backup.QuiesceOff}, // refused by validation; never quiesce if it got through
-	}
-	for _, tc := range tests {
-		if got := quiesceFor(tc.mode, tc.required); got != tc.want {
-			t.Errorf("quiesceFor(%q, %v) = %q, want %q", tc.mode, tc.required, got, tc.want)
-		}
-	}
-}
 
 // The daemon against the lab, for the job's quiesce requirement and the
 // console's tags: a job that requires quiescing fails the VM whose Tools are

@@ -32,11 +32,15 @@ import (
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/approval"
+	"github.com/vmvault/vmvault/service/backups"
 	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/service/inventory"
+	"github.com/vmvault/vmvault/service/notify"
+	"github.com/vmvault/vmvault/service/notify/feed"
 	"github.com/vmvault/vmvault/service/records"
 	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/restores"
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
@@ -210,6 +214,25 @@ func Serve(ctx context.Context, cfg *Config, opts Options) error {
 	return d.Run(ctx)
 }
 
+// The services New wires, as web and the scheduler take them; feed's
+// wrappers spell web's interfaces again over web/api's types (feed may not
+// import web), so the two must stay the same both ways.
+var (
+	_ policy.Runner     = (*backups.Runner)(nil)
+	_ web.Backups       = (*backups.Runner)(nil)
+	_ web.Restores      = (*restores.Service)(nil)
+	_ web.CopyJobs      = (*copyjob.API)(nil)
+	_ web.Mailer        = (*feed.MailSwitch)(nil)
+	_ web.Backups       = feed.AlertingBackups{}
+	_ web.Restores      = feed.AlertingRestores{}
+	_ web.Repositories  = feed.AlertingRepositories{}
+	_ feed.Backups      = web.Backups(nil)
+	_ feed.Restores     = web.Restores(nil)
+	_ feed.Repositories = web.Repositories(nil)
+	_ notify.Source     = (*feed.Source)(nil)
+	_ notify.CopySource = (*feed.Source)(nil)
+)
+
 // New opens the daemon's state and resources and builds its services from
 // cfg (validated: LoadConfig or Config.Validate). ctx bounds the opening
 // only. On error everything opened so far is closed again.
@@ -305,8 +328,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		acfg.SessionTTL, _ = time.ParseDuration(cfg.Sessions.TTL) // validated
 	}
 	var inv policy.Inventory
-	var runner *backupRunner
-	var restorer *restoreService
+	var runner *backups.Runner
+	var restorer *restores.Service
 	var targets *serveTargets // console's inventory, restore targets, vCenter test
 	var tagSrc *tagCache      // GET /tags
 	d.started = clk.Now()
@@ -338,9 +361,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		d.onClose("vCenter session", func() error { return client.Close(context.Background()) })
 		d.vclient = client
 		inv = inventory.New(client)
-		runner = newBackupRunner(client, opened, rs.Names(), inv)
-		runner.rs = rs
-		restorer = &restoreService{client: client, rs: rs, inv: inv}
+		runner = backups.New(client, opened, rs.Names(), inv)
+		runner.Repos = rs
+		restorer = restores.New(client, rs, inv)
 		targets = newServeTargets(client, cache.WithClock(clk))
 		tagSrc = newTagCache(inventory.New(client), cache.WithClock(clk))
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
@@ -399,7 +422,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
 		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: configEvents{rec, d.saver.changed}, VMStates: rec, Settings: st,
-		CopyJobs:        &copyJobService{store: d.copyStore, runner: d.copies, repos: rs, known: rs.Has},
+		CopyJobs:        copyjob.NewAPI(d.copyStore, d.copies, rs, rs.Has),
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
 	}
@@ -452,7 +475,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if wcfg.Approvals, err = d.newApprovals(rs, rec); err != nil {
 		return nil, err
 	}
-	src := &notifySource{db: db, rs: rs, inv: inv, log: log.With("component", "mail"), copies: d.copyStore}
+	src := &feed.Source{DB: db, Repos: rs, Inventory: inv, Log: log.With("component", "mail"), Copies: d.copyStore}
 	nt, err := d.startNotifier(sc, spw, src, &wcfg)
 	if err != nil {
 		return nil, err
@@ -465,9 +488,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if err != nil {
 		return nil, err
 	}
-	d.observe = notifyObserve(nt, d.srv.ObserveEvent)
+	d.observe = feed.Observe(nt, d.srv.ObserveEvent)
 	if runner != nil {
-		runner.observe = d.srv.ObserveBackup
+		runner.Observe = d.srv.ObserveBackup
 	}
 	return d, nil
 }

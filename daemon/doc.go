@@ -3,8 +3,10 @@
 // New opens the state database (with its verified copies), the
 // repositories and the vCenter session, and builds the services over them:
 // authentication with vCenter logins, the task runner, the backup runner
-// (policy.Runner and the API's backups), the restore service, the
-// scheduler with repository maintenance, email notifications (alerts and
+// (service/backups: policy.Runner and the API's backups), the restore
+// service (service/restores), copy jobs (service/copyjob), the scheduler
+// with repository maintenance, email notifications (the notifier built
+// from the smtp settings, wired through service/notify/feed: alerts and
 // the daily report), file-level restore, and the console's vSphere-backed
 // views (inventory tree, restore targets, tags, vCenter test), and puts the
 // HTTP API (package web) in front. Run serves it and runs the background

@@ -116,7 +116,7 @@ func (a *appSettings) RemoveRepository(ctx context.Context, name string) (api.Re
 		return api.RemovedRepository{}, fmt.Errorf("remove repository %s: %w", name, err)
 	}
 	if a.runner != nil {
-		a.runner.remove(name)
+		a.runner.Remove(name)
 	}
 	d.forgetRepository(name)
 	path := r.Location()

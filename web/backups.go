@@ -10,16 +10,16 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/internal/task"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // Backups: POST /backups.
 
-// BackupRequest is the body of POST /backups.
-type BackupRequest struct {
-	VMs        []string `json:"vms"`                  // instance UUIDs
-	Repository string   `json:"repository,omitempty"` // default: the first configured one
-	Job        string   `json:"job,omitempty"`        // recorded on the points; "" for ad-hoc backups
-}
+// The backup types are api's, shared with the service that fills them.
+type (
+	BackupRequest = api.BackupRequest
+	BackupOutcome = api.BackupOutcome
+)
 
 // Backups backs up VMs now; the backup engine implements it (cmd wires it).
 // Backup runs inside a task: it honours ctx and reports through rep.
@@ -27,20 +27,6 @@ type Backups interface {
 	// Backup returns one outcome per requested VM, also when it fails
 	// part way (the outcomes so far).
 	Backup(ctx context.Context, req BackupRequest, rep Reporter) ([]BackupOutcome, error)
-}
-
-// BackupOutcome is one VM of a backup task's result.
-type BackupOutcome struct {
-	VM           string `json:"vm"` // instance UUID as requested
-	Name         string `json:"name,omitempty"`
-	RestorePoint string `json:"restorePoint,omitempty"`
-	Mode         string `json:"mode,omitempty"` // full or incremental
-	BytesRead    int64  `json:"bytesRead"`
-	NewBytes     int64  `json:"newBytes"`
-	Error        string `json:"error,omitempty"`
-	// Warnings: what the backup did or could not do that the
-	// administrator should know ("changed block tracking was off: enabled it").
-	Warnings []string `json:"warnings,omitempty"`
 }
 
 func (s *Server) startBackup(c *gin.Context) (any, error) {

@@ -9,64 +9,20 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/service/vmstatus"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // Copy jobs: /copy-jobs, a copy job's run now and its runs, and the
 // dashboard's offsite copies.
 
-// CopyJob is a copy job as the API takes and shows it: the restore points
-// of a source repository (every VM, the listed VMs, or the points of the
-// listed backup jobs) copied to a target repository in a window, with the
-// target's own retention.
-type CopyJob struct {
-	ID        string           `json:"id"`
-	Name      string           `json:"name"`
-	Source    string           `json:"source"`
-	Target    string           `json:"target"`
-	VMs       []string         `json:"vms"`  // VM names or instance UUIDs
-	Jobs      []string         `json:"jobs"` // backup job ids
-	Window    policy.Window    `json:"window"`
-	Retention policy.Retention `json:"retention"`
-	Enabled   bool             `json:"enabled"`
-}
-
-// CopyRun is one run of a copy job.
-type CopyRun struct {
-	ID            string    `json:"id"`
-	Job           string    `json:"job"`
-	Trigger       string    `json:"trigger"` // "window" or "manual"
-	Window        string    `json:"window,omitempty"`
-	Start         time.Time `json:"start"`
-	End           time.Time `json:"end,omitzero"`
-	State         string    `json:"state"` // running, succeeded, failed, cancelled, interrupted
-	PointsCopied  int       `json:"pointsCopied"`
-	PointsSkipped int       `json:"pointsSkipped"`
-	PointsRemoved int       `json:"pointsRemoved"`
-	BlobsSent     int64     `json:"blobsSent"`
-	BytesSent     int64     `json:"bytesSent"`
-	Error         string    `json:"error,omitempty"`
-	Warnings      []string  `json:"warnings,omitempty"`
-}
-
-// CopyProgress is a running copy's position.
-type CopyProgress struct {
-	Run         string    `json:"run"`
-	Started     time.Time `json:"started"`
-	Point       string    `json:"point,omitempty"`
-	VM          string    `json:"vm,omitempty"`
-	PointsDone  int       `json:"pointsDone"`
-	PointsTotal int       `json:"pointsTotal"`
-	BytesSent   int64     `json:"bytesSent"`
-}
-
-// CopyJobView is a copy job with its running copy and last run.
-type CopyJobView struct {
-	CopyJob
-	Running *CopyProgress `json:"running,omitempty"`
-	LastRun *CopyRun      `json:"lastRun,omitempty"`
-}
+// The copy job types are api's, shared with the service that fills them.
+type (
+	CopyJob      = api.CopyJob
+	CopyRun      = api.CopyRun
+	CopyProgress = api.CopyProgress
+	CopyJobView  = api.CopyJobView
+)
 
 // CopyJobs keeps and runs copy jobs (the daemon wires package copyjob).
 // CopyJob, DeleteCopyJob, RunCopyJob and CopyRuns return an error matching

@@ -100,7 +100,7 @@ type RepositoryAdder interface {
 }
 
 // ErrSMTPNotConfigured is the Mailer's answer while no SMTP is configured (409).
-var ErrSMTPNotConfigured = errors.New("SMTP is not configured on this appliance")
+var ErrSMTPNotConfigured = api.ErrSMTPNotConfigured
 
 // Settings sections (PUT and DELETE /settings/{section}).
 const (

@@ -147,6 +147,10 @@ var depRules = []depRule{
 		denied: join(webAbove, []string{"cmd/...", "daemon/...", "vcsim-tests/..."})},
 	{name: "notify-reads-interfaces", source: "service/notify/doc.go", pkg: "service/notify", scope: both,
 		denied: join([]string{"vsphere/...", "repository/...", "dedup/...", "service/inventory/..."}, engines, outerRing)},
+	// feed adapts the appliance's records to the notifier; it reads
+	// repositories and state.db but never drives an engine or vCenter.
+	{name: "notify-feed-no-engines", source: "service/notify/feed/doc.go", pkg: "service/notify/feed/...", scope: both,
+		denied: join([]string{"vsphere/...", "service/inventory/...", "cmd/...", "daemon/...", "vcsim-tests/..."}, engines, webAbove)},
 	{name: "guestfs-reads-readerat", source: "guestfs/doc.go (disks come in as io.ReaderAt values)", pkg: "guestfs/...", scope: both,
 		denied: join([]string{"repository/...", "vsphere/...", "dedup/...", "disk/..."}, engines, services, outerRing)},
 	{name: "web-no-engines", source: "web/doc.go", pkg: "web/...", scope: prod,

@@ -17,8 +17,9 @@
 // It reads what happened through small interfaces it defines (Source for
 // the daily report) and through policy's record types (Event, Job, JobRun),
 // and is fed failures by its owner (Notifier.ObserveEvent, Notifier.Fail).
-// It must never import backup, restore, vsphere, repository or web: the
-// daemon (cmd/appliance) adapts those to Source.
+// It must never import backup, restore, vsphere, repository or web:
+// service/notify/feed adapts those to Source and wraps the API's services
+// to alert, and the daemon wires it.
 //
 // Secrets: the SMTP password lives only in SMTPConfig and the SASL exchange;
 // it is never logged nor put in an error.

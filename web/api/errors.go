@@ -22,6 +22,9 @@ var (
 	ErrBusy = errors.New("busy")
 )
 
+// ErrSMTPNotConfigured is the Mailer's answer while no SMTP is configured (409).
+var ErrSMTPNotConfigured = errors.New("SMTP is not configured on this appliance")
+
 // Kind returns err marked as kind: its message is err's, and errors.Is
 // matches both kind and everything err matches. A nil err stays nil.
 func Kind(err, kind error) error {

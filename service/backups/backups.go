@@ -1,4 +1,4 @@
-package daemon
+package backups
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/vsphere"
-	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
 )
 
-// backupRunner runs backups for the scheduler (policy.Runner) and the API
+// Runner runs backups for the scheduler (policy.Runner) and the API
 // (web.Backups) with one backup engine per repository, all reading from the
 // daemon's vCenter session.
-type backupRunner struct {
-	// observe, when set, receives each successful backup's figures (metrics).
-	observe func(read, newBytes, stored int64, d time.Duration)
+type Runner struct {
+	// Observe, when set, receives each successful backup's figures (metrics).
+	Observe func(read, newBytes, stored int64, d time.Duration)
 	inv     policy.Inventory
 	src     backup.VSphere
 	host    string
@@ -27,22 +27,24 @@ type backupRunner struct {
 	mu      sync.RWMutex // guards engines and first: add and remove run beside backups
 	engines map[string]*backup.Engine
 	first   string
-	// rs, when set, registers each backup as an operation on its
+	// Repos, when set, registers each backup as an operation on its
 	// repository, so the repository cannot be removed under it.
-	rs *repos.Set
+	Repos *repos.Set
 }
 
-func newBackupRunner(client *vsphere.Client, opened map[string]*repository.Repository, names []string, inv policy.Inventory) *backupRunner {
-	br := &backupRunner{engines: map[string]*backup.Engine{}, inv: inv, src: backup.FromClient(client, vsphere.ReaderOptions{}), host: client.Host()}
+// New returns a runner with an engine for each of names (opened holds
+// their repositories), reading from client and listing VMs from inv.
+func New(client *vsphere.Client, opened map[string]*repository.Repository, names []string, inv policy.Inventory) *Runner {
+	br := &Runner{engines: map[string]*backup.Engine{}, inv: inv, src: backup.FromClient(client, vsphere.ReaderOptions{}), host: client.Host()}
 	for _, n := range names {
-		br.add(n, opened[n])
+		br.Add(n, opened[n])
 	}
 	return br
 }
 
-// add gives the runner an engine for one more repository (one added from
+// Add gives the runner an engine for one more repository (one added from
 // the console at runtime).
-func (b *backupRunner) add(name string, r *repository.Repository) {
+func (b *Runner) Add(name string, r *repository.Repository) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.engines[name] = backup.NewEngine(b.src, backup.RepoStore(r), backup.EngineOptions{VCenter: b.host})
@@ -51,8 +53,8 @@ func (b *backupRunner) add(name string, r *repository.Repository) {
 	}
 }
 
-// remove drops the engine of a repository removed at runtime.
-func (b *backupRunner) remove(name string) {
+// Remove drops the engine of a repository removed at runtime.
+func (b *Runner) Remove(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.engines, name)
@@ -66,7 +68,8 @@ func (b *backupRunner) remove(name string) {
 	}
 }
 
-func (b *backupRunner) engine(repo string) (*backup.Engine, bool) {
+// Engine returns the backup engine of repo, if the runner has one.
+func (b *Runner) Engine(repo string) (*backup.Engine, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	e, ok := b.engines[repo]
@@ -88,21 +91,21 @@ func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
 
 // backupOne backs vm up into repo; req carries the job's choices (quiesce,
 // all disks, active full) and gets the VM, tags and progress here.
-func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm policy.VM, req backup.Request, progress func(backup.VMProgress)) (backup.Result, error) {
-	if b.rs != nil {
+func (b *Runner) backupOne(ctx context.Context, repo, job string, vm policy.VM, req backup.Request, progress func(backup.VMProgress)) (backup.Result, error) {
+	if b.Repos != nil {
 		what := vm.Name
 		if what == "" {
 			what = vm.MoRef
 		}
-		_, done, err := b.rs.Use(repo, "backup of "+what)
+		_, done, err := b.Repos.Use(repo, "backup of "+what)
 		if err != nil {
 			return backup.Result{}, err
 		}
 		defer done()
 	}
-	e, ok := b.engine(repo)
+	e, ok := b.Engine(repo)
 	if !ok {
-		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, web.ErrNotFound)
+		return backup.Result{}, fmt.Errorf("repository %q: %w", repo, api.ErrNotFound)
 	}
 	target := vm.MoRef
 	if target == "" {
@@ -114,14 +117,14 @@ func (b *backupRunner) backupOne(ctx context.Context, repo, job string, vm polic
 	}
 	req.VM, req.Progress, req.Tags = target, progress, tags
 	res, err := e.BackupVM(ctx, req)
-	if err == nil && b.observe != nil {
-		b.observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
+	if err == nil && b.Observe != nil {
+		b.Observe(res.BytesRead, res.NewBytes, res.StoredBytes, res.Duration)
 	}
 	return res, err
 }
 
 // RunBackup implements policy.Runner.
-func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
+func (b *Runner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
 	req := backup.Request{
 		Quiesce: quiesceFor(job.Quiesce, job.QuiesceRequired), RequireAllDisks: job.RequireAllDisks,
 		ActiveFullEvery: job.ActiveFullEvery, ActiveFullAfter: time.Duration(job.ActiveFullDays) * 24 * time.Hour,
@@ -135,10 +138,10 @@ func (b *backupRunner) RunBackup(ctx context.Context, job policy.Job, vm policy.
 	return policy.BackupResult{PointID: res.RestorePoint, Bytes: res.BytesRead, Stored: res.StoredBytes}, nil
 }
 
-// web.BackupOutcome is one VM's result of POST /backups.
+// api.BackupOutcome is one VM's result of POST /backups.
 // Backup implements web.Backups: the VMs one after another, each failure
 // recorded and the task failed if any VM failed.
-func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep web.Reporter) ([]web.BackupOutcome, error) {
+func (b *Runner) Backup(ctx context.Context, req api.BackupRequest, rep api.Reporter) ([]api.BackupOutcome, error) {
 	repo := req.Repository
 	if repo == "" {
 		b.mu.RLock()
@@ -153,10 +156,10 @@ func (b *backupRunner) Backup(ctx context.Context, req web.BackupRequest, rep we
 	for _, v := range all {
 		byUUID[v.InstanceUUID] = v
 	}
-	var outs []web.BackupOutcome
+	var outs []api.BackupOutcome
 	failed := 0
 	for i, id := range req.VMs {
-		o := web.BackupOutcome{VM: id}
+		o := api.BackupOutcome{VM: id}
 		vm, ok := byUUID[id]
 		if !ok {
 			o.Error = "not in the inventory"

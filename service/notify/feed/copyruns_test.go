@@ -1,4 +1,4 @@
-package daemon
+package feed
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestNotifySourceCopyRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	src := &notifySource{db: db, log: slog.New(slog.DiscardHandler), copies: cs}
+	src := &Source{DB: db, Log: slog.New(slog.DiscardHandler), Copies: cs}
 	runs, err := src.CopyRuns(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package daemon
+package restores
 
 import (
 	"context"
@@ -9,22 +9,27 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/service/repos"
-	"github.com/vmvault/vmvault/vsphere"
-	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
 )
 
-// restoreService implements web.Restores with the restore engine over the
+// Service implements web.Restores with the restore engine over the
 // repository that holds the point and the daemon's vCenter session.
-type restoreService struct {
-	client *vsphere.Client
+type Service struct {
+	client restore.VCenter
 	rs     *repos.Set
 	inv    policy.Inventory
+}
+
+// New returns the restore service over the daemon's vCenter session
+// (*vsphere.Client), its repositories and its inventory.
+func New(client restore.VCenter, rs *repos.Set, inv policy.Inventory) *Service {
+	return &Service{client: client, rs: rs, inv: inv}
 }
 
 // engine returns a restore engine over the repository holding point; the
 // restore is an operation on that repository (it cannot be removed under
 // it) until done.
-func (s *restoreService) engine(ctx context.Context, point, what string) (_ *restore.Engine, _ string, _ repository.Point, done func(), _ error) {
+func (s *Service) engine(ctx context.Context, point, what string) (_ *restore.Engine, _ string, _ repository.Point, done func(), _ error) {
 	name, p, err := s.rs.Locate(ctx, point)
 	if err != nil {
 		return nil, "", p, nil, err
@@ -36,7 +41,7 @@ func (s *restoreService) engine(ctx context.Context, point, what string) (_ *res
 	return restore.New(r, s.client, restore.Options{}), name, p, done, nil
 }
 
-func restoreProgress(rep web.Reporter) func(restore.Progress) {
+func restoreProgress(rep api.Reporter) func(restore.Progress) {
 	return func(p restore.Progress) {
 		phase := p.Phase
 		if phase == "disk" {
@@ -47,7 +52,7 @@ func restoreProgress(rep web.Reporter) func(restore.Progress) {
 }
 
 // Restore implements web.Restores.
-func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
+func (s *Service) Restore(ctx context.Context, req api.RestoreRequest, rep api.Reporter) (*api.RestoreResult, error) {
 	e, repo, p, done, err := s.engine(ctx, req.Point, "restore")
 	if err != nil {
 		return nil, err
@@ -72,20 +77,20 @@ func (s *restoreService) Restore(ctx context.Context, req web.RestoreRequest, re
 }
 
 // restoreResultDTO is the engine's result as the API documents it.
-func restoreResultDTO(r restore.Result) *web.RestoreResult {
-	out := &web.RestoreResult{Mode: r.Mode, RestorePoint: r.RestorePoint,
-		VM:        web.VMRef{Name: r.VM.Name, InstanceUUID: r.VM.InstanceUUID, MoRef: r.VM.MoRef},
-		PoweredOn: r.PoweredOn, Disks: []web.RestoredDisk{}, BytesWritten: r.BytesWritten, Seconds: r.Seconds,
+func restoreResultDTO(r restore.Result) *api.RestoreResult {
+	out := &api.RestoreResult{Mode: r.Mode, RestorePoint: r.RestorePoint,
+		VM:        api.VMRef{Name: r.VM.Name, InstanceUUID: r.VM.InstanceUUID, MoRef: r.VM.MoRef},
+		PoweredOn: r.PoweredOn, Disks: []api.RestoredDisk{}, BytesWritten: r.BytesWritten, Seconds: r.Seconds,
 		BytesPerSecond: r.BytesPerSec, Warnings: r.Warnings, RemoveCommand: r.RemoveCommand}
 	for _, d := range r.Disks {
-		out.Disks = append(out.Disks, web.RestoredDisk{Index: d.Index, SourceKey: d.SourceKey, TargetKey: d.TargetKey, Label: d.Label,
+		out.Disks = append(out.Disks, api.RestoredDisk{Index: d.Index, SourceKey: d.SourceKey, TargetKey: d.TargetKey, Label: d.Label,
 			Capacity: d.Capacity, BytesWritten: d.BytesWritten, SHA256: d.SHA256, Seconds: d.Seconds, Target: d.Target})
 	}
 	return out
 }
 
 // RestoreDisk implements web.Restores: the disk is attached to the target VM.
-func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreRequest, rep web.Reporter) (*web.RestoreResult, error) {
+func (s *Service) RestoreDisk(ctx context.Context, req api.DiskRestoreRequest, rep api.Reporter) (*api.RestoreResult, error) {
 	e, _, p, done, err := s.engine(ctx, req.Point, "disk restore")
 	if err != nil {
 		return nil, err
@@ -98,7 +103,7 @@ func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreReq
 		}
 	}
 	if idx < 0 {
-		return nil, fmt.Errorf("restore point %s has no disk with key %d: %w", p.ID, req.Disk, web.ErrNotFound)
+		return nil, fmt.Errorf("restore point %s has no disk with key %d: %w", p.ID, req.Disk, api.ErrNotFound)
 	}
 	vms, err := s.inv.VMs(ctx)
 	if err != nil {
@@ -111,7 +116,7 @@ func (s *restoreService) RestoreDisk(ctx context.Context, req web.DiskRestoreReq
 		}
 	}
 	if target == "" {
-		return nil, fmt.Errorf("VM %s is not in the inventory: %w", req.TargetVM, web.ErrNotFound)
+		return nil, fmt.Errorf("VM %s is not in the inventory: %w", req.TargetVM, api.ErrNotFound)
 	}
 	rep.Logf("attaching disk %d of point %s to %s", req.Disk, p.ID, target)
 	res, err := e.AttachDisk(ctx, restore.AttachRequest{RestorePoint: p.ID, Disk: idx, VM: target, Datastore: req.Datastore, Thin: req.Thin, Progress: restoreProgress(rep)})
