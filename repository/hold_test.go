@@ -64,10 +64,10 @@ func TestTimeLock(t *testing.T) {
 	if err := r.LockUntil(ctx, p.ID, fake.Now().Add(-time.Hour)); err == nil {
 		t.Fatal("a time lock in the past was accepted")
 	}
-	// Unlock (the manual lock) does not touch the time lock.
-	if err := r.Unlock(ctx, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	// Unlock is refused while the time lock runs, naming its date (audit
+	// 2, defect 4: `repo unlock` printed "unlock: ID" and exited 0 while
+	// the lock stayed), and the point stays locked.
+	wantLocked(t, r.Unlock(ctx, p.ID), until, "time lock")
 	wantLocked(t, r.Delete(ctx, p.ID), until, "time lock")
 	// Extending works; the latest date wins, also after a reopen.
 	later := until.Add(24 * time.Hour)

@@ -400,6 +400,12 @@ func (r *Repository) setLocked(ctx context.Context, id string, locked bool) erro
 		return err
 	}
 	defer leave()
+	// A time lock outlives the record's flag: clearing the flag would
+	// report "unlocked" for a point that Delete still refuses.
+	if u := r.heldUntil(pid); !locked && u.After(r.now()) {
+		return fmt.Errorf("unlock %s: a time lock cannot be removed before its date: %w", p.ID,
+			&PointLockedError{Point: p.ID, Until: u, By: "time lock"})
+	}
 	if err := r.writeRecord(record{Manifest: pid, Locked: locked}); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,8 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vmvault/vmvault/backup/imagebackup"
+	"github.com/vmvault/vmvault/repository"
 )
 
 // TestImageRoundTrip backs up images made by real tools and restores them
@@ -386,5 +389,34 @@ func TestRepoInitIDFunction(t *testing.T) {
 			mustCLI(t, "image", "restore", "--repo", repo, "--restore-point", res.RestorePoint, out)
 			assertSameFile(t, img, out)
 		})
+	}
+}
+
+// A time lock (set through the API) outlives `repo unlock`: the command
+// fails naming the date instead of printing "unlock: ID" and exiting 0
+// (audit 2, defect 4), and `repo list` shows the date.
+func TestUnlockRefusedUnderTimeLock(t *testing.T) {
+	repo := initRepo(t)
+	img := makeRandom(t, t.TempDir(), 1<<20, 71)
+	id := lastLine(mustCLI(t, "image", "backup", "--repo", repo, "--vm", "a", img))
+	r, err := repository.Open(context.Background(), repo, []byte(testPassword), repository.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
+	if err := r.LockUntil(context.Background(), id, until); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	res := runCLI(t, "repo", "unlock", "--repo", repo, id)
+	if res.code == 0 || strings.Contains(res.stdout, "unlock:") || !strings.Contains(res.stderr, until.Format(time.RFC3339)) {
+		t.Fatalf("unlock under a time lock: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+	list := decodeJSON[[]pointJSON](t, mustCLI(t, "repo", "list", "--repo", repo, "--json"))
+	if len(list) != 1 || !list[0].Locked || list[0].LockedUntil == nil || !list[0].LockedUntil.Equal(until) {
+		t.Fatalf("repo list --json: %+v", list)
+	}
+	if out := mustCLI(t, "repo", "list", "--repo", repo); !strings.Contains(out, "locked until "+until.Local().Format(time.DateTime)) {
+		t.Errorf("repo list does not show the date:\n%s", out)
 	}
 }

@@ -105,6 +105,7 @@ type pointJSON struct {
 	Disks        []diskJSON     `json:"disks"`
 	LogicalBytes int64          `json:"logicalBytes"`
 	Locked       bool           `json:"locked"`
+	LockedUntil  *time.Time     `json:"lockedUntil,omitempty"` // a running time lock's end
 	Partial      bool           `json:"partial"`
 	Consistency  string         `json:"consistency,omitempty"`
 	Warnings     []string       `json:"warnings,omitempty"`
@@ -132,6 +133,10 @@ func toPointJSON(p repository.Point) pointJSON {
 		Warnings: p.Warnings, Disks: []diskJSON{}}
 	for _, d := range p.Disks {
 		out.Disks = append(out.Disks, diskJSON{Label: d.Label, Capacity: d.Capacity, ChangeID: d.ChangeID, Map: d.Map.String()})
+	}
+	if !p.LockedUntil.IsZero() {
+		u := p.LockedUntil.UTC()
+		out.LockedUntil = &u
 	}
 	return out
 }
@@ -166,7 +171,10 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 	fmt.Fprintln(tw, "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS")
 	for _, p := range points {
 		flags := ""
-		if p.Locked {
+		switch {
+		case !p.LockedUntil.IsZero():
+			flags += "locked until " + p.LockedUntil.Local().Format(time.DateTime) + " "
+		case p.Locked:
 			flags += "locked "
 		}
 		if p.Partial {
