@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sync/errgroup"
@@ -48,6 +49,7 @@ const (
 	ProblemBadPoint      = "bad-point"      // commit record, manifest or disk map unreadable
 	ProblemCatalog       = "catalog"        // catalog disagrees with commit records
 	ProblemMissingRecord = "missing-record" // catalog lists a restore point whose commit record is not on disk
+	ProblemShortLock     = "short-lock"     // immutable: a pack's object lock ends before that of a point needing it
 )
 
 func (p Problem) String() string {
@@ -316,6 +318,15 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 	}
 	if err := c.quarantine(); err != nil {
 		return nil, err
+	}
+	shorts, err := r.shortLocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, sl := range shorts {
+		c.rep.Problems = append(c.rep.Problems, Problem{Kind: ProblemShortLock, Pack: sl.Pack,
+			Message: fmt.Sprintf("pack %s is locked until %s, but restore point %s, which needs it, is locked until %s: run `appliance repo extend-locks`",
+				sl.Pack, sl.Until.Format(time.RFC3339), sl.NeededBy, sl.Need.Format(time.RFC3339))})
 	}
 	return c.rep, nil
 }

@@ -41,7 +41,7 @@ const lockSkew = time.Hour
 
 // retainer is a backend that writes objects with a retention period.
 type retainer interface {
-	SetRetention(mode string, d time.Duration) error
+	SetRetention(mode string, d, packExtra time.Duration) error
 }
 
 // lockInformer reports an object's write time and the retain-until date
@@ -58,7 +58,7 @@ func (r *Repository) setupObjectLock() error {
 		return nil
 	}
 	if rt, ok := r.store.(retainer); ok {
-		return rt.SetRetention(ol.Mode, ol.period())
+		return rt.SetRetention(ol.Mode, ol.period(), ol.lockSlack())
 	}
 	// A backend without retention (a bucket copied to a directory): the
 	// repository's own refusals still hold.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -38,8 +39,9 @@ type Progress struct {
 
 // Session is one backup in progress. Its methods are goroutine-safe.
 type Session struct {
-	r   *Repository
-	gen uint64 // repository generation at start (reclaim barrier)
+	r       *Repository
+	gen     uint64    // repository generation at start (reclaim barrier)
+	started time.Time // its packs were all written after this (lockextend.go)
 
 	// guarded by r.mu
 	used  []ID                      // every blob this session references (32 bytes per chunk, duplicates allowed)
@@ -62,7 +64,7 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	s := &Session{r: r, gen: r.gen, packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}, roots: map[ID]bool{}}
+	s := &Session{r: r, gen: r.gen, started: r.now(), packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}, roots: map[ID]bool{}}
 	r.sessions[s] = struct{}{}
 	return s, nil
 }
@@ -521,6 +523,9 @@ func (s *Session) commit(ctx context.Context, p NewPoint) (Point, error) {
 	}
 	if len(bad) > 0 {
 		return Point{}, fmt.Errorf("commit: %d referenced blobs (e.g. %s) are not durable: %w", len(bad), bad[0], ErrCondemned)
+	}
+	if err := s.coverSessionPacks(ctx); err != nil {
+		return Point{}, err
 	}
 	pt := pointFrom(mid, m, false)
 	if err := r.writeRecord(record{Manifest: mid}); err != nil {

@@ -420,3 +420,13 @@ func TestUnlockRefusedUnderTimeLock(t *testing.T) {
 		t.Errorf("repo list does not show the date:\n%s", out)
 	}
 }
+
+// extend-locks is for immutable repositories: elsewhere it says why it has
+// nothing to do instead of reporting a pass.
+func TestExtendLocksNeedsObjectLock(t *testing.T) {
+	repo := initRepo(t)
+	res := runCLI(t, "repo", "extend-locks", "--repo", repo)
+	if res.code == 0 || !strings.Contains(res.stderr, "no object lock") {
+		t.Fatalf("extend-locks on a local repository: exit %d, stderr %q", res.code, res.stderr)
+	}
+}

@@ -23,6 +23,7 @@ func init() {
 	register(&command{name: "repo stats", summary: "repository usage, dedup and compression ratios", run: runRepoStats})
 	register(&command{name: "repo check", summary: "verify the repository (--read-data: every blob)", run: runRepoCheck})
 	register(&command{name: "repo reclaim", summary: "remove data no restore point references", run: runRepoReclaim})
+	register(&command{name: "repo extend-locks", summary: "keep every pack of an immutable repository locked as long as the points that need it", run: runRepoExtendLocks})
 	register(&command{name: "repo recatalog", summary: "rebuild the catalog (index.db) from the packs", run: runRepoRecatalog})
 	register(&command{name: "repo delete", summary: "delete a restore point", run: pointCmd("delete", (*repository.Repository).Delete)})
 	register(&command{name: "repo lock", summary: "lock a restore point against deletion", run: pointCmd("lock", (*repository.Repository).Lock)})
@@ -273,6 +274,28 @@ func runRepoReclaim(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(env.stdout, "%d packs are under object lock and kept, the first until %s, the last until %s\n",
 			n, rep.Held[0].Until.Format(time.RFC3339), rep.Held[n-1].Until.Format(time.RFC3339))
 	}
+	return nil
+}
+
+func runRepoExtendLocks(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "repo extend-locks")
+	rf := addRepoFlags(fs)
+	r, _, err := rf.parseAndOpen(ctx, env, fs, args)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Config().ObjectLock == nil {
+		return fmt.Errorf("%w: repo extend-locks: the repository has no object lock (made without --immutable)", errUsage)
+	}
+	bar := newProgress(env, false)
+	defer bar.Finish()
+	rep, err := r.ExtendLocks(ctx, repoProgress(bar, "extend-locks"))
+	bar.Finish()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "%d restore points, %d packs they need; object lock extended on %d\n", rep.Points, rep.Packs, rep.Extended)
 	return nil
 }
 

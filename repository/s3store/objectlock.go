@@ -34,12 +34,17 @@ func lockedName(name string) bool {
 
 // SetRetention makes every later write of a pack, commit record or time
 // lock carry a retention of d in mode ("governance" or "compliance").
-func (s *Store) SetRetention(mode string, d time.Duration) error {
+//
+// Packs are retained packExtra longer: a point's commit record, written
+// at the end of its backup, must not outlive the packs written at its
+// start, and the extra covers a backup that long without a second request
+// per pack (the repository extends the packs of a longer one).
+func (s *Store) SetRetention(mode string, d, packExtra time.Duration) error {
 	m := minio.RetentionMode(strings.ToUpper(mode))
-	if !m.IsValid() || d <= 0 {
+	if !m.IsValid() || d <= 0 || packExtra < 0 {
 		return fmt.Errorf("%s: object lock mode %q for %v: want governance or compliance and a positive period", s.t.URL(), mode, d)
 	}
-	s.lockMode, s.lockFor = m, d
+	s.lockMode, s.lockFor, s.packExtra = m, d, packExtra
 	return nil
 }
 
@@ -49,7 +54,11 @@ func (s *Store) retention(opts *minio.PutObjectOptions, name string) {
 		return
 	}
 	opts.Mode = s.lockMode
-	opts.RetainUntilDate = time.Now().Add(s.lockFor).UTC().Truncate(time.Second).Add(time.Second)
+	d := s.lockFor
+	if strings.HasPrefix(name, "packs/") {
+		d += s.packExtra
+	}
+	opts.RetainUntilDate = time.Now().Add(d).UTC().Truncate(time.Second).Add(time.Second)
 	// A time lock (holds/<point>-<until seconds>) is retained at least
 	// until its own date: the server then refuses to remove it early too.
 	if _, secs, ok := strings.Cut(strings.TrimPrefix(name, "holds/"), "-"); ok && strings.HasPrefix(name, "holds/") {

@@ -154,6 +154,8 @@ type Store struct {
 	partSize uint64
 	lockMode minio.RetentionMode // set by SetRetention (objectlock.go)
 	lockFor  time.Duration
+	// packExtra lengthens the retention of packs (SetRetention).
+	packExtra time.Duration
 }
 
 var _ storage.Storage = (*Store)(nil)
