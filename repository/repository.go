@@ -93,7 +93,7 @@ type Repository struct {
 	markExtra map[ID]struct{}
 	openPacks map[packID]*packWriter
 	closed    bool
-	holds     map[ID]time.Time // time locks: point → latest hold (hold.go)
+	holds     map[ID]time.Time     // time locks: point → latest hold (hold.go)
 	packLocks map[packID]time.Time // immutable repositories: a known lower bound of each pack's retention (lockextend.go)
 
 	inflight sync.WaitGroup // puts in progress (Close waits for them)
