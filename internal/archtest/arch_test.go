@@ -262,7 +262,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		webToday(), lib("web/console"), lib("web/api", "policy"),
 		lib("web", "web/api", "service/vmstatus", "service/filerestore/catalog"),
 		libFiles("service/settings", map[string][]string{"service/settings/bolt.go": {"go.etcd.io/bbolt"}}),
-		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}, "daemon/vcenter_login.go": {"github.com/vmware/govmomi/vim25"}}),
+		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}}),
 		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "daemon/demo", "vcsim-tests/lab"}}),
 		lib("daemon/demo", "daemon", "vcsim-tests/lab", "service/repos", "policy"), // the demo wires the lab to the daemon
 		lib("vcsim-tests/lab", "github.com/vmware/govmomi/simulator"),
