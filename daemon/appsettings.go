@@ -31,6 +31,7 @@ import (
 	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/settings"
+	"github.com/vmvault/vmvault/service/topology"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -43,9 +44,9 @@ type appSettings struct {
 	mail   *mailSwitch
 	src    *notifySource
 	rs     *repos.Set
-	runner *backupRunner   // nil without vCenter
-	tester *vcenterTester  // tests "the configured connection"
-	active *vsphere.Config // the running connection; nil: none
+	runner *backupRunner           // nil without vCenter
+	tester *topology.VCenterTester // tests "the configured connection"
+	active *vsphere.Config         // the running connection; nil: none
 
 	mu sync.Mutex // one save or add at a time
 }
@@ -232,7 +233,7 @@ func (a *appSettings) SaveVCenter(ctx context.Context, v api.VCenterSettings) (a
 		return api.SectionSaved{}, err
 	}
 	if a.tester != nil {
-		a.tester.setConfigured(&vsphere.Config{URL: v.URL, Username: v.Username, Password: v.Password, Thumbprint: v.Thumbprint, Insecure: v.Insecure})
+		a.tester.SetConfigured(&vsphere.Config{URL: v.URL, Username: v.Username, Password: v.Password, Thumbprint: v.Thumbprint, Insecure: v.Insecure})
 	}
 	a.d.log.Info("vCenter connection saved from the console; used from the next start", "url", v.URL, "username", v.Username)
 	if a.active != nil && sameVCenter(&VCenterConfig{URL: v.URL, Username: v.Username, Thumbprint: v.Thumbprint, Insecure: v.Insecure}, v.Password, a.active) {

@@ -249,6 +249,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		lib("repository", "repository/storage", "internal/failpoint", "go.etcd.io/bbolt"),
 		lib("vsphere", "disk/vmdk", "github.com/vmware/govmomi/vim25"), lib("policy", "internal/clock"),
 		lib("service/inventory", "vsphere", "policy"),
+		lib("service/topology", "vsphere", "service/inventory", "web/api", "internal/cache"),
 		lib("backup", "vsphere", "dedup", "repository", "vmconfig"),
 		lib("restore", "vsphere", "repository", "vmconfig", "disk/vmdk"),
 		lib("internal/auth", "internal/clock", "golang.org/x/crypto/argon2", "go.etcd.io/bbolt"),
