@@ -33,6 +33,7 @@ import (
 	"github.com/vmvault/vmvault/service/notify/feed"
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/settings"
+	"github.com/vmvault/vmvault/service/topology"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -45,9 +46,9 @@ type appSettings struct {
 	mail   *feed.MailSwitch
 	src    *feed.Source
 	rs     *repos.Set
-	runner *backups.Runner // nil without vCenter
-	tester *vcenterTester  // tests "the configured connection"
-	active *vsphere.Config // the running connection; nil: none
+	runner *backups.Runner         // nil without vCenter
+	tester *topology.VCenterTester // tests "the configured connection"
+	active *vsphere.Config         // the running connection; nil: none
 
 	mu sync.Mutex // one save or add at a time
 }
@@ -234,7 +235,7 @@ func (a *appSettings) SaveVCenter(ctx context.Context, v api.VCenterSettings) (a
 		return api.SectionSaved{}, err
 	}
 	if a.tester != nil {
-		a.tester.setConfigured(&vsphere.Config{URL: v.URL, Username: v.Username, Password: v.Password, Thumbprint: v.Thumbprint, Insecure: v.Insecure})
+		a.tester.SetConfigured(&vsphere.Config{URL: v.URL, Username: v.Username, Password: v.Password, Thumbprint: v.Thumbprint, Insecure: v.Insecure})
 	}
 	a.d.log.Info("vCenter connection saved from the console; used from the next start", "url", v.URL, "username", v.Username)
 	if a.active != nil && sameVCenter(&VCenterConfig{URL: v.URL, Username: v.Username, Thumbprint: v.Thumbprint, Insecure: v.Insecure}, v.Password, a.active) {

@@ -42,6 +42,7 @@ import (
 	"github.com/vmvault/vmvault/service/repos"
 	"github.com/vmvault/vmvault/service/restores"
 	"github.com/vmvault/vmvault/service/settings"
+	"github.com/vmvault/vmvault/service/topology"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -330,10 +331,10 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	var inv policy.Inventory
 	var runner *backups.Runner
 	var restorer *restores.Service
-	var targets *serveTargets // console's inventory, restore targets, vCenter test
-	var tagSrc *tagCache      // GET /tags
+	var targets *serveTargets     // console's inventory, restore targets, vCenter test
+	var tagSrc *topology.TagCache // GET /tags
 	d.started = clk.Now()
-	tester := &vcenterTester{}
+	tester := &topology.VCenterTester{}
 	var active *vsphere.Config
 	vc, vpw, vsrc, err := d.vcenterEffective(ctx, st)
 	if err != nil {
@@ -342,7 +343,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	var client *vsphere.Client
 	if vc != nil {
 		vcfg := vsphere.Config{URL: vc.URL, Username: vc.Username, Password: vpw, Thumbprint: vc.Thumbprint, CAFile: vc.CAFile, Insecure: vc.Insecure}
-		tester.setConfigured(&vcfg)
+		tester.SetConfigured(&vcfg)
 		client, err = vsphere.Connect(ctx, vcfg)
 		switch {
 		case err != nil && vsrc == api.SourceYAML:
@@ -365,7 +366,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		runner.Repos = rs
 		restorer = restores.New(client, rs, inv)
 		targets = newServeTargets(client, cache.WithClock(clk))
-		tagSrc = newTagCache(inventory.New(client), cache.WithClock(clk))
+		tagSrc = topology.NewTagCache(inventory.New(client), cache.WithClock(clk))
 		log.Info("vCenter connected", "url", vc.URL, "about", client.About())
 	}
 	am, err := auth.NewManager(acfg)

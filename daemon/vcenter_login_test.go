@@ -167,19 +167,3 @@ func TestVCenterLoginRoles(t *testing.T) {
 		t.Errorf("wrong pin: %v", err)
 	}
 }
-
-func TestSSOPrincipal(t *testing.T) {
-	tests := []struct{ in, name, domain string }{
-		{`VSPHERE.LOCAL\alice`, "alice", "VSPHERE.LOCAL"},
-		{"alice@example.com", "alice", "example.com"},
-		{"alice", "alice", "vsphere.local"},
-	}
-	for _, tc := range tests {
-		if id := ssoPrincipal(tc.in, "vsphere.local"); id.Name != tc.name || id.Domain != tc.domain {
-			t.Errorf("%q: %+v", tc.in, id)
-		}
-	}
-	if got := pinFormat("ab cd-ef"); got != "AB:CD:EF" {
-		t.Errorf("pinFormat %q", got)
-	}
-}

@@ -6,94 +6,48 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // vSphere's side: /inventory, /tags and /restore-targets.
 
-// InventoryNode is one object of the vSphere tree (GET /inventory): a flat
-// list the console turns into a tree through Parent.
-type InventoryNode struct {
-	ID           string `json:"id"`     // managed object id, e.g. "datacenter-2", "vm-42"
-	Type         string `json:"type"`   // datacenter, folder, cluster, host, resource-pool, vm
-	Name         string `json:"name"`   // as vCenter shows it
-	Parent       string `json:"parent"` // id of the nearest listed ancestor; "" at the top
-	Path         string `json:"path"`   // inventory path, "/DC0/vm/web01"
-	InstanceUUID string `json:"instanceUuid,omitempty"`
-	PowerState   string `json:"powerState,omitempty"` // VMs: poweredOn, poweredOff, suspended
-	Template     bool   `json:"template,omitempty"`
-	// Tags are a VM's tag ids (GET /tags names them); absent when it has
-	// none or the tagging service could not be read.
-	Tags []string `json:"tags,omitempty"`
-}
+// InventoryNode is one object of the vSphere tree (GET /inventory).
+type InventoryNode = api.InventoryNode
 
 // Inventory node types.
 const (
-	NodeDatacenter   = "datacenter"
-	NodeFolder       = "folder"
-	NodeCluster      = "cluster"
-	NodeHost         = "host"
-	NodeResourcePool = "resource-pool"
-	NodeVM           = "vm"
+	NodeDatacenter   = api.NodeDatacenter
+	NodeFolder       = api.NodeFolder
+	NodeCluster      = api.NodeCluster
+	NodeHost         = api.NodeHost
+	NodeResourcePool = api.NodeResourcePool
+	NodeVM           = api.NodeVM
 )
 
-// RestoreTargets are the places a restore can go (GET /restore-targets).
-type RestoreTargets struct {
-	Datacenters []TargetDatacenter `json:"datacenters"`
-}
+// The restore targets (GET /restore-targets).
+type (
+	RestoreTargets   = api.RestoreTargets
+	TargetDatacenter = api.TargetDatacenter
+	TargetCompute    = api.TargetCompute
+	TargetDatastore  = api.TargetDatastore
+	TargetNetwork    = api.TargetNetwork
+)
 
-// TargetDatacenter is one datacenter's restore targets.
-type TargetDatacenter struct {
-	Name       string            `json:"name"`
-	Path       string            `json:"path"`
-	Folders    []string          `json:"folders"` // VM folder inventory paths
-	Compute    []TargetCompute   `json:"compute"`
-	Datastores []TargetDatastore `json:"datastores"`
-	Networks   []TargetNetwork   `json:"networks"`
-}
-
-// TargetCompute is a cluster or a host a restored VM can run on.
-type TargetCompute struct {
-	Name string `json:"name"`
-	Type string `json:"type"` // "cluster" or "host"
-	Path string `json:"path"`
-}
-
-// TargetDatastore is a datastore with its space (bytes) from vCenter's summary.
-type TargetDatastore struct {
-	Name       string `json:"name"`
-	Capacity   int64  `json:"capacity"`
-	Free       int64  `json:"free"`
-	Type       string `json:"type,omitempty"`
-	Accessible bool   `json:"accessible"`
-}
-
-// TargetNetwork is a network or port group. ID is its managed object id: a
-// backup records a distributed port group's NIC by it (PointNIC.Network).
-type TargetNetwork struct {
-	ID   string `json:"id,omitempty"`
-	Name string `json:"name"`
-	Type string `json:"type,omitempty"`
-}
-
-// Topology reads vCenter's tree and restore targets; the daemon implements
-// it over vsphere (with a short cache). A nil Topology means no vCenter is
+// Topology reads vCenter's tree and restore targets; service/topology
+// implements it over vsphere (with a short cache) and the daemon wires it. A nil Topology means no vCenter is
 // configured: the routes answer 503.
 type Topology interface {
 	Nodes(ctx context.Context) ([]InventoryNode, error)
 	Targets(ctx context.Context) (RestoreTargets, error)
 }
 
-// Tag is a vSphere tag (GET /tags). Jobs select and exclude VMs by ID: a
-// renamed tag still selects, and two categories may hold the same name.
-type Tag struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Category string `json:"category"`
-}
+// Tag is a vSphere tag (GET /tags).
+type Tag = api.Tag
 
-// TagSource lists vSphere's tags with their names and categories; the
-// daemon implements it over the inventory's vAPI reading, with a short
-// cache. A nil TagSource means no vCenter is configured: GET /tags answers 503.
+// TagSource lists vSphere's tags with their names and categories;
+// service/topology implements it over the inventory's vAPI reading, with a
+// short cache. A nil TagSource means no vCenter is configured: GET /tags answers 503.
 type TagSource interface {
 	Tags(ctx context.Context) ([]Tag, error)
 }

@@ -34,27 +34,17 @@ type SettingsStore interface {
 	PutSettings(ctx context.Context, s Settings) error
 }
 
-// VCenterTest is the body of POST /settings/vcenter/test; empty fields mean
-// the configured connection's.
-type VCenterTest struct {
-	URL        string `json:"url,omitempty"`
-	Username   string `json:"username,omitempty"`
-	Password   string `json:"password,omitempty"`
-	Thumbprint string `json:"thumbprint,omitempty"`
-	Insecure   bool   `json:"insecure,omitempty"`
-}
-
-// VCenterTestResult is what a connection test found.
-type VCenterTestResult struct {
-	OK      bool   `json:"ok"`
-	Version string `json:"version,omitempty"` // vCenter's full name and build
-	Message string `json:"message"`
-}
+// VCenterTest is the body of POST /settings/vcenter/test; VCenterTestResult
+// is what a connection test found.
+type (
+	VCenterTest       = api.VCenterTest
+	VCenterTestResult = api.VCenterTestResult
+)
 
 // VCenterTester tries a vCenter connection (log in, read the version, log
-// out); the daemon implements it over vsphere.Connect. A refused or failed
-// connection is a result with OK false, not an error; errors are for
-// requests it cannot try (ErrConflict, ErrUnavailable).
+// out); service/topology implements it over vsphere.Connect. A refused or
+// failed connection is a result with OK false, not an error; errors are
+// for requests it cannot try (ErrConflict, ErrUnavailable).
 type VCenterTester interface {
 	TestVCenter(ctx context.Context, req VCenterTest) (VCenterTestResult, error)
 }

@@ -250,6 +250,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		lib("repository", "repository/storage", "internal/failpoint", "go.etcd.io/bbolt"),
 		lib("vsphere", "disk/vmdk", "github.com/vmware/govmomi/vim25"), lib("policy", "internal/clock"),
 		lib("service/inventory", "vsphere", "policy"),
+		lib("service/topology", "vsphere", "service/inventory", "web/api", "internal/cache"),
 		lib("backup", "vsphere", "dedup", "repository", "vmconfig"),
 		lib("restore", "vsphere", "repository", "vmconfig", "disk/vmdk"),
 		lib("internal/auth", "internal/clock", "golang.org/x/crypto/argon2", "go.etcd.io/bbolt"),
@@ -264,7 +265,7 @@ func TestCleanGraphPasses(t *testing.T) {
 		webToday(), lib("web/console"), lib("web/api", "policy"),
 		lib("web", "web/api", "service/vmstatus", "service/filerestore/catalog"),
 		libFiles("service/settings", map[string][]string{"service/settings/bolt.go": {"go.etcd.io/bbolt"}}),
-		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}, "daemon/vcenter_login.go": {"github.com/vmware/govmomi/vim25"}}),
+		libFiles("daemon", map[string][]string{"daemon/daemon.go": {"go.etcd.io/bbolt/errors"}}),
 		libFiles("cmd/appliance", map[string][]string{"cmd/appliance/main.go": {"daemon", "daemon/demo", "vcsim-tests/lab"}}),
 		lib("daemon/demo", "daemon", "vcsim-tests/lab", "service/repos", "policy"), // the demo wires the lab to the daemon
 		lib("vcsim-tests/lab", "github.com/vmware/govmomi/simulator"),

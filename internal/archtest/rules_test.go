@@ -213,10 +213,7 @@ var importerRules = []importerRule{
 	// vsphere's types, never govmomi's, so a govmomi upgrade or a vCenter
 	// quirk is fixed in one place (the lab, test support, drives vcsim).
 	{name: "govmomi-only-vsphere-and-lab", source: "vsphere/doc.go", target: "github.com/vmware/govmomi", third: true,
-		from: []string{"vsphere/...", "vcsim-tests/lab/..."},
-		exempt: map[string]string{
-			"daemon/vcenter_login.go": "vCenter sign-in and SSO groups; moves into vsphere (issue 23)",
-		}},
+		from: []string{"vsphere/...", "vcsim-tests/lab/..."}},
 	// Every bbolt file has one owner package: state.db (internal/state),
 	// the auth and task stores (web.db, through auth and task BoltStores),
 	// index.db (repository), the file catalog (service/filerestore/catalog).

@@ -5,9 +5,11 @@
 //
 // It is the only package that knows both vsphere and policy. vsphere must
 // never import policy and policy must never import vsphere (each stays
-// testable without the other), so the translation lives here and cmd wires
-// inventory.New(client) into the scheduler. inventory must never import
-// backup, restore, repository, dedup, web or cmd.
+// testable without the other), so the translation lives here and the daemon
+// wires inventory.New(client) into the scheduler. inventory must never import
+// backup, restore, repository, dedup, web (web/api included) or cmd; the
+// console's inventory tree, restore targets and tag listing, which answer in
+// web/api's types, are service/topology's.
 //
 // Choices made here (and why):
 //

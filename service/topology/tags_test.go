@@ -1,4 +1,4 @@
-package daemon
+package topology
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/service/inventory"
-	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 type countingTags struct {
@@ -33,14 +33,14 @@ func TestTagCache(t *testing.T) {
 	ctx := context.Background()
 	src := &countingTags{}
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	c := newTagCache(src, cache.WithClock(clk))
+	c := NewTagCache(src, cache.WithClock(clk))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			got, err := c.Tags(ctx)
-			if err != nil || len(got) != 1 || got[0] != (web.Tag{ID: "urn:t:1", Name: "production", Category: "Environment"}) {
+			if err != nil || len(got) != 1 || got[0] != (api.Tag{ID: "urn:t:1", Name: "production", Category: "Environment"}) {
 				t.Errorf("Tags = %+v, %v", got, err)
 			}
 		}()
