@@ -33,6 +33,7 @@ import (
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/approval"
 	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/service/records"
@@ -85,7 +86,7 @@ type Options struct {
 	// recovery: appliance serve --import-config).
 	Import *ImportConfig
 	// ConfigSaveDebounce is how long configuration changes gather before
-	// they are saved into the repositories; default ConfigSaveDebounce.
+	// they are saved into the repositories; default drconfig.ConfigSaveDebounce.
 	ConfigSaveDebounce time.Duration
 }
 
@@ -140,7 +141,7 @@ type Daemon struct {
 	// the configuration into the repositories.
 	copyStore *copyjob.Store
 	copies    *copyjob.Runner
-	saver     *configSaver
+	saver     *drconfig.Saver
 	// observe receives the scheduler's and the sweep's events (notifier,
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
@@ -385,20 +386,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		return nil, err
 	}
 	if opts.Import != nil {
-		if err := d.importConfig(ctx, *opts.Import); err != nil {
+		if err := d.drAppliance().Import(ctx, *opts.Import); err != nil {
 			return nil, err
 		}
 	}
 	d.copies = copyjob.New(copyjob.Config{Store: d.copyStore, Repos: rs, Clock: clk, Location: loc, OnEvent: d.record,
 		Logger: log.With("component", "copy")})
-	d.saver = newConfigSaver(d)
-	if opts.ConfigSaveDebounce > 0 {
-		d.saver.debounce = opts.ConfigSaveDebounce
-	}
+	d.saver = drconfig.NewSaver(d.drAppliance(), opts.ConfigSaveDebounce)
 	rec := records.New(db) // jobs, runs, events and VM states as the API reads them
 	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
-		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: configEvents{rec, d.saver.changed}, VMStates: rec, Settings: st,
+		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: drconfig.Events{Inner: rec, Changed: d.saver.Changed}, VMStates: rec, Settings: st,
 		CopyJobs:        &copyJobService{store: d.copyStore, runner: d.copies, repos: rs, known: rs.Has},
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
@@ -559,7 +557,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
-		d.saver.run(schedCtx)
+		d.saver.Run(schedCtx)
 	}()
 	// stopBackground stops what the goroutines above run, except the
 	// scheduler, and waits for it.

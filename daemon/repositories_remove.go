@@ -132,7 +132,7 @@ func (a *appSettings) RemoveRepository(ctx context.Context, name string) (api.Re
 			d.log.Warn("remove the passphrase file of a removed repository", "name", name, "file", rec.PassphraseFile, "err", err)
 		}
 	}
-	d.saver.changed()
+	d.saver.Changed()
 	d.log.Info("repository removed from the appliance; its data is kept", "name", name, "path", path)
 	return res, nil
 }

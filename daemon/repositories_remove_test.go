@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -285,7 +286,7 @@ func savedRepos(t *testing.T, dir string, readOnly bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sc SavedConfig
+	var sc drconfig.SavedConfig
 	if err := json.Unmarshal(raw, &sc); err != nil {
 		t.Fatal(err)
 	}
