@@ -32,6 +32,7 @@ import (
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/approval"
+	"github.com/vmvault/vmvault/service/appsettings"
 	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/service/filerestore"
@@ -146,8 +147,8 @@ type Daemon struct {
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
 
-	loc *time.Location // the appliance's time zone
-	app *appSettings   // the console's settings over the YAML's
+	loc *time.Location       // the appliance's time zone
+	app *appsettings.Service // the console's settings over the YAML's
 
 	mu    sync.Mutex // guards repos: the console adds to it while Run serves
 	repos map[string]*repository.Repository
@@ -455,7 +456,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if err != nil {
 		return nil, err
 	}
-	d.app = &appSettings{d: d, store: st, mail: nt, src: src, rs: rs, runner: runner, tester: tester, active: active}
+	d.app = d.newAppSettings(st, nt, src, rs, runner, tester, active)
 	wcfg.Appliance = d.app
 	wcfg.AddRepository = d.app
 	wcfg.RemoveRepository = d.app

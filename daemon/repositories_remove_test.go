@@ -169,7 +169,7 @@ func TestRemoveRepositoryWithApproval(t *testing.T) {
 	}
 
 	// The data stayed, the lock is released: it opens, with its point.
-	if !isRepository(offsite) {
+	if fi, err := os.Stat(filepath.Join(offsite, "config")); err != nil || !fi.Mode().IsRegular() {
 		t.Fatal("the removed repository's files are gone")
 	}
 	r, err := repository.Open(context.Background(), offsite, []byte("offsite-pass"), repository.OpenOptions{})
