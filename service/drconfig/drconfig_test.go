@@ -59,7 +59,10 @@ func TestConfigSaverDebounce(t *testing.T) {
 		}
 		return c
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The saver waits for the debounce (its timer armed) only once the
+	// save at start is done: nothing was saved then.
+	cs.Changed()
+	clk.BlockUntil(1, done)
 	if _, _, err := repo.LoadApplianceConfig(context.Background()); !errors.Is(err, repository.ErrNotFound) {
 		t.Fatalf("an empty configuration was saved at start: %v", err)
 	}
@@ -69,7 +72,6 @@ func TestConfigSaverDebounce(t *testing.T) {
 	for range 5 {
 		cs.Changed()
 	}
-	clk.BlockUntil(1, done)
 	mu.Lock()
 	cfg.Jobs = append(cfg.Jobs, policy.NewJob("b", "B", "main", time.UTC)) // during the wait: in the same save
 	mu.Unlock()
@@ -78,15 +80,16 @@ func TestConfigSaverDebounce(t *testing.T) {
 	if c := saved(); len(c.Jobs) != 2 {
 		t.Fatalf("saved %d jobs", len(c.Jobs))
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The next change arms the timer again: the saver is back to waiting
+	// and the burst made one save.
+	cs.Changed()
+	clk.BlockUntil(1, done)
 	if n := cs.saves.Load(); n != 1 {
 		t.Fatalf("%d saves for one burst", n)
 	}
 	mu.Lock()
 	cfg.Jobs = cfg.Jobs[:1]
 	mu.Unlock()
-	cs.Changed()
-	clk.BlockUntil(1, done)
 	cancel()
 	<-done
 	if n := cs.saves.Load(); n != 2 || len(saved().Jobs) != 1 {
