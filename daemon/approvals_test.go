@@ -35,45 +35,42 @@ func TestServeDelayedDeleteExecutes(t *testing.T) {
 	if a.Status != "pending" || !a.EffectiveAt.Equal(clk.Now().Add(24*time.Hour)) {
 		t.Fatalf("pending action %s", body)
 	}
+	// Every timer the advance fires is armed again once its loop has made
+	// its pass: the approvals runner's after RunDue, so a runner that ran
+	// early would have deleted by then.
+	armed := clk.Pending()
 	clk.Advance(23*time.Hour + 59*time.Minute)
-	time.Sleep(100 * time.Millisecond) // a runner that ran early would have deleted by now
+	if !clk.BlockUntil(armed, timeout(t, 20*time.Second)) {
+		t.Fatalf("the daemon's timers were not armed again after the advance (%d of %d)", clk.Pending(), armed)
+	}
 	if code, body := api.call("GET", "/api/v1/restore-points/"+p.ID, nil, nil); code != 200 {
 		t.Fatalf("the point before the delay ended: %d %s", code, body)
 	}
 	clk.Advance(2 * time.Minute)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, _ := api.call("GET", "/api/v1/restore-points/"+p.ID, nil, nil)
-		if code == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the point is still there after the delay: %d\n%s", code, td.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The runner deletes in its own goroutine and the API is read over
+	// HTTP: poll it, within a deadline.
+	waitFor(t, 20*time.Second, "the point deleted after the delay", func() (bool, string) {
+		code, body := api.call("GET", "/api/v1/restore-points/"+p.ID, nil, nil)
+		return code == 404, fmt.Sprintf("%d %s\n%s", code, body, td.stderr.String())
+	})
 	// The status and the execute event are recorded just after the
 	// delete: wait for them.
-	for {
-		code, body = api.call("GET", "/api/v1/approvals", nil, nil)
-		if code == 200 && strings.Contains(string(body), `"status":"executed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("approvals after the delay: %d %s", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		code, body = api.call("GET", "/api/v1/events?kind=approval", nil, nil)
-		if code == 200 && strings.Contains(string(body), `"approval.execute"`) && strings.Contains(string(body), `"approval.request"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit events: %d %s", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 20*time.Second, "the approval executed", func() (bool, string) {
+		code, body := api.call("GET", "/api/v1/approvals", nil, nil)
+		return code == 200 && strings.Contains(string(body), `"status":"executed"`), fmt.Sprintf("%d %s", code, body)
+	})
+	waitFor(t, 20*time.Second, "the audit events", func() (bool, string) {
+		code, body := api.call("GET", "/api/v1/events?kind=approval", nil, nil)
+		return code == 200 && strings.Contains(string(body), `"approval.execute"`) && strings.Contains(string(body), `"approval.request"`), fmt.Sprintf("%d %s", code, body)
+	})
+}
+
+// timeout returns a channel closed after d (or at the end of the test).
+func timeout(t *testing.T, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	tm := time.AfterFunc(d, func() { close(done) })
+	t.Cleanup(func() { tm.Stop() })
+	return done
 }
 
 // startWithApprovals starts a daemon with one repository, main at repoDir

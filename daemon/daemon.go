@@ -32,8 +32,10 @@ import (
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/approval"
+	"github.com/vmvault/vmvault/service/appsettings"
 	"github.com/vmvault/vmvault/service/backups"
 	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/service/filerestore"
 	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/service/notify"
@@ -90,7 +92,7 @@ type Options struct {
 	// recovery: appliance serve --import-config).
 	Import *ImportConfig
 	// ConfigSaveDebounce is how long configuration changes gather before
-	// they are saved into the repositories; default ConfigSaveDebounce.
+	// they are saved into the repositories; default drconfig.ConfigSaveDebounce.
 	ConfigSaveDebounce time.Duration
 }
 
@@ -145,13 +147,13 @@ type Daemon struct {
 	// the configuration into the repositories.
 	copyStore *copyjob.Store
 	copies    *copyjob.Runner
-	saver     *configSaver
+	saver     *drconfig.Saver
 	// observe receives the scheduler's and the sweep's events (notifier,
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
 
-	loc *time.Location // the appliance's time zone
-	app *appSettings   // the console's settings over the YAML's
+	loc *time.Location       // the appliance's time zone
+	app *appsettings.Service // the console's settings over the YAML's
 
 	mu    sync.Mutex // guards repos: the console adds to it while Run serves
 	repos map[string]*repository.Repository
@@ -409,20 +411,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		return nil, err
 	}
 	if opts.Import != nil {
-		if err := d.importConfig(ctx, *opts.Import); err != nil {
+		if err := d.drAppliance().Import(ctx, *opts.Import); err != nil {
 			return nil, err
 		}
 	}
 	d.copies = copyjob.New(copyjob.Config{Store: d.copyStore, Repos: rs, Clock: clk, Location: loc, OnEvent: d.record,
 		Logger: log.With("component", "copy")})
-	d.saver = newConfigSaver(d)
-	if opts.ConfigSaveDebounce > 0 {
-		d.saver.debounce = opts.ConfigSaveDebounce
-	}
+	d.saver = drconfig.NewSaver(d.drAppliance(), opts.ConfigSaveDebounce)
 	rec := records.New(db) // jobs, runs, events and VM states as the API reads them
 	wcfg := web.Config{
 		Clock: clk, Logger: log, Auth: am, Tasks: tasks, Jobs: rec, Inventory: inv,
-		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: configEvents{rec, d.saver.changed}, VMStates: rec, Settings: st,
+		Points: rs, Repositories: rs, KnownRepository: rs.Has, Events: drconfig.Events{Inner: rec, Changed: d.saver.Changed}, VMStates: rec, Settings: st,
 		CopyJobs:        copyjob.NewAPI(d.copyStore, d.copies, rs, rs.Has),
 		DefaultSettings: web.Settings{TimeZone: loc.String(), EventRetentionDays: 90},
 		TrustProxy:      cfg.API.TrustProxy,
@@ -481,7 +480,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if err != nil {
 		return nil, err
 	}
-	d.app = &appSettings{d: d, store: st, mail: nt, src: src, rs: rs, runner: runner, tester: tester, active: active}
+	d.app = d.newAppSettings(st, nt, src, rs, runner, tester, active)
 	wcfg.Appliance = d.app
 	wcfg.AddRepository = d.app
 	wcfg.RemoveRepository = d.app
@@ -583,7 +582,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
-		d.saver.run(schedCtx)
+		d.saver.Run(schedCtx)
 	}()
 	// stopBackground stops what the goroutines above run, except the
 	// scheduler, and waits for it.

@@ -8,8 +8,12 @@
 // with repository maintenance, email notifications (the notifier built
 // from the smtp settings, wired through service/notify/feed: alerts and
 // the daily report), file-level restore, and the console's vSphere-backed
-// views (inventory tree, restore targets, tags, vCenter test), and puts the
-// HTTP API (package web) in front. Run serves it and runs the background
+// views (inventory tree, restore targets, tags, vCenter test), the
+// console's settings over the configuration file's and its repositories
+// (service/appsettings; the configuration file's side of them stays here,
+// appsettings.go), the saver of the configuration into the repositories
+// and its import (service/drconfig), and puts the HTTP API (package web)
+// in front. Run serves it and runs the background
 // work (start-up sweep of stale snapshots, then the scheduler; event
 // pruning; copies of state.db; the file restore indexer) until its context
 // ends, then stops within ShutdownGrace; Close releases what New opened.

@@ -6,22 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/auth"
-	"github.com/vmvault/vmvault/internal/clock"
-	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/service/copyjob"
+	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/web/api"
 )
 
 // waitFor polls cond every 100 ms until it holds or within passes.
@@ -151,7 +145,7 @@ func TestServeDisasterRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var saved SavedConfig
+	var saved drconfig.SavedConfig
 	if err := json.Unmarshal(raw, &saved); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +260,7 @@ repositories:
 	}
 	_, err = New(ctx, cfg, Options{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, Getenv: func(k string) string { return vars[k] },
 		Import: &ImportConfig{Repository: "main"}})
-	if !errors.Is(err, ErrStateNotEmpty) {
+	if !errors.Is(err, drconfig.ErrStateNotEmpty) {
 		t.Fatalf("import over a configured state: %v", err)
 	}
 	// With --force the import runs again and leaves the users it finds
@@ -420,148 +414,4 @@ func TestImportConfigErrors(t *testing.T) {
 	if err := newD(nil); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// The saver: nothing at the start of an unconfigured appliance (it must not
-// bury a configuration a fresh daemon could import), one save for a burst
-// of changes after the debounce, and a change still pending at the stop is
-// saved before the saver returns.
-func TestConfigSaverDebounce(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	repo := repository.TestRepository(t)
-	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	var mu sync.Mutex
-	cfg := SavedConfig{Format: SavedConfigFormat}
-	cs := &configSaver{collect: func(context.Context) (SavedConfig, error) { mu.Lock(); defer mu.Unlock(); return cfg, nil },
-		repos: func() map[string]*repository.Repository { return map[string]*repository.Repository{"main": repo} }, clk: clk, debounce: time.Second,
-		log: slog.New(slog.DiscardHandler), kick: make(chan struct{}, 1)}
-	done := make(chan struct{})
-	go func() { defer close(done); cs.run(ctx) }()
-	saved := func() SavedConfig {
-		t.Helper()
-		raw, _, err := repo.LoadApplianceConfig(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c SavedConfig
-		if err := json.Unmarshal(raw, &c); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	time.Sleep(50 * time.Millisecond)
-	if _, _, err := repo.LoadApplianceConfig(context.Background()); !errors.Is(err, repository.ErrNotFound) {
-		t.Fatalf("an empty configuration was saved at start: %v", err)
-	}
-	mu.Lock()
-	cfg.Jobs = []policy.Job{policy.NewJob("a", "A", "main", time.UTC)}
-	mu.Unlock()
-	for range 5 {
-		cs.changed()
-	}
-	clk.BlockUntil(1, done)
-	mu.Lock()
-	cfg.Jobs = append(cfg.Jobs, policy.NewJob("b", "B", "main", time.UTC)) // during the wait: in the same save
-	mu.Unlock()
-	clk.Advance(time.Second)
-	waitFor(t, 5*time.Second, "the debounced save", func() (bool, string) { return cs.saves.Load() == 1, "" })
-	if c := saved(); len(c.Jobs) != 2 {
-		t.Fatalf("saved %d jobs", len(c.Jobs))
-	}
-	time.Sleep(50 * time.Millisecond)
-	if n := cs.saves.Load(); n != 1 {
-		t.Fatalf("%d saves for one burst", n)
-	}
-	mu.Lock()
-	cfg.Jobs = cfg.Jobs[:1]
-	mu.Unlock()
-	cs.changed()
-	clk.BlockUntil(1, done)
-	cancel()
-	<-done
-	if n := cs.saves.Load(); n != 2 || len(saved().Jobs) != 1 {
-		t.Fatalf("the change pending at the stop: %d saves, %d jobs", n, len(saved().Jobs))
-	}
-}
-
-// The saved configuration's format 1 is pinned: a save of this appliance
-// configuration is testdata/savedconfig_v1.json (its jobs aside), and that
-// file decodes back to it (an old save must stay importable).
-func TestSavedConfigGolden(t *testing.T) {
-	w := policy.Window{Location: time.UTC}
-	w.Days[time.Sunday] = []policy.Range{{Start: 60, End: 300}}
-	job := policy.NewJob("nightly", "Nightly", "main", time.UTC)
-	c := SavedConfig{Format: 1, Saved: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
-		Jobs:         []policy.Job{job},
-		CopyJobs:     []copyjob.Job{{ID: "offsite", Name: "Offsite", Source: "main", Target: "s3", Jobs: []string{"nightly"}, Window: w, Retention: policy.Retention{Last: 7}, Enabled: true}},
-		Settings:     &api.Settings{TimeZone: "Europe/Paris", EventRetentionDays: 30},
-		Users:        []SavedUser{{Name: "admin", Role: "administrator", Source: "local"}},
-		Repositories: []SavedRepo{{Name: "main", Path: "/srv/vmvault"}, {Name: "s3", Path: "s3:https://s3.example.com/b/a1"}}}
-	got, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "savedconfig_v1.json")
-	if os.Getenv("VMVAULT_UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Byte for byte but the jobs: policy.Job's JSON is policy's (a field it
-	// adds is read by this format too); their decoding is checked below.
-	withoutJobs := func(b []byte) string {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		delete(m, "jobs")
-		out, _ := json.Marshal(m)
-		return string(out)
-	}
-	if withoutJobs(got) != withoutJobs(want) {
-		t.Fatalf("format 1 changed:\n%s\nwant:\n%s", got, want)
-	}
-	var back SavedConfig
-	if err := json.Unmarshal(want, &back); err != nil {
-		t.Fatal(err)
-	}
-	if back.CopyJobs[0].Window.Days[time.Sunday][0] != w.Days[time.Sunday][0] || back.Settings.TimeZone != "Europe/Paris" || back.Jobs[0].Repository != "main" {
-		t.Fatalf("decoded %+v", back)
-	}
-}
-
-// Whatever a repository holds as a saved configuration, decoding it never
-// panics, and what it accepts encodes again with a known format.
-func FuzzSavedConfig(f *testing.F) {
-	if b, err := os.ReadFile(filepath.Join("testdata", "savedconfig_v1.json")); err == nil {
-		f.Add(b)
-	}
-	f.Add([]byte(`{"format":1}`))
-	f.Add([]byte(`{"format":2}`))
-	f.Add([]byte(`{"format":1,"copyJobs":[{"id":"a","source":"x","target":"x"}]}`))
-	f.Add([]byte(`{"format":1,"jobs":[{"id":"a","window":{"location":"Nowhere","days":{}}}]}`))
-	f.Add([]byte(`{"format":1,"settings":{"timeZone":"","eventRetentionDays":0}}`))
-	f.Add([]byte(`{"format":1,"users":[{"name":"VSPHERE.LOCAL\\ops","role":"operator","source":"vcenter"},{"name":"a\u0000","role":"operator","source":"local"}]}`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		sc, err := decodeSavedConfig(raw)
-		if err != nil {
-			return
-		}
-		if sc.Format != SavedConfigFormat {
-			t.Fatalf("accepted format %d", sc.Format)
-		}
-		if _, err := json.Marshal(sc); err != nil {
-			t.Fatalf("accepted %q, cannot encode it: %v", raw, err)
-		}
-		for _, u := range sc.Users {
-			if auth.CheckImportedName(u.Name) != nil || (u.Source != auth.SourceLocal && u.Source != auth.SourceVCenter) {
-				t.Fatalf("accepted user %+v", u)
-			}
-		}
-	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -168,7 +169,7 @@ func TestRemoveRepositoryWithApproval(t *testing.T) {
 	}
 
 	// The data stayed, the lock is released: it opens, with its point.
-	if !isRepository(offsite) {
+	if fi, err := os.Stat(filepath.Join(offsite, "config")); err != nil || !fi.Mode().IsRegular() {
 		t.Fatal("the removed repository's files are gone")
 	}
 	r, err := repository.Open(context.Background(), offsite, []byte("offsite-pass"), repository.OpenOptions{})
@@ -285,7 +286,7 @@ func savedRepos(t *testing.T, dir string, readOnly bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sc SavedConfig
+	var sc drconfig.SavedConfig
 	if err := json.Unmarshal(raw, &sc); err != nil {
 		t.Fatal(err)
 	}

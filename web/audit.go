@@ -11,12 +11,13 @@ import (
 
 	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/web/api"
 )
 
-// Audit outcomes (policy.Event.Outcome).
+// Audit outcomes (policy.Event.Outcome): api's, named here as before.
 const (
-	OutcomeOK     = "ok"
-	OutcomeFailed = "failed"
+	OutcomeOK     = api.OutcomeOK
+	OutcomeFailed = api.OutcomeFailed
 )
 
 // auditKinds names the event kind of every route that is a user's action.

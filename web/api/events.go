@@ -6,6 +6,12 @@ import (
 	"github.com/vmvault/vmvault/policy"
 )
 
+// Audit outcomes (policy.Event.Outcome).
+const (
+	OutcomeOK     = "ok"
+	OutcomeFailed = "failed"
+)
+
 // EventQuery selects events (GET /events and the console's summaries).
 type EventQuery struct {
 	From, To    time.Time       // [From, To)

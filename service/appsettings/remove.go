@@ -1,4 +1,4 @@
-package daemon
+package appsettings
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/vmvault/vmvault/internal/task"
-	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -19,7 +18,7 @@ import (
 // where they are and POST /repositories (mode open) brings it back.
 
 // CanRemove implements web.RepositoryRemover.
-func (a *appSettings) CanRemove(ctx context.Context, name string) error {
+func (a *Service) CanRemove(ctx context.Context, name string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.removable(ctx, name)
@@ -29,9 +28,8 @@ func (a *appSettings) CanRemove(ctx context.Context, name string) error {
 // from the configuration file, jobs or copy jobs use it (a job left
 // pointing at nothing would fail every night), or an operation runs on
 // it. Called under a.mu.
-func (a *appSettings) removable(ctx context.Context, name string) error {
-	d := a.d
-	for _, rc := range d.cfg.Repositories {
+func (a *Service) removable(ctx context.Context, name string) error {
+	for _, rc := range a.cfg.Configured {
 		if rc.Name == name {
 			return api.Kind(fmt.Errorf("repository %q is configured in the configuration file (%s): remove it from the file's repositories section and restart the appliance (its data stays)",
 				name, rc.Path), api.ErrConflict)
@@ -41,7 +39,7 @@ func (a *appSettings) removable(ctx context.Context, name string) error {
 		return fmt.Errorf("repository %q: %w", name, api.ErrNotFound)
 	}
 	var uses []string
-	jobs, err := d.db.Jobs(ctx)
+	jobs, err := a.cfg.Jobs.Jobs(ctx)
 	if err != nil {
 		return fmt.Errorf("read the jobs: %w", err)
 	}
@@ -55,7 +53,7 @@ func (a *appSettings) removable(ctx context.Context, name string) error {
 		slices.Sort(names)
 		uses = append(uses, "backup jobs "+strings.Join(names, ", "))
 	}
-	cjobs, err := d.copyStore.Jobs(ctx)
+	cjobs, err := a.cfg.CopyJobs.Jobs(ctx)
 	if err != nil {
 		return fmt.Errorf("read the copy jobs: %w", err)
 	}
@@ -71,7 +69,7 @@ func (a *appSettings) removable(ctx context.Context, name string) error {
 	}
 	ops := a.rs.InUse(name)
 	// A check or reclaim task still queued has not reached the set yet.
-	if ts, err := d.tasks.List(ctx, 1000); err == nil {
+	if ts, err := a.cfg.Tasks.List(ctx, 1000); err == nil {
 		for _, t := range ts {
 			if t.State == task.Queued && t.Subject == name && (t.Kind == "check" || t.Kind == "reclaim") {
 				ops = append(ops, t.Kind+" (queued, task "+t.ID+")")
@@ -94,10 +92,9 @@ func (a *appSettings) removable(ctx context.Context, name string) error {
 // forgets it in the state database, drops its backup engine and its
 // passphrase file, and closes it, which releases its lock. The
 // configuration saved into the remaining repositories no longer names it.
-func (a *appSettings) RemoveRepository(ctx context.Context, name string) (api.RemovedRepository, error) {
+func (a *Service) RemoveRepository(ctx context.Context, name string) (api.RemovedRepository, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	d := a.d
 	if err := a.removable(ctx, name); err != nil {
 		return api.RemovedRepository{}, err
 	}
@@ -111,47 +108,28 @@ func (a *appSettings) RemoveRepository(ctx context.Context, name string) (api.Re
 	if err != nil && !errors.Is(err, api.ErrNotFound) {
 		// Nothing changed: it stays, open, as it was.
 		if aerr := a.rs.Add(name, r); aerr != nil {
-			d.log.Error("repository removal failed and the repository could not be put back", "name", name, "err", aerr)
+			a.log.Error("repository removal failed and the repository could not be put back", "name", name, "err", aerr)
 		}
 		return api.RemovedRepository{}, fmt.Errorf("remove repository %s: %w", name, err)
 	}
-	if a.runner != nil {
-		a.runner.Remove(name)
+	if a.cfg.RemoveBackups != nil {
+		a.cfg.RemoveBackups(name)
 	}
-	d.forgetRepository(name)
+	a.cfg.Forget(name)
 	path := r.Location()
 	res := api.RemovedRepository{Name: name, Path: path, DataKept: true,
 		Message: fmt.Sprintf("repository %s is removed from the appliance; its data is kept in %s: open it again with POST /repositories (mode open) and its passphrase", name, path)}
 	if cerr := r.Close(); cerr != nil {
 		// Nothing was writing (no operation ran); say it rather than hide it.
-		d.log.Error("close the removed repository", "name", name, "err", cerr)
+		a.log.Error("close the removed repository", "name", name, "err", cerr)
 		res.Message += "; closing it reported: " + cerr.Error()
 	}
 	if rec.PassphraseFile != "" {
 		if err := os.Remove(rec.PassphraseFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.log.Warn("remove the passphrase file of a removed repository", "name", name, "file", rec.PassphraseFile, "err", err)
+			a.log.Warn("remove the passphrase file of a removed repository", "name", name, "file", rec.PassphraseFile, "err", err)
 		}
 	}
-	d.saver.changed()
-	d.log.Info("repository removed from the appliance; its data is kept", "name", name, "path", path)
+	a.cfg.Changed()
+	a.log.Info("repository removed from the appliance; its data is kept", "name", name, "path", path)
 	return res, nil
-}
-
-// forgetRepository drops a removed repository from the daemon's own map
-// (the configuration saver, the space watch).
-func (d *Daemon) forgetRepository(name string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.repos, name)
-}
-
-// openRepositories returns the open repositories now (a copy).
-func (d *Daemon) openRepositories() map[string]*repository.Repository {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[string]*repository.Repository, len(d.repos))
-	for n, r := range d.repos {
-		out[n] = r
-	}
-	return out
 }
