@@ -7,11 +7,16 @@
 //
 // The services: repos (the open repositories: points, statistics,
 // maintenance, repository init), records (jobs, runs, events and VM states
-// in state.db), settings (appliance settings, secrets sealed), approval
-// (destructive actions held for a delay or a second administrator),
-// copyjob (offsite copies in windows), vmstatus (the one protection rule
-// set), capacity (growth and fill forecasts), inventory (vCenter VMs as
-// policy.VM, the only bridge between vsphere and policy), notify (mail
-// alerts and the daily report), filerestore (file-level restore: service,
-// catalog, FUSE mount). internal/archtest enforces the layering.
+// in state.db), settings (the settings store, secrets sealed), appsettings
+// (the console's Settings sections and repositories added or removed),
+// approval (destructive actions held for a delay or a second
+// administrator), copyjob (offsite copies in windows), backups and
+// restores (what POST /backups, /restores and the scheduler call), drconfig
+// (the configuration saved for disaster recovery), vmstatus (the one
+// protection rule set), capacity (growth and fill forecasts), inventory
+// (vCenter VMs as policy.VM, the only bridge between vsphere and policy),
+// topology (the console's vSphere tree, restore targets, tags), notify
+// (mail alerts and the daily report; feed/ what they read), filerestore
+// (file-level restore: service, catalog, FUSE mount). internal/archtest
+// enforces the layering.
 package service
