@@ -349,7 +349,21 @@ func (b *Browser) Viewport(width, height int64) {
 // Click clicks the first element matching the CSS selector once it is visible.
 func (b *Browser) Click(sel string) {
 	b.t.Helper()
-	b.Do("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+	// A page that re-renders (a list refreshed by its poll) can replace
+	// the node between the query and the click: Chrome then answers "Could
+	// not find node with given id", and the click is tried again on the
+	// new node until the timeout. Any other error fails at once.
+	ctx, cancel := context.WithTimeout(b.ctx, b.Timeout)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node with given id") || ctx.Err() != nil {
+			b.t.Fatalf("browsertest: click %s at %s: %v; console: %v", sel, b.URL(), err, b.Problems())
+		}
+	}
 }
 
 // Fill replaces the text of the input matching sel by typing text into it.
