@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmvault/vmvault/repository/s3store"
 )
 
 func initKeyRepo(t *testing.T, pass string) string {
@@ -354,4 +356,63 @@ func TestKeyOpenManyKeys(t *testing.T) {
 		t.Fatalf("wrong passphrase with %d keys: %v", MaxKeys, err)
 	}
 	t.Logf("wrong passphrase with %d keys (test KDF): %s", MaxKeys, time.Since(start))
+}
+
+// Keys on S3: key objects go through the storage seam; add, passwd and
+// remove work against versitygw, a fresh cache opens with the new
+// passphrase, the old one is refused.
+func TestKeysS3(t *testing.T) {
+	ctx := t.Context()
+	srv := s3store.StartTestServer(t)
+	loc := srv.Location("vmvault-keys", "site-a")
+	if err := Init(ctx, loc, []byte("old"), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	open := func(pass string) (*Repository, error) {
+		return Open(ctx, loc, []byte(pass), OpenOptions{CacheDir: t.TempDir()})
+	}
+	r, err := open("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.AddKey(ctx, []byte("second"), KeyOptions{KDF: TestKDF, Label: "dr site"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.ChangePassword(ctx, []byte("new"), KeyOptions{KDF: TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open("old"); !errors.Is(err, ErrWrongPassword) {
+		t.Fatalf("old passphrase after passwd on S3: %v", err)
+	}
+	r, err = open("second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CurrentKey() != second.ID {
+		t.Fatalf("current key %q, want %q", r.CurrentKey(), second.ID)
+	}
+	keys, err := r.Keys(ctx)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	for _, k := range keys {
+		if !k.Current {
+			if err := r.RemoveKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.Close()
+	if _, err := open("new"); !errors.Is(err, ErrWrongPassword) {
+		t.Fatalf("removed key on S3: %v", err)
+	}
+	r, err = open("second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
 }
