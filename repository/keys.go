@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -218,8 +219,8 @@ func openMaster(ctx context.Context, store storage.Storage, cf configFile, passw
 			return m, id, warns, nil
 		}
 	}
-	if !errors.Is(cerr, ErrWrongPassword) && tried == 0 {
-		return nil, "", warns, cerr // a damaged config key and no key object to try
+	if tried == 0 {
+		return nil, "", warns, cerr // ErrWrongPassword, or a damaged config key, and no key object to try
 	}
 	return nil, "", warns, fmt.Errorf("%w (tried the config key and %d key objects)", ErrWrongPassword, tried)
 }
@@ -332,6 +333,11 @@ func (r *Repository) keysLocked(ctx context.Context) ([]KeyInfo, map[string]keyF
 	}
 	for _, n := range bad {
 		out = append(out, KeyInfo{ID: strings.TrimPrefix(n, keysPrefix), Err: "not a key object name"})
+	}
+	if _, ok := files[e.KeyID]; e.KeyID != "" && !ok && !slices.Contains(ids, e.KeyID) {
+		// The object the config copies is gone (deleted by hand): the
+		// config's copy still works and is listed, so it can be replaced.
+		out = append(out, KeyInfo{ID: e.KeyID, Label: "(only in the config: its key object is missing)", Created: r.cfile.Created, KDF: e.KDF.KDFParams, InConfig: true})
 	}
 	for i := range out {
 		out[i].Current = out[i].ID == r.usedKey

@@ -416,3 +416,28 @@ func TestKeysS3(t *testing.T) {
 	}
 	r.Close()
 }
+
+// The key object the config copies was deleted by hand: its passphrase
+// still opens the repository through the config, the key is listed as
+// config-only, and passwd replaces it.
+func TestKeyConfigObjectMissing(t *testing.T) {
+	dir := initKeyRepo(t, "old")
+	id := readConfigFile(t, dir).Encryption.KeyID
+	if err := os.Remove(filepath.Join(dir, "keys", id)); err != nil {
+		t.Fatal(err)
+	}
+	r := mustOpenKey(t, dir, "old")
+	keys, err := r.Keys(t.Context())
+	if err != nil || len(keys) != 1 || keys[0].ID != id || !keys[0].InConfig || !keys[0].Current {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	if err := r.RemoveKey(t.Context(), id); !errors.Is(err, ErrLastKey) {
+		t.Fatalf("removing the only key: %v", err)
+	}
+	if _, _, err := r.ChangePassword(t.Context(), []byte("new"), KeyOptions{KDF: TestKDF}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	refused(t, dir, "old")
+	mustOpenKey(t, dir, "new").Close()
+}
