@@ -139,3 +139,19 @@ func TestPasswordCommand(t *testing.T) {
 		t.Fatalf("hung command: %d %s after %s", res.code, res.stderr, time.Since(start))
 	}
 }
+
+// repo copy takes both passphrases from commands.
+func TestRepoCopyPasswordCommands(t *testing.T) {
+	src := initRepo(t)
+	dst := initTarget(t)
+	res := runCLIEnv(t, map[string]string{}, "repo", "copy", "--from", src, "--to", dst,
+		"--password-command", "echo '"+testPassword+"'", "--to-password-command", "echo '"+targetPassword+"'")
+	if res.code != 0 {
+		t.Fatalf("copy with password commands: %d %s", res.code, res.stderr)
+	}
+	res = runCLIEnv(t, map[string]string{}, "repo", "copy", "--from", src, "--to", dst,
+		"--password-command", "echo '"+testPassword+"'", "--to-password-command", "exit 4")
+	if res.code != 1 || !strings.Contains(res.stderr, "target: password command failed (exit status 4)") {
+		t.Fatalf("failing target command: %d %s", res.code, res.stderr)
+	}
+}
