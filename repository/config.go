@@ -82,6 +82,8 @@ type InitOptions struct {
 	// IDMACBLAKE3 or IDMACHMACSHA256 ("" = DefaultIDMAC). Unencrypted
 	// repositories always use SHA-256.
 	IDMAC string
+	// KeyLabel labels the first key ("" = "init").
+	KeyLabel string
 }
 
 // Blob id functions of an encrypted repository (config encryption.id_mac).
@@ -160,6 +162,9 @@ type encryptionFile struct {
 	IDMAC      string  `json:"id_mac"` // IDMACHMACSHA256 or IDMACBLAKE3 (v1.3)
 	KDF        kdfFile `json:"kdf"`
 	WrappedKey []byte  `json:"wrapped_key"` // nonce(12) || AES-256-GCM(kek, 64-byte master key)
+	// KeyID names the key object (keys/<id>, v1.4) whose kdf and
+	// wrapped_key these are; "" = a key of the config's own (before 1.4).
+	KeyID string `json:"key_id,omitempty"`
 }
 
 type kdfFile struct {
@@ -283,23 +288,32 @@ func initStore(ctx context.Context, store storage.Storage, dir string, password 
 		if kdf.Time == 0 || kdf.Threads == 0 || kdf.MemoryKiB < 8*uint32(kdf.Threads) {
 			return fmt.Errorf("init: bad argon2id parameters %+v", kdf)
 		}
-		k := kdfFile{Name: "argon2id", KDFParams: kdf, Salt: make([]byte, 32)}
 		master := make([]byte, 64)
-		if _, err := rand.Read(k.Salt); err != nil {
-			return err
-		}
 		if _, err := rand.Read(master); err != nil {
 			return err
 		}
-		wrapped, err := wrapKey(deriveKEK(password, k), master, keyAD(cf.ID))
+		// v1.4: the first key is a key object (keys/<id>, §4a) and the
+		// config holds a copy of it for readers before 1.4.
+		label := opts.KeyLabel
+		if label == "" {
+			label = "init"
+		}
+		kid, k, _, err := newKey(password, master, cf.ID, kdf, label, hostname())
+		if err != nil {
+			return fmt.Errorf("init %s: %w", dir, err)
+		}
+		kb, err := encodeKey(k)
 		if err != nil {
 			return err
+		}
+		if err := storage.PutBytes(ctx, store, keyName(kid), kb, keySteps); err != nil {
+			return fmt.Errorf("init: %w", err)
 		}
 		idMAC := opts.IDMAC // validateInit checked it
 		if idMAC == "" {
 			idMAC = DefaultIDMAC
 		}
-		cf.Encryption = &encryptionFile{Cipher: "aes-256-gcm", IDMAC: idMAC, KDF: k, WrappedKey: wrapped}
+		cf.Encryption = &encryptionFile{Cipher: "aes-256-gcm", IDMAC: idMAC, KDF: k.KDF, WrappedKey: k.WrappedKey, KeyID: kid}
 	}
 	b, err := json.MarshalIndent(cf, "", "  ")
 	if err != nil {
@@ -404,6 +418,9 @@ func decodeConfig(b []byte) (configFile, error) {
 		if e.KDF.Time == 0 || e.KDF.Time > 100 || e.KDF.Threads == 0 || e.KDF.MemoryKiB < 8*uint32(e.KDF.Threads) ||
 			e.KDF.MemoryKiB > 4<<20 || len(e.KDF.Salt) < 16 {
 			return cf, formatErr("config", "bad argon2id parameters")
+		}
+		if e.KeyID != "" && !validKeyID(e.KeyID) {
+			return cf, formatErr("config", "bad key id %q", e.KeyID)
 		}
 	}
 	return cf, nil

@@ -11,7 +11,7 @@ import (
 // refuses a repository whose major version is newer than FormatMajor.
 const (
 	FormatMajor = 1
-	FormatMinor = 3
+	FormatMinor = 4
 )
 
 // Limits that decoders enforce so hostile input cannot make us allocate much.

@@ -79,6 +79,11 @@ type Repository struct {
 	warnMu   sync.Mutex
 	warnings []string
 
+	keyMu   sync.Mutex // guards the fields below (keys.go)
+	cfile   configFile // the config as read or last written
+	master  []byte     // the 64-byte master key (nil when unencrypted)
+	usedKey string     // the key that opened the repository (keys.go)
+
 	// salvageHints, set during Recatalog, returns the entries the previous
 	// catalog knew for a pack (offsets and lengths for salvagePack).
 	salvageHints func(packID) []packEntry
@@ -164,12 +169,16 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
-	var encKey, idKey []byte
-	var idMAC string
+	var encKey, idKey, master []byte
+	var idMAC, usedKey string
+	var keyWarns []string
 	if e := cf.Encryption; e != nil {
 		idMAC = e.IDMAC
-		master, err := unwrapKey(deriveKEK(password, e.KDF), e.WrappedKey, keyAD(cf.ID))
+		master, usedKey, keyWarns, err = openMaster(ctx, store, cf, password)
 		if err != nil {
+			for _, w := range keyWarns {
+				logger(opts).Warn(w, "repository", dir)
+			}
 			return nil, fmt.Errorf("open repository %s: %w", dir, err)
 		}
 		encKey, idKey = master[:32], master[32:]
@@ -230,9 +239,13 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		condemned: map[ID]struct{}{},
 		sessions:  map[*Session]struct{}{},
 		openPacks: map[packID]*packWriter{},
+		cfile:     cf, master: master, usedKey: usedKey,
 	}
 	if r.log == nil {
 		r.log = slog.Default()
+	}
+	for _, w := range keyWarns {
+		r.warn(w)
 	}
 	r.sessDone = sync.NewCond(&r.mu)
 	fail := func(err error) (*Repository, error) {
@@ -269,6 +282,13 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		go r.finalizer()
 	}
 	return r, nil
+}
+
+func logger(opts OpenOptions) *slog.Logger {
+	if opts.Logger != nil {
+		return opts.Logger
+	}
+	return slog.Default()
 }
 
 // removeTemp deletes temp files left by a crash (no session can be open:

@@ -157,7 +157,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	if !errors.Is(err, ErrNewerFormat) {
 		t.Fatalf("Open: %v, want ErrNewerFormat", err)
 	}
-	want := "repository format v2.3 is newer than this vmvault supports (v1.3); upgrade vmvault"
+	want := "repository format v2.3 is newer than this vmvault supports (v1.4); upgrade vmvault"
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}

@@ -19,7 +19,9 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&from.dir, "from", "", "source repository (directory or s3:…; required)")
 	fs.StringVar(&from.passwordFile, "password-file", "", "read the source passphrase from this file (default: $VMVAULT_PASSWORD)")
 	to := fs.String("to", "", "target repository (directory or s3:…; required)")
+	fs.StringVar(&from.passwordCommand, "password-command", "", "run this shell command and take the first line it prints as the source passphrase")
 	toPasswordFile := fs.String("to-password-file", "", "read the target passphrase from this file (default: $VMVAULT_TO_PASSWORD)")
+	toPasswordCommand := fs.String("to-password-command", "", "run this shell command and take the first line it prints as the target passphrase")
 	var points, vms stringList
 	fs.Var(&points, "restore-point", "copy this restore point (id or unique prefix; repeatable; default: all)")
 	fs.Var(&vms, "vm", "copy the points of this VM (repeatable; default: all)")
@@ -36,7 +38,7 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	if from.dir == "" || *to == "" {
 		return fmt.Errorf("%w: --from and --to are required", errUsage)
 	}
-	toPW, err := (&repoFlags{passwordFile: *toPasswordFile}).passwordFrom(env, "VMVAULT_TO_PASSWORD")
+	toPW, err := (&repoFlags{passwordFile: *toPasswordFile, passwordCommand: *toPasswordCommand}).passwordFrom(env, "VMVAULT_TO_PASSWORD")
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
@@ -53,7 +55,7 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	})
 	if err != nil {
 		if errors.Is(err, repository.ErrWrongPassword) && toPW == nil {
-			return fmt.Errorf("target: open repository %s: it is encrypted: give the passphrase with --to-password-file or VMVAULT_TO_PASSWORD: %w", *to, err)
+			return fmt.Errorf("target: open repository %s: it is encrypted: give the passphrase with --to-password-file, --to-password-command or VMVAULT_TO_PASSWORD: %w", *to, err)
 		}
 		return fmt.Errorf("target: %w", err)
 	}
@@ -91,15 +93,4 @@ func printCopy(env *cliEnv, res *repository.CopyResult) {
 	}
 	fmt.Fprintf(env.stdout, "%d points copied, %d already in the target; %d blobs sent (%s), %d verified\n",
 		res.PointsCopied, res.PointsSkipped, res.BlobsSent, humanBytes(res.BytesSent), res.BlobsVerified)
-}
-
-// passwordFrom is password with another environment variable.
-func (f *repoFlags) passwordFrom(env *cliEnv, variable string) ([]byte, error) {
-	if f.passwordFile != "" {
-		return f.password(env)
-	}
-	if p := env.getenv(variable); p != "" {
-		return []byte(p), nil
-	}
-	return nil, nil
 }

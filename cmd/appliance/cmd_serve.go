@@ -24,6 +24,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	fs.DurationVar(&opts.StateBackupEvery, "state-backup-every", state.DefaultEvery, "interval between copies of state.db (one is also taken at every start)")
 	importFrom := fs.String("import-config", "", "disaster recovery: before starting, import the jobs, copy jobs and settings saved in this repository (a configured repository's name, or a location: directory or s3:...) into an empty state directory")
 	importPass := fs.String("password-file", "", "with --import-config REPO naming a location that is not configured: read its passphrase from this file (default: $VMVAULT_PASSWORD)")
+	importPassCmd := fs.String("password-command", "", "with --import-config: run this shell command and take the first line it prints as the passphrase (instead of --password-file)")
 	importForce := fs.Bool("force", false, "with --import-config: import even if the state directory already has jobs, copy jobs or settings (jobs of the same id are replaced)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -31,8 +32,8 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	if *cfgPath == "" {
 		return fmt.Errorf("%w: --config is required", errUsage)
 	}
-	if (*importPass != "" || *importForce) && *importFrom == "" {
-		return fmt.Errorf("%w: --password-file and --force go with --import-config", errUsage)
+	if (*importPass != "" || *importPassCmd != "" || *importForce) && *importFrom == "" {
+		return fmt.Errorf("%w: --password-file, --password-command and --force go with --import-config", errUsage)
 	}
 	if opts.StateBackups < 1 || opts.StateBackupEvery < time.Minute {
 		return fmt.Errorf("%w: --state-backups must be at least 1 and --state-backup-every at least 1m", errUsage)
@@ -42,7 +43,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *importFrom != "" {
-		rf := repoFlags{passwordFile: *importPass}
+		rf := repoFlags{passwordFile: *importPass, passwordCommand: *importPassCmd}
 		pw, err := rf.password(env)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/vmvault/vmvault/repository"
@@ -19,16 +20,20 @@ import (
 type repoFlags struct {
 	dir          string
 	passwordFile string
-	noFsync      bool
-	retryLock    time.Duration
-	readOnly     bool
-	command      string // "appliance repo check": names this process in the lock file
+	// passwordCommand prints the passphrase on its first line (run by
+	// /bin/sh -c; never logged).
+	passwordCommand string
+	noFsync         bool
+	retryLock       time.Duration
+	readOnly        bool
+	command         string // "appliance repo check": names this process in the lock file
 }
 
 func addRepoFlags(fs *flag.FlagSet) *repoFlags {
 	f := &repoFlags{command: fs.Name()}
 	fs.StringVar(&f.dir, "repo", "", "repository directory (required)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "read the repository passphrase from this file (default: $VMVAULT_PASSWORD)")
+	fs.StringVar(&f.passwordCommand, "password-command", "", "run this shell command (/bin/sh -c) and take the first line it prints as the repository passphrase (instead of --password-file)")
 	fs.BoolVar(&f.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
 	fs.DurationVar(&f.retryLock, "retry-lock", 0, "wait up to this long (e.g. 5m) for a repository locked by another process (default: fail at once)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "open without the lock, to list and restore while another appliance owns the repository and writes to it (writes are refused)")
@@ -37,6 +42,18 @@ func addRepoFlags(fs *flag.FlagSet) *repoFlags {
 
 // password returns the passphrase, or nil when none is configured.
 func (f *repoFlags) password(env *cliEnv) ([]byte, error) {
+	return f.passwordFrom(env, "VMVAULT_PASSWORD")
+}
+
+// passwordFrom is password with another environment variable: the file,
+// else the command, else the variable.
+func (f *repoFlags) passwordFrom(env *cliEnv, variable string) ([]byte, error) {
+	if f.passwordFile != "" && f.passwordCommand != "" {
+		return nil, fmt.Errorf("%w: give the passphrase with a password file or a password command, not both", errUsage)
+	}
+	if f.passwordCommand != "" {
+		return runPasswordCommand(env, f.passwordCommand)
+	}
 	if f.passwordFile != "" {
 		b, err := os.ReadFile(f.passwordFile)
 		if err != nil {
@@ -49,10 +66,55 @@ func (f *repoFlags) password(env *cliEnv) ([]byte, error) {
 		}
 		return b, nil
 	}
-	if p := env.getenv("VMVAULT_PASSWORD"); p != "" {
+	if p := env.getenv(variable); p != "" {
 		return []byte(p), nil
 	}
 	return nil, nil
+}
+
+// passwordCommandTimeout bounds a --password-command (a secret manager
+// that asks for a touch or a network round trip has time; a hung one does
+// not hang the command).
+var passwordCommandTimeout = time.Minute
+
+// runPasswordCommand runs command with /bin/sh -c: its first line of
+// standard output is the passphrase, its standard error goes to the user,
+// a non-zero exit or a timeout is an error. Neither the command nor what it
+// printed is ever part of an error or a log line (the command line may
+// carry a secret manager's token).
+func runPasswordCommand(env *cliEnv, command string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), passwordCommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	var out limitedBuffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, env.stderr, nil
+	cmd.WaitDelay = 2 * time.Second // a child left holding stdout does not hang us
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("password command: did not finish within %s", passwordCommandTimeout)
+	}
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		return nil, fmt.Errorf("password command failed (%s); its standard error is above", ee.ProcessState)
+	} else if err != nil {
+		return nil, fmt.Errorf("password command: %w", err)
+	}
+	line, _, _ := bytes.Cut(out.b, []byte("\n"))
+	line = bytes.TrimRight(line, "\r")
+	if len(line) == 0 {
+		return nil, errors.New("password command printed no passphrase (its first line of output is empty)")
+	}
+	return line, nil
+}
+
+// limitedBuffer keeps the first 64 KiB written to it (a passphrase is one
+// line; the rest is discarded, not buffered without bound).
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 64<<10 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }
 
 func (f *repoFlags) validate() error {
@@ -112,7 +174,7 @@ func (f *repoFlags) parseAndOpen(ctx context.Context, env *cliEnv, fs *flag.Flag
 type noPassphraseError struct{ dir string }
 
 func (e noPassphraseError) Error() string {
-	return "open repository " + e.dir + ": it is encrypted: give the passphrase with --password-file or VMVAULT_PASSWORD"
+	return "open repository " + e.dir + ": it is encrypted: give the passphrase with --password-file, --password-command or VMVAULT_PASSWORD"
 }
 
 func (e noPassphraseError) Unwrap() error { return repository.ErrWrongPassword }

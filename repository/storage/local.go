@@ -231,7 +231,7 @@ func (l *Local) SyncDeletes(ctx context.Context, prefix string) error {
 
 // Clean deletes staged files left by a crash.
 func (l *Local) Clean(ctx context.Context) error {
-	for _, p := range []string{"packs/*/*" + tmpSuffix, "points/*" + tmpSuffix, "holds/*" + tmpSuffix, "appconfig/*" + tmpSuffix, "*" + tmpSuffix} {
+	for _, p := range []string{"packs/*/*" + tmpSuffix, "points/*" + tmpSuffix, "holds/*" + tmpSuffix, "appconfig/*" + tmpSuffix, "keys/*" + tmpSuffix, "*" + tmpSuffix} {
 		m, err := filepath.Glob(filepath.Join(l.dir, filepath.FromSlash(p)))
 		if err != nil {
 			return err
