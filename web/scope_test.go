@@ -241,3 +241,40 @@ func TestScopeFolderPath(t *testing.T) {
 		t.Fatalf("folder path without a datacenter %q", got)
 	}
 }
+
+// The users and tokens endpoints take, show and change scopes.
+func TestScopesOverTheAPI(t *testing.T) {
+	f := newFixture(t, nil)
+	res := f.admin("POST", "/api/v1/users", map[string]any{"username": "fin", "password": "fin-password", "role": "restore-only", "scope": map[string]any{"folders": []string{"/DC0/vm/finance/"}, "vms": []string{"fin-*"}}})
+	if res.status != http.StatusCreated || !strings.Contains(string(res.body), `"scope":{"folders":["/DC0/vm/finance"],"vms":["fin-*"]}`) {
+		t.Fatalf("create scoped user: %d %s", res.status, res.body)
+	}
+	if res := f.admin("POST", "/api/v1/users", map[string]any{"username": "boss", "password": "boss-password", "role": "administrator", "scope": map[string]any{"vms": []string{"x"}}}); res.status != http.StatusUnprocessableEntity {
+		t.Fatalf("scoped administrator: %d %s", res.status, res.body)
+	}
+	if res := f.admin("PUT", "/api/v1/users/fin", map[string]any{"scope": map[string]any{"folders": []string{"relative"}}}); res.status != http.StatusUnprocessableEntity {
+		t.Fatalf("bad scope: %d %s", res.status, res.body)
+	}
+	if res := f.admin("GET", "/api/v1/users", nil); !strings.Contains(string(res.body), `"fin-*"`) {
+		t.Fatalf("list users: %s", res.body)
+	}
+	if res := f.admin("PUT", "/api/v1/users/fin", map[string]any{"scope": map[string]any{}}); res.status != 200 || strings.Contains(string(res.body), "scope") {
+		t.Fatalf("clear scope: %d %s", res.status, res.body)
+	}
+	res = f.admin("POST", "/api/v1/auth/tokens", map[string]any{"name": "ci", "role": "restore-only", "scope": map[string]any{"repositories": []string{"main"}}})
+	var tc tokenResponse
+	res.json(t, &tc)
+	if res.status != http.StatusCreated || len(tc.Detail.Scope.Repositories) != 1 {
+		t.Fatalf("create scoped token: %d %s", res.status, res.body)
+	}
+	if res := f.admin("PUT", "/api/v1/auth/tokens/"+tc.Detail.ID, map[string]any{"scope": map[string]any{"tags": []string{"env:prod"}}}); res.status != 200 || !strings.Contains(string(res.body), `"tags":["env:prod"]`) {
+		t.Fatalf("set token scope: %d %s", res.status, res.body)
+	}
+	if res := f.admin("PUT", "/api/v1/auth/tokens/nope", map[string]any{"scope": map[string]any{}}); res.status != http.StatusNotFound {
+		t.Fatalf("unknown token: %d %s", res.status, res.body)
+	}
+	// The token's tag scope: web01 has no tag, so it sees no point.
+	if res := f.do("GET", "/api/v1/restore-points", nil, bearer(tc.Token)); res.status != 200 || string(res.body) != "[]" {
+		t.Fatalf("points of a tag-scoped token: %d %s", res.status, res.body)
+	}
+}

@@ -419,6 +419,18 @@ func (m *Manager) CreateScopedUser(ctx context.Context, name, password string, r
 // stored (vCenter checks its password). A name that exists already
 // (without case) is left as it is: ErrUserExists.
 func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source string) (User, error) {
+	return m.ImportScopedUser(ctx, name, role, source, Scope{})
+}
+
+// ImportScopedUser is ImportUser for a user saved with a scope.
+func (m *Manager) ImportScopedUser(ctx context.Context, name string, role Role, source string, scope Scope) (User, error) {
+	scope, err := scope.Normalize()
+	if err != nil {
+		return User{}, err
+	}
+	if err := checkScopeRole(role, scope); err != nil {
+		return User{}, err
+	}
 	if source != SourceLocal && source != SourceVCenter {
 		return User{}, fmt.Errorf("%w: source %q (local, vcenter)", ErrBadUser, source)
 	}
@@ -436,7 +448,7 @@ func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source
 	} else if !errors.Is(err, ErrNotFound) {
 		return User{}, err
 	}
-	u := User{Username: name, Role: role, Source: source, Created: m.cfg.Clock.Now(), PasswordNotSet: source == SourceLocal}
+	u := User{Username: name, Role: role, Source: source, Created: m.cfg.Clock.Now(), PasswordNotSet: source == SourceLocal, Scope: scope}
 	if err := m.cfg.Store.PutUser(ctx, u); err != nil {
 		return User{}, fmt.Errorf("store user %s: %w", name, err)
 	}
