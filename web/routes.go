@@ -43,10 +43,10 @@ func (s *Server) table() []route {
 		{"GET", "/api/v1/jobs/:id", ro, na, s.getJob},
 		{"PUT", "/api/v1/jobs/:id", adm, na, s.putJob},
 		{"DELETE", "/api/v1/jobs/:id", adm, na, s.deleteJob},
-		{"GET", "/api/v1/jobs/:id/retention-preview", ro, na, s.retentionPreview},
+		{"GET", "/api/v1/jobs/:id/retention-preview", ro, flt, s.retentionPreview},
 		{"POST", "/api/v1/jobs/:id/run", op, na, s.runJob},
-		{"GET", "/api/v1/jobs/:id/runs", ro, na, s.jobRuns},
-		{"POST", "/api/v1/retention-preview", ro, na, s.retentionPreviewUnsaved},
+		{"GET", "/api/v1/jobs/:id/runs", ro, flt, s.jobRuns},
+		{"POST", "/api/v1/retention-preview", ro, flt, s.retentionPreviewUnsaved},
 
 		{"GET", "/api/v1/copy-jobs", ro, na, s.listCopyJobs},
 		{"POST", "/api/v1/copy-jobs", adm, na, s.createCopyJob},

@@ -10,12 +10,13 @@ import (
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
 
 // scopeKeywords mark routes that touch restore points, VMs, repositories
 // or what names them: such a route must honour scopes (a class other than
 // not-applicable) unless only administrators, who are never scoped, may call it.
-var scopeKeywords = []string{"restore-points", "files", "restores", "vms", "repositories", "dashboard", "events", "stream", "tasks", "approvals", "backups"}
+var scopeKeywords = []string{"restore-points", "files", "restores", "vms", "repositories", "dashboard", "events", "stream", "tasks", "approvals", "backups", "retention-preview"}
 
 // Every route says how it honours a scope, and the ones that name a
 // point, repository or task in their path are checked by the adapter. A
@@ -77,6 +78,9 @@ func TestScopeOverRoutes(t *testing.T) {
 	if err := f.db.AddEvent(ctx, policy.Event{Time: f.clk.Now().Add(-time.Hour), Severity: policy.SeverityError, Kind: "backup.failed", Subject: "old01", VM: "gone-vm", Message: "backup of old01 failed"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.srv.cfg.Jobs.PutJob(ctx, policy.NewJob("nightly", "Nightly", "main", time.UTC)); err != nil {
+		t.Fatal(err)
+	}
 	unscoped := bearer(f.tokens[auth.RoleOperator])
 	webOnly := scopedToken(t, f, "web-only", auth.Scope{VMs: []string{"web*"}})
 	oldOnly := scopedToken(t, f, "old-only", auth.Scope{VMs: []string{"old*"}})
@@ -115,8 +119,8 @@ func TestScopeOverRoutes(t *testing.T) {
 		return p
 	}
 	// Lists whose unscoped answer cannot show the marker in this fixture
-	// (no file service, a stream that never ends, no approvals configured).
-	vacuous := map[string]bool{"GET /api/v1/files/search": true, "GET /api/v1/stream": true, "GET /api/v1/approvals": true}
+	// (no file service, a stream that never ends, no approvals configured, no job runs).
+	vacuous := map[string]bool{"GET /api/v1/files/search": true, "GET /api/v1/stream": true, "GET /api/v1/approvals": true, "GET /api/v1/jobs/:id/runs": true}
 	// Bodies: the request naming what is outside (for webOnly) and inside.
 	bodies := map[string][2]map[string]any{
 		"POST /api/v1/restores":      {{"point": old.ID, "mode": "new", "name": "x"}, {"point": web.ID, "mode": "new", "name": "x"}},
@@ -165,20 +169,27 @@ func TestScopeOverRoutes(t *testing.T) {
 				break
 			}
 			path := rt.path
+			var body []byte
 			marker, in, out := old.ID, oldOnly, webOnly
-			if strings.HasPrefix(path, "/api/v1/repositories") {
+			switch {
+			case strings.HasPrefix(path, "/api/v1/repositories"):
 				marker, in, out = `"main"`, mainRepo, otherRepo
-			} else if path == "/api/v1/vms" || path == "/api/v1/dashboard" || strings.HasPrefix(path, "/api/v1/events") {
+			case path == "/api/v1/vms" || path == "/api/v1/dashboard" || strings.HasPrefix(path, "/api/v1/events"):
 				marker = "old01"
+			case path == "/api/v1/jobs/:id/retention-preview":
+				// The job's points are web01's.
+				path, marker, in, out = "/api/v1/jobs/nightly/retention-preview", web.ID, webOnly, oldOnly
+			case path == "/api/v1/retention-preview":
+				body = []byte(`{"repository":"main","retention":{"last":3}}`)
 			}
-			_, all := get(rt.method, path, nil, unscoped)
+			_, all := get(rt.method, path, body, unscoped)
 			if !strings.Contains(all, marker) {
 				t.Errorf("%s: the unscoped answer lacks %s, the test proves nothing: %.300s", k, marker, all)
 			}
-			if _, b := get(rt.method, path, nil, out); strings.Contains(b, marker) {
+			if _, b := get(rt.method, path, body, out); strings.Contains(b, marker) {
 				t.Errorf("%s outside the scope shows %s: %.300s", k, marker, b)
 			}
-			if _, b := get(rt.method, path, nil, in); !strings.Contains(b, marker) {
+			if _, b := get(rt.method, path, body, in); !strings.Contains(b, marker) {
 				t.Errorf("%s inside the scope lacks %s: %.300s", k, marker, b)
 			}
 		case scopeBody:
@@ -276,5 +287,27 @@ func TestScopesOverTheAPI(t *testing.T) {
 	// The token's tag scope: web01 has no tag, so it sees no point.
 	if res := f.do("GET", "/api/v1/restore-points", nil, bearer(tc.Token)); res.status != 200 || string(res.body) != "[]" {
 		t.Fatalf("points of a tag-scoped token: %d %s", res.status, res.body)
+	}
+}
+
+// File search keeps only the versions, hits and pending points in scope
+// (the route's fixture has no file service).
+func TestScopeFiltersSearch(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	web, old := f.points[0], f.points[2]
+	j := f.srv.newJudge(ctx, auth.Principal{Scopes: []auth.Scope{{VMs: []string{"web*"}}}})
+	res, err := f.srv.filterSearch(ctx, j, catalog.Result{
+		Hits: []catalog.Hit{
+			{VM: "old01", Path: "/etc/a", Versions: []catalog.Version{{RestorePoint: old.ID}}},
+			{VM: "web01", Path: "/etc/b", Versions: []catalog.Version{{RestorePoint: web.ID}, {RestorePoint: old.ID}}},
+		},
+		Pending: []string{old.ID, web.ID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 1 || res.Hits[0].Path != "/etc/b" || len(res.Hits[0].Versions) != 1 || len(res.Pending) != 1 || res.Pending[0] != web.ID {
+		t.Fatalf("filtered %+v", res)
 	}
 }
