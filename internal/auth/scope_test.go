@@ -160,3 +160,46 @@ func TestScopedUsersAndTokens(t *testing.T) {
 		t.Fatalf("token of a scoped owner %+v", tp.Scopes)
 	}
 }
+
+// A vCenter user's scope comes from the stored record of its name; its
+// live sessions take a new scope at once; rules that make it an
+// administrator while its record is scoped refuse its sign-in.
+func TestScopedVCenterUser(t *testing.T) {
+	role := RoleRestoreOnly
+	m, _ := newManager(t, func(c *Config) {
+		c.VCenterLogin = func(ctx context.Context, user, password string, wantGroups bool) (VCenterUser, error) {
+			if password == "vc-password" {
+				return VCenterUser{Name: user}, nil
+			}
+			return VCenterUser{}, ErrBadCredentials
+		}
+		c.VCenterRules = []VCenterRule{{User: "VSPHERE.LOCAL\\fin", Role: RoleRestoreOnly}, {User: "VSPHERE.LOCAL\\boss", Role: RoleAdministrator}}
+		c.VCenterRole = role
+	})
+	ctx := context.Background()
+	fin := Scope{VMs: []string{"fin-*"}}
+	if _, err := m.ImportScopedUser(ctx, "VSPHERE.LOCAL\\fin", RoleRestoreOnly, SourceVCenter, fin); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Login(ctx, "ip", "VSPHERE.LOCAL\\fin", "vc-password")
+	if err != nil || !reflect.DeepEqual(s.Scope, fin) {
+		t.Fatalf("vCenter login %+v %v", s, err)
+	}
+	repo := Scope{Repositories: []string{"main"}}
+	if _, err := m.UpdateUser(ctx, "VSPHERE.LOCAL\\fin", UserChange{Scope: &repo}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := m.Session(s.ID); !reflect.DeepEqual(p.Scopes, []Scope{repo}) {
+		t.Fatalf("vCenter session after the change %+v", p.Scopes)
+	}
+	// Unscoped without a record.
+	if s, err := m.Login(ctx, "ip", "VSPHERE.LOCAL\\other", "vc-password"); err != nil || !s.Scope.Empty() {
+		t.Fatalf("vCenter user without a record %+v %v", s, err)
+	}
+	if _, err := m.ImportScopedUser(ctx, "VSPHERE.LOCAL\\boss", RoleRestoreOnly, SourceVCenter, fin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Login(ctx, "ip", "VSPHERE.LOCAL\\boss", "vc-password"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("scoped record, administrator by the rules: %v", err)
+	}
+}
