@@ -311,3 +311,27 @@ func TestScopeFiltersSearch(t *testing.T) {
 		t.Fatalf("filtered %+v", res)
 	}
 }
+
+// The OpenAPI document's x-scope of every operation is the route table's
+// scope class.
+func TestOpenAPIScopeMatchesRoutes(t *testing.T) {
+	f := newFixture(t, nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Scope string `json:"x-scope"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.srv.Routes() {
+		p := ginParam.ReplaceAllString(r.Path, "{$1}")
+		op, ok := doc.Paths[p][strings.ToLower(r.Method)]
+		if !ok {
+			continue // TestOpenAPIMatchesRoutes names it
+		}
+		if op.Scope != r.Scope {
+			t.Errorf("%s %s: x-scope %q, the route table says %q", r.Method, p, op.Scope, r.Scope)
+		}
+	}
+}
