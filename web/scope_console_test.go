@@ -37,6 +37,14 @@ func TestConsoleUserScope(t *testing.T) {
 	b.Click(`#user-scope button[type=submit]`)
 	b.WaitText(".toast", "Scope of fin saved.")
 	b.WaitText("#users-list .user-scope", "folders /DC0/vm/finance, /DC0/vm/hr")
+	// A token limited to some VMs.
+	b.Fill("#token-name", "fin-ci")
+	b.Select("#token-role", "restore-only")
+	b.Fill("#token-scope-vms", "fin-*, hr-*")
+	b.Click(`#tokens-create button[type=submit]`)
+	b.WaitVisible("#token-secret")
+	b.WaitText("#tokens-list .token-scope", "VMs fin-*, hr-*")
+
 	u, err := f.srv.cfg.Auth.Users(ctx)
 	if err != nil {
 		t.Fatal(err)

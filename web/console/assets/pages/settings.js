@@ -586,9 +586,17 @@ async function tokens(ctx, box) {
     h("option", { value: String(30 * 86400) }, "30 days"),
     h("option", { value: String(365 * 86400) }, "1 year"));
   const add = h("button", { type: "submit", class: "primary" }, "Create token");
+  const scopeIn = {};
+  const scopeRow = h("div", { class: "row" });
+  for (const [k, label, hint] of scopeFields) {
+    scopeIn[k] = h("input", { name: k, id: `token-scope-${k}`, autocomplete: "off" });
+    scopeRow.append(field(label, scopeIn[k], hint));
+  }
   const form = h("form", { id: "tokens-create", novalidate: true, "aria-labelledby": "tokens-create-title" },
     h("h3", { id: "tokens-create-title" }, "Create an API token"),
-    h("div", { class: "row" }, field("Name", name), field("Role", role), field("Expires", ttl), h("div", { class: "field" }, add)));
+    h("div", { class: "row" }, field("Name", name), field("Role", role), field("Expires", ttl), h("div", { class: "field" }, add)),
+    h("p", { class: "hint" }, "Optional scope (comma-separated; all empty: everything): the token sees only the restore points of matching VMs, in the repositories listed if any. Not for administrator tokens."),
+    scopeRow);
 
   async function load() {
     const all = (await ctx.api("GET", "/auth/tokens")) || [];
@@ -625,7 +633,14 @@ async function tokens(ctx, box) {
     ctx.fieldErrors(form, null);
     busy(add, true);
     try {
-      const r = await ctx.api("POST", "/auth/tokens", { name: name.value.trim(), role: role.value, ttlSeconds: Number(ttl.value) });
+      const body = { name: name.value.trim(), role: role.value, ttlSeconds: Number(ttl.value) };
+      const scope = {};
+      for (const [k] of scopeFields) {
+        const vs = scopeIn[k].value.split(",").map(v => v.trim()).filter(Boolean);
+        if (vs.length) scope[k] = vs;
+      }
+      if (Object.keys(scope).length) body.scope = scope;
+      const r = await ctx.api("POST", "/auth/tokens", body);
       const secret = h("input", { id: "token-secret", class: "mono", readonly: true, value: r.token, size: "60" });
       const copy = h("button", { type: "button" }, "Copy");
       copy.addEventListener("click", async () => {
