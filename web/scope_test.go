@@ -119,7 +119,9 @@ func TestScopeOverRoutes(t *testing.T) {
 		return p
 	}
 	// Lists whose unscoped answer cannot show the marker in this fixture
-	// (no file service, a stream that never ends, no approvals configured, no job runs).
+	// (no file service, a stream that never ends, no approvals configured,
+	// no job runs): TestScopeFiltersSearch and TestScopeFiltersApprovals
+	// test the first and third filters on their own.
 	vacuous := map[string]bool{"GET /api/v1/files/search": true, "GET /api/v1/stream": true, "GET /api/v1/approvals": true, "GET /api/v1/jobs/:id/runs": true}
 	// Bodies: the request naming what is outside (for webOnly) and inside.
 	bodies := map[string][2]map[string]any{
@@ -333,5 +335,25 @@ func TestOpenAPIScopeMatchesRoutes(t *testing.T) {
 		if op.Scope != r.Scope {
 			t.Errorf("%s %s: x-scope %q, the route table says %q", r.Method, p, op.Scope, r.Scope)
 		}
+	}
+}
+
+// GET /approvals leaves out a held deletion of a point outside the scope.
+func TestScopeFiltersApprovals(t *testing.T) {
+	f := newApprovalFixture(t, time.Hour)
+	web, old := f.points[0], f.points[2]
+	for _, id := range []string{web.ID, old.ID} {
+		if r := f.admin("DELETE", "/api/v1/restore-points/"+id, nil); r.status != http.StatusAccepted {
+			t.Fatalf("held delete of %s: %d %s", id, r.status, r.body)
+		}
+	}
+	webOnly := scopedToken(t, f.fixture, "web-only", auth.Scope{VMs: []string{"web*"}})
+	all := string(f.admin("GET", "/api/v1/approvals", nil).body)
+	if !strings.Contains(all, old.ID) || !strings.Contains(all, web.ID) {
+		t.Fatalf("unscoped approvals %s", all)
+	}
+	got := string(f.do("GET", "/api/v1/approvals", nil, webOnly).body)
+	if strings.Contains(got, old.ID) || !strings.Contains(got, web.ID) {
+		t.Fatalf("scoped approvals %s", got)
 	}
 }
