@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/internal/task"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/service/filerestore/catalog"
 )
@@ -355,5 +356,43 @@ func TestScopeFiltersApprovals(t *testing.T) {
 	got := string(f.do("GET", "/api/v1/approvals", nil, webOnly).body)
 	if strings.Contains(got, old.ID) || !strings.Contains(got, web.ID) {
 		t.Fatalf("scoped approvals %s", got)
+	}
+}
+
+// What /stream and the dashboard filter with: events, tasks and the
+// scheduler's running work.
+func TestScopeJudgesEventsTasksActivity(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	old := f.points[2]
+	webOnly := f.srv.newJudge(ctx, auth.Principal{Scopes: []auth.Scope{{VMs: []string{"web*"}}}})
+	oldOnly := f.srv.newJudge(ctx, auth.Principal{Scopes: []auth.Scope{{VMs: []string{"old*"}}}})
+	otherRepo := f.srv.newJudge(ctx, auth.Principal{Scopes: []auth.Scope{{Repositories: []string{"other"}}}})
+	gone := policy.Event{VM: "gone-vm", Subject: "old01"}
+	web := policy.Event{VM: testVM.InstanceUUID, Subject: "renamed-since"} // judged by the inventory's name
+	inMain := policy.Event{Repository: "main"}
+	system := policy.Event{Kind: "auth.lockout"}
+	for _, c := range []struct {
+		j    *scopeJudge
+		e    policy.Event
+		want bool
+	}{
+		{webOnly, gone, false}, {oldOnly, gone, true}, {webOnly, web, true}, {oldOnly, web, false},
+		{otherRepo, inMain, false}, {webOnly, inMain, true}, {webOnly, system, true}, {nil, gone, true},
+	} {
+		if got := c.j.allowsEvent(c.e); got != c.want {
+			t.Errorf("allowsEvent(%+v) = %v, want %v", c.e, got, c.want)
+		}
+	}
+	restoreOld := task.Info{Kind: "restore", Subject: old.ID}
+	checkMain := task.Info{Kind: "check", Subject: "main"}
+	backupWeb := task.Info{Kind: "backup", Subject: testVM.InstanceUUID}
+	if f.srv.allowsTask(ctx, webOnly, restoreOld) || !f.srv.allowsTask(ctx, oldOnly, restoreOld) ||
+		f.srv.allowsTask(ctx, otherRepo, checkMain) || !f.srv.allowsTask(ctx, webOnly, backupWeb) || f.srv.allowsTask(ctx, oldOnly, backupWeb) {
+		t.Error("tasks judged wrong")
+	}
+	a := filterActivity(oldOnly, Activity{Backups: []RunningBackup{{VM: "web01", InstanceUUID: testVM.InstanceUUID}}, Maintenance: []RunningMaintenance{{Repository: "main"}}})
+	if len(a.Backups) != 0 || len(a.Maintenance) != 1 {
+		t.Errorf("activity for old01's scope: %+v", a)
 	}
 }
