@@ -226,6 +226,11 @@ func TestScopeOverRoutes(t *testing.T) {
 	if strings.ReplaceAll(outside, old.ID, "0123456789abcdef") != unknown {
 		t.Errorf("an out-of-scope point answers %s, an unknown one %s", outside, unknown)
 	}
+	_, unknownGet := get("GET", "/api/v1/restore-points/"+strings.Repeat("0", len(old.ID)), nil, webOnly)
+	_, outsideGet := get("GET", "/api/v1/restore-points/"+old.ID, nil, webOnly)
+	if strings.ReplaceAll(outsideGet, old.ID, strings.Repeat("0", len(old.ID))) != unknownGet {
+		t.Errorf("GET of an out-of-scope point answers %s, of an unknown one %s", outsideGet, unknownGet)
+	}
 	// Pages count only the points in scope.
 	_, page := get("GET", "/api/v1/restore-points?limit=1", nil, webOnly)
 	var pg PointsPage
