@@ -97,6 +97,13 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	if err := s.checkPointField(c, req.Point); err != nil {
 		return nil, err
 	}
+	// A caller whose scope lists folders creates VMs only inside them.
+	if p := principal(c); req.Mode != "original" && !p.AllowsFolder(req.Folder) {
+		if req.Folder == "" {
+			return nil, invalid("folder", "name the VM folder: your scope limits VMs to some folders")
+		}
+		return nil, invalid("folder", "%s is outside your scope's folders", req.Folder)
+	}
 	return s.startRestoreTask(c, "restore", "restores", req.Point, func(ctx context.Context, rep *task.Reporter) (*RestoreResult, error) {
 		return s.cfg.Restores.Restore(ctx, req, rep)
 	})

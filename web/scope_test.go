@@ -401,3 +401,16 @@ func TestScopeJudgesEventsTasksActivity(t *testing.T) {
 		t.Errorf("activity for old01's scope: %+v", a)
 	}
 }
+
+// A caller whose scope lists folders restores new VMs only into them.
+func TestScopeRestoreFolder(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Restores = fakeEngine{} })
+	// web01's folder has no datacenter above it in the fixture: name patterns let its points in.
+	fin := scopedToken(t, f, "fin", auth.Scope{Folders: []string{"/DC0/vm/finance"}, VMs: []string{"web*"}})
+	for folder, want := range map[string]int{"": 422, "/DC0/vm/hr": 422, "/DC0/vm/finance/restored": 202} {
+		b, _ := json.Marshal(map[string]any{"point": f.points[0].ID, "mode": "new", "name": "x", "folder": folder})
+		if st, body := f.statusOf(t, "POST", "/api/v1/restores", b, fin); st != want {
+			t.Errorf("restore into %q: %d %s, want %d", folder, st, body, want)
+		}
+	}
+}

@@ -208,6 +208,21 @@ func (p Principal) AllowsVM(v ScopeVM) bool {
 	return true
 }
 
+// AllowsFolder reports whether a VM created in the folder at path (a
+// restore to a new VM) stays inside p's scopes: each scope that lists
+// folders must hold it. "" (vCenter's default) is in none.
+func (p Principal) AllowsFolder(path string) bool {
+	for _, s := range p.Scopes {
+		if len(s.Folders) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(s.Folders, func(f string) bool { return path == f || strings.HasPrefix(path, f+"/") }) {
+			return false
+		}
+	}
+	return true
+}
+
 // Allows reports whether every scope of p allows a point of VM v in repo.
 func (p Principal) Allows(repo string, v ScopeVM) bool {
 	return p.AllowsRepository(repo) && p.AllowsVM(v)

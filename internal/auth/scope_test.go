@@ -203,3 +203,15 @@ func TestScopedVCenterUser(t *testing.T) {
 		t.Fatalf("scoped record, administrator by the rules: %v", err)
 	}
 }
+
+func TestAllowsFolder(t *testing.T) {
+	p := Principal{Scopes: []Scope{{Folders: []string{"/DC0/vm/finance"}}, {VMs: []string{"x"}}}}
+	for path, want := range map[string]bool{"/DC0/vm/finance": true, "/DC0/vm/finance/db": true, "/DC0/vm/fin": false, "": false, "/DC0/vm": false} {
+		if got := p.AllowsFolder(path); got != want {
+			t.Errorf("AllowsFolder(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if !(Principal{Scopes: []Scope{{VMs: []string{"x"}}}}).AllowsFolder("") || !(Principal{}).AllowsFolder("") {
+		t.Error("a scope without folders limits where VMs go")
+	}
+}
