@@ -224,7 +224,33 @@ func (s *Server) listApprovals(c *gin.Context) (any, error) {
 	if s.cfg.Approvals == nil {
 		return []Approval{}, nil // no delay configured: nothing ever waits
 	}
-	return s.cfg.Approvals.List(c.Request.Context(), status)
+	ctx := c.Request.Context()
+	as, err := s.cfg.Approvals.List(ctx, status)
+	if err != nil {
+		return nil, err
+	}
+	j := s.judge(c)
+	if j == nil {
+		return as, nil
+	}
+	kept := []Approval{}
+	for _, a := range as {
+		if a.Repository != "" && !j.allowsRepository(a.Repository) {
+			continue
+		}
+		switch a.Kind {
+		case api.ApprovalDeletePoint:
+			if rp, err := s.cfg.Points.Point(ctx, a.Subject); err != nil || !j.allowsPoint(rp) {
+				continue // a point outside the scope, or gone: not shown
+			}
+		case api.ApprovalRemoveRepository:
+			if !j.allowsRepository(a.Subject) {
+				continue
+			}
+		}
+		kept = append(kept, a)
+	}
+	return kept, nil
 }
 
 func approvalID(c *gin.Context) (string, error) {

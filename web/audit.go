@@ -28,6 +28,7 @@ var auditKinds = map[string]string{
 	"POST /api/v1/auth/login":                             "auth.login",
 	"POST /api/v1/auth/logout":                            "auth.logout",
 	"POST /api/v1/auth/tokens":                            "token.create",
+	"PUT /api/v1/auth/tokens/:id":                         "token.scope",
 	"DELETE /api/v1/auth/tokens/:id":                      "token.delete",
 	"POST /api/v1/users":                                  "user.create",
 	"PUT /api/v1/users/:name":                             "user.update",
@@ -66,7 +67,7 @@ var auditKinds = map[string]string{
 // auditVerbs says what each kind did, for the event's message.
 var auditVerbs = map[string]string{
 	"auth.login": "signed in", "auth.logout": "signed out",
-	"token.create": "created an API token", "token.delete": "deleted an API token",
+	"token.create": "created an API token", "token.delete": "deleted an API token", "token.scope": "changed an API token's scope",
 	"user.create": "created a user", "user.update": "changed a user", "user.delete": "deleted a user",
 	"job.create": "created a job", "job.update": "changed a job", "job.delete": "deleted a job", "job.run": "started a job run",
 	"copyjob.create": "created a copy job", "copyjob.update": "changed a copy job", "copyjob.delete": "deleted a copy job", "copyjob.run": "started a copy job run",

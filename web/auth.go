@@ -63,9 +63,15 @@ func (s *Server) logout(c *gin.Context) (any, error) {
 const maxTokenTTLSeconds = int64(auth.MaxTokenTTL / time.Second)
 
 type tokenRequest struct {
-	Name       string    `json:"name"`
-	Role       auth.Role `json:"role"`
-	TTLSeconds int64     `json:"ttlSeconds,omitempty"` // 0: never expires; at most maxTokenTTLSeconds
+	Name       string     `json:"name"`
+	Role       auth.Role  `json:"role"`
+	TTLSeconds int64      `json:"ttlSeconds,omitempty"` // 0: never expires; at most maxTokenTTLSeconds
+	Scope      auth.Scope `json:"scope,omitzero"`       // absent or empty: unscoped (its owner's scope still applies)
+}
+
+// tokenScopeRequest is PUT /auth/tokens/{id}: the token's new scope.
+type tokenScopeRequest struct {
+	Scope auth.Scope `json:"scope"`
 }
 
 type tokenResponse struct {
@@ -78,7 +84,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
-	noteAudit(c, req.Name, "", "", "role "+string(req.Role))
+	noteAudit(c, req.Name, "", "", "role "+string(req.Role)+", "+scopeNote(req.Scope))
 	if req.Name == "" || len(req.Name) > 128 {
 		return nil, invalid("name", "required, at most 128 bytes")
 	}
@@ -91,7 +97,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if req.TTLSeconds < 0 || req.TTLSeconds > maxTokenTTLSeconds {
 		return nil, badRequest("ttlSeconds", "from 0 (never expires) to %d (10 years), not %d", maxTokenTTLSeconds, req.TTLSeconds)
 	}
-	secret, t, err := s.cfg.Auth.CreateToken(c.Request.Context(), principal(c), req.Name, req.Role, time.Duration(req.TTLSeconds)*time.Second)
+	secret, t, err := s.cfg.Auth.CreateScopedToken(c.Request.Context(), principal(c), req.Name, req.Role, time.Duration(req.TTLSeconds)*time.Second, req.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +113,19 @@ func (s *Server) listTokens(c *gin.Context) (any, error) {
 		ts = []auth.Token{}
 	}
 	return ts, nil
+}
+
+func (s *Server) putTokenScope(c *gin.Context) (any, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	var req tokenScopeRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return nil, err
+	}
+	noteAudit(c, id, "", "", scopeNote(req.Scope))
+	return s.cfg.Auth.SetTokenScope(c.Request.Context(), id, req.Scope)
 }
 
 func (s *Server) deleteToken(c *gin.Context) (any, error) {

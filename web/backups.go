@@ -42,6 +42,21 @@ func (s *Server) startBackup(c *gin.Context) (any, error) {
 			return nil, invalid(fmt.Sprintf("vms[%d]", i), "bad instance UUID")
 		}
 	}
+	// A scoped caller backs up only VMs its scope allows, into a
+	// repository it allows (named, when its scope lists repositories).
+	if j := s.judge(c); j != nil {
+		for i, v := range req.VMs {
+			if !j.allowsVM(api.VMRef{InstanceUUID: v}) {
+				return nil, invalid(fmt.Sprintf("vms[%d]", i), "no VM %s in the inventory", v)
+			}
+		}
+		if !j.allowsRepository(req.Repository) {
+			if req.Repository == "" {
+				return nil, invalid("repository", "name the repository: your scope limits repositories")
+			}
+			return nil, invalid("repository", "unknown repository %q", req.Repository)
+		}
+	}
 	if req.Repository != "" {
 		if err := s.repoExists(c.Request.Context(), req.Repository); err != nil {
 			if errors.Is(err, ErrNotFound) {

@@ -140,13 +140,14 @@ type Dashboard struct {
 func (s *Server) dashboard(c *gin.Context) (any, error) {
 	ctx := c.Request.Context()
 	now := s.now()
-	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}, Scheduler: s.activity()}
+	j := s.judge(c) // nil unless the principal is scoped: then every part keeps only what its scope allows
+	d := Dashboard{RunningTasks: []task.Info{}, Repositories: []DashboardRepository{}, RecentEvents: []policy.Event{}, Scheduler: filterActivity(j, s.activity())}
 
-	_, vms, err := s.vmStatuses(ctx, true)
+	_, vms, err := s.vmStatuses(ctx, true, j)
 	if errors.Is(err, ErrUnavailable) {
 		// vCenter is down: count the VMs the restore points know.
 		d.Warnings = append(d.Warnings, err.Error())
-		_, vms, err = s.vmStatuses(ctx, false)
+		_, vms, err = s.vmStatuses(ctx, false, j)
 	}
 	if err != nil {
 		return nil, err
@@ -170,7 +171,7 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range ts {
+	for _, t := range s.filterTasks(ctx, j, ts) {
 		if t.State == task.Queued || t.State == task.Running {
 			d.RunningTasks = append(d.RunningTasks, t)
 		}
@@ -198,6 +199,9 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	for _, r := range repos {
+		if !j.allowsRepository(r.Name) {
+			continue
+		}
 		dr := DashboardRepository{ID: r.Name, Name: r.Name, Points: r.Points}
 		det, err := s.repositoryDetail(ctx, r.Name)
 		if err != nil {
@@ -225,6 +229,9 @@ func (s *Server) dashboard(c *gin.Context) (any, error) {
 		for i := len(evs) - 1; i >= 0 && len(d.RecentEvents) < 20; i-- {
 			if evs[i].Outcome == OutcomeOK {
 				continue // the audit trail of what users did lives on the Events page
+			}
+			if !j.allowsEvent(evs[i]) {
+				continue
 			}
 			d.RecentEvents = append(d.RecentEvents, evs[i])
 		}

@@ -1,6 +1,9 @@
 // Package web owns vmvault's REST API under /api/v1: the gin router, the one
 // handler signature (func(*gin.Context) (any, error)) and the one adapter
-// that authenticates, checks the route's role and CSRF, writes JSON and maps
+// that authenticates, checks the route's role, CSRF and, for a point,
+// repository or task in the path, the principal's scope (scope.go: every
+// route has a scope class; lists filter through the request's judge),
+// writes JSON and maps
 // errors to status codes and the one error shape
 // {"error":{"code","message","details"}}; strict JSON decoding; the
 // hand-written OpenAPI document (a test checks it against the route table,

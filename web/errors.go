@@ -126,7 +126,7 @@ func mapError(err error) (int, ErrorDetail, map[string]string) {
 		{[]error{auth.ErrBadCredentials}, http.StatusUnauthorized, "bad_credentials"},
 		{[]error{auth.ErrLastAdministrator}, http.StatusConflict, "last_administrator"},
 		{[]error{auth.ErrUserExists}, http.StatusConflict, "conflict"},
-		{[]error{auth.ErrBadUser}, http.StatusUnprocessableEntity, "validation"},
+		{[]error{auth.ErrBadUser, auth.ErrBadScope}, http.StatusUnprocessableEntity, "validation"},
 		{[]error{auth.ErrUnauthenticated}, http.StatusUnauthorized, "unauthenticated"},
 		{[]error{auth.ErrForbidden}, http.StatusForbidden, "forbidden"},
 		{[]error{auth.ErrNoRole}, http.StatusForbidden, "no_role"},

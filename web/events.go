@@ -78,6 +78,7 @@ func (s *Server) events(c *gin.Context, def, max int) ([]policy.Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	evs = s.judge(c).filterEvents(evs)
 	if evs == nil {
 		evs = []policy.Event{}
 	}

@@ -367,6 +367,9 @@ func (s *Server) searchFiles(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, filesError(err)
 	}
+	if res, err = s.filterSearch(c.Request.Context(), s.judge(c), res); err != nil {
+		return nil, err
+	}
 	if res.Hits == nil {
 		res.Hits = []catalog.Hit{}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // Jobs: /jobs, a job's run now and its runs.
@@ -281,7 +282,18 @@ func (s *Server) jobRuns(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	out := make([]JobRunView, len(runs))
+	jd := s.judge(c)
 	for i, r := range runs {
+		if jd != nil {
+			// A scoped caller sees the outcomes of the VMs its scope allows.
+			var vms []policy.VMOutcome
+			for _, o := range r.VMs {
+				if jd.allowsRepository(job.Repository) && jd.allowsVM(api.VMRef{InstanceUUID: o.VM, Name: o.Name, MoRef: o.MoRef}) {
+					vms = append(vms, o)
+				}
+			}
+			r.VMs = vms
+		}
 		out[i] = runView(r)
 		out[i].SlotCloses = slotCloses(job, r)
 	}

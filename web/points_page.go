@@ -99,6 +99,7 @@ func (s *Server) listPoints(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	ctx := c.Request.Context()
+	j := s.judge(c)
 	if !paged {
 		pts, err := s.cfg.Points.Points(ctx, f)
 		if err != nil {
@@ -106,7 +107,7 @@ func (s *Server) listPoints(c *gin.Context) (any, error) {
 		}
 		out := []RestorePoint{}
 		for _, p := range pts {
-			if search == "" || api.PointMatches(p, search) {
+			if (search == "" || api.PointMatches(p, search)) && j.allowsPoint(p) {
 				out = append(out, p)
 			}
 		}
@@ -119,10 +120,12 @@ func (s *Server) listPoints(c *gin.Context) (any, error) {
 		}
 	}
 	var pg api.PointPage
-	if pp, ok := s.cfg.Points.(PointPager); ok {
+	if pp, ok := s.cfg.Points.(PointPager); ok && j == nil {
 		pg, err = pp.PointsPage(ctx, q)
 	} else {
-		pg, err = s.pageFromList(ctx, q)
+		// A scoped principal's pages are cut from the list it may see, so
+		// that totals and cursors count only its points.
+		pg, err = s.pageFromList(ctx, q, j)
 	}
 	if err != nil {
 		return nil, err
@@ -137,16 +140,16 @@ func (s *Server) listPoints(c *gin.Context) (any, error) {
 	return out, nil
 }
 
-// pageFromList cuts a page from the full list, for Points services
-// without PointPager.
-func (s *Server) pageFromList(ctx context.Context, q api.PointQuery) (api.PointPage, error) {
+// pageFromList cuts a page from the full list (of the points j allows),
+// for Points services without PointPager and for scoped principals.
+func (s *Server) pageFromList(ctx context.Context, q api.PointQuery, j *scopeJudge) (api.PointPage, error) {
 	pts, err := s.cfg.Points.Points(ctx, q.PointFilter)
 	if err != nil {
 		return api.PointPage{}, err
 	}
 	pg := api.PointPage{Items: []RestorePoint{}}
 	for _, p := range pts {
-		if q.Search != "" && !api.PointMatches(p, q.Search) {
+		if q.Search != "" && !api.PointMatches(p, q.Search) || !j.allowsPoint(p) {
 			continue
 		}
 		pg.Total++

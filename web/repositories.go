@@ -45,6 +45,15 @@ func (s *Server) listRepositories(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j := s.judge(c); j != nil {
+		kept := []RepositoryInfo{}
+		for _, r := range rs {
+			if j.allowsRepository(r.Name) {
+				kept = append(kept, r)
+			}
+		}
+		rs = kept
+	}
 	if rs == nil {
 		rs = []RepositoryInfo{}
 	}
@@ -201,7 +210,24 @@ func (s *Server) getRepository(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.repositoryDetail(c.Request.Context(), id)
+	ctx := c.Request.Context()
+	d, err := s.repositoryDetail(ctx, id)
+	if j := s.judge(c); j != nil && err == nil && d.Stats != nil {
+		// A scoped caller sees the repository's totals, but per point only its points.
+		ids, err := s.allowedPoints(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		st := *d.Stats
+		st.PerPoint = st.PerPoint[:0:0]
+		for _, ps := range d.Stats.PerPoint {
+			if ids[ps.ID] {
+				st.PerPoint = append(st.PerPoint, ps)
+			}
+		}
+		d.Stats = &st
+	}
+	return d, err
 }
 
 // UsageSample is the repository's size after the points made up to Time.
@@ -229,6 +255,7 @@ func (s *Server) repositoryUsage(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	pts = filterPoints(s.judge(c), pts) // a scoped caller's usage counts its points only
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Time.Before(pts[j].Time) })
 	loc := s.location(ctx)
 	out := []UsageSample{}

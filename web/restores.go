@@ -30,15 +30,22 @@ type Restores interface {
 	RestoreDisk(ctx context.Context, req DiskRestoreRequest, rep Reporter) (*RestoreResult, error)
 }
 
-func (s *Server) checkPointField(ctx context.Context, id string) error {
+// checkPointField checks the point a restore names: it exists and the
+// caller's scope allows it (a point outside the scope answers exactly as
+// one that does not exist).
+func (s *Server) checkPointField(c *gin.Context, id string) error {
 	if len(id) < 8 || len(id) > 64 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
 		return invalid("point", "a restore point id is 8 to 64 hex digits")
 	}
-	if _, err := s.cfg.Points.Point(ctx, id); err != nil {
+	rp, err := s.cfg.Points.Point(c.Request.Context(), id)
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return invalid("point", "no restore point %s", id)
 		}
 		return err
+	}
+	if !s.judge(c).allowsPoint(rp) {
+		return invalid("point", "no restore point %s", id)
 	}
 	return nil
 }
@@ -87,8 +94,15 @@ func (s *Server) startRestore(c *gin.Context) (any, error) {
 	if placements > 1 {
 		return nil, invalid("host", "give at most one of cluster, resourcePool and host")
 	}
-	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
+	if err := s.checkPointField(c, req.Point); err != nil {
 		return nil, err
+	}
+	// A caller whose scope lists folders creates VMs only inside them.
+	if p := principal(c); req.Mode != "original" && !p.AllowsFolder(req.Folder) {
+		if req.Folder == "" {
+			return nil, invalid("folder", "name the VM folder: your scope limits VMs to some folders")
+		}
+		return nil, invalid("folder", "%s is outside your scope's folders", req.Folder)
 	}
 	return s.startRestoreTask(c, "restore", "restores", req.Point, func(ctx context.Context, rep *task.Reporter) (*RestoreResult, error) {
 		return s.cfg.Restores.Restore(ctx, req, rep)
@@ -124,8 +138,12 @@ func (s *Server) startDiskRestore(c *gin.Context) (any, error) {
 	if req.TargetVM == "" {
 		return nil, invalid("targetVm", "required")
 	}
-	if err := s.checkPointField(c.Request.Context(), req.Point); err != nil {
+	if err := s.checkPointField(c, req.Point); err != nil {
 		return nil, err
+	}
+	// A scoped caller attaches disks only to VMs its scope allows.
+	if j := s.judge(c); j != nil && !j.allowsVM(api.VMRef{InstanceUUID: req.TargetVM}) {
+		return nil, invalid("targetVm", "no VM %s in the inventory", req.TargetVM)
 	}
 	return s.startRestoreTask(c, "restore-disk", "disk restores", req.Point, func(ctx context.Context, rep *task.Reporter) (*RestoreResult, error) {
 		return s.cfg.Restores.RestoreDisk(ctx, req, rep)

@@ -42,7 +42,7 @@ func (s *Server) retentionPreview(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.preview(ctx, PointFilter{Repository: j.Repository, Job: j.ID}, j.Retention)
+	return s.preview(ctx, PointFilter{Repository: j.Repository, Job: j.ID}, j.Retention, s.judge(c))
 }
 
 // RetentionPreviewRequest is the body of POST /retention-preview.
@@ -53,8 +53,11 @@ type RetentionPreviewRequest struct {
 	Job        string           `json:"job,omitempty"` // only points made by this job (editing a saved job)
 }
 
-// preview runs retention's dry run over the points f selects.
-func (s *Server) preview(ctx context.Context, f PointFilter, ret policy.Retention) (RetentionPreview, error) {
+// preview runs retention's dry run over the points f selects. With a
+// judge (a scoped caller) it shows, and counts, only the decisions on the
+// points the scope allows (retention decides per VM, so theirs are
+// unchanged).
+func (s *Server) preview(ctx context.Context, f PointFilter, ret policy.Retention, j *scopeJudge) (RetentionPreview, error) {
 	pts, err := s.cfg.Points.Points(ctx, f)
 	if err != nil {
 		return RetentionPreview{}, err
@@ -76,9 +79,30 @@ func (s *Server) preview(ctx context.Context, f PointFilter, ret policy.Retentio
 		pp[i] = policy.Point{ID: p.ID, Repository: p.Repository, VM: vmKey(p.VM), Job: p.Job, Time: p.Time, Status: st, Locked: p.Locked, Bytes: unique[p.ID]}
 	}
 	plan := ret.DryRun(pp, s.location(ctx))
-	out := RetentionPreview{Keep: plan.Keep, Remove: plan.Remove, BytesFreed: plan.BytesFreed, Decisions: make([]PreviewDecision, len(plan.Decisions))}
-	for i, d := range plan.Decisions {
-		out.Decisions[i] = PreviewDecision{Point: d.Point.ID, VM: d.Point.VM, Time: d.Point.Time, Keep: d.Keep, Locked: d.Point.Locked, Bytes: d.Point.Bytes, Reasons: d.Reasons}
+	out := RetentionPreview{Keep: plan.Keep, Remove: plan.Remove, BytesFreed: plan.BytesFreed, Decisions: make([]PreviewDecision, 0, len(plan.Decisions))}
+	var allowed map[string]bool
+	if j != nil {
+		allowed = map[string]bool{}
+		for _, p := range pts {
+			if j.allowsPoint(p) {
+				allowed[p.ID] = true
+			}
+		}
+		out.Keep, out.Remove, out.BytesFreed = 0, 0, 0
+	}
+	for _, d := range plan.Decisions {
+		if allowed != nil {
+			if !allowed[d.Point.ID] {
+				continue
+			}
+			if d.Keep {
+				out.Keep++
+			} else {
+				out.Remove++
+				out.BytesFreed += d.Point.Bytes
+			}
+		}
+		out.Decisions = append(out.Decisions, PreviewDecision{Point: d.Point.ID, VM: d.Point.VM, Time: d.Point.Time, Keep: d.Keep, Locked: d.Point.Locked, Bytes: d.Point.Bytes, Reasons: d.Reasons})
 	}
 	return out, nil
 }
@@ -101,11 +125,12 @@ func (s *Server) retentionPreviewUnsaved(c *gin.Context) (any, error) {
 	if err := req.Retention.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.repoExists(ctx, req.Repository); err != nil {
-		if errors.Is(err, ErrNotFound) {
+	jd := s.judge(c)
+	if err := s.repoExists(ctx, req.Repository); err != nil || !jd.allowsRepository(req.Repository) {
+		if err == nil || errors.Is(err, ErrNotFound) {
 			return nil, invalid("repository", "unknown repository %q", req.Repository)
 		}
 		return nil, err
 	}
-	return s.preview(ctx, PointFilter{Repository: req.Repository, VM: req.VM, Job: req.Job}, req.Retention)
+	return s.preview(ctx, PointFilter{Repository: req.Repository, VM: req.VM, Job: req.Job}, req.Retention, jd)
 }

@@ -85,6 +85,7 @@ type Server struct {
 	keepAlive time.Duration
 	done      chan struct{} // closed by Close: streams end
 	closeOnce sync.Once
+	scopeInv  scopeInvCache // the inventory scopes are judged on
 }
 
 // handler is the one handler signature. A handler returns the response body
@@ -103,6 +104,7 @@ func withStatus(status int, body any) any { return statusBody{status, body} }
 type route struct {
 	method, path string
 	role         auth.Role // "" = public
+	scope        scopeClass
 	h            handler
 }
 
@@ -110,6 +112,11 @@ type route struct {
 type Route struct {
 	Method, Path string
 	Role         auth.Role // "" = no authentication
+	// Scope says how the route honours a scoped principal: "point-id",
+	// "repository-id", "task-id" (404 outside the scope), "filtered" (lists
+	// leave out what it does not allow), "body" (points, VMs or a repository
+	// named in the body answer as unknown ones), "not-applicable".
+	Scope string
 }
 
 const (
@@ -191,7 +198,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, r := range s.routes {
-		out[i] = Route{Method: r.method, Path: r.path, Role: r.role}
+		out[i] = Route{Method: r.method, Path: r.path, Role: r.role, Scope: r.scope.String()}
 	}
 	return out
 }
@@ -250,8 +257,9 @@ func (s *Server) recover(c *gin.Context) {
 	c.Next()
 }
 
-// adapt is the one adapter: authentication, role, CSRF, the handler, JSON
-// encoding and error mapping.
+// adapt is the one adapter: authentication, role, CSRF, the scope of
+// routes naming a point, repository or task in their path (scope.go), the
+// handler, JSON encoding and error mapping.
 func (s *Server) adapt(rt route) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		// API answers are per user and may hold secrets (a new token): never cached.
@@ -272,6 +280,11 @@ func (s *Server) adapt(rt route) gin.HandlerFunc {
 				return
 			}
 			c.Set(principalKey, p)
+			if err := s.enforceScope(c, rt, p); err != nil {
+				s.finishAudit(c, a, err)
+				s.writeError(c, err)
+				return
+			}
 		}
 		body, err := rt.h(c)
 		s.finishAudit(c, a, err)

@@ -163,6 +163,23 @@ const idleActivity = `{"backups":[],"maintenance":[]}`
 // "error" event and the stream ends; it reconnects and reloads what it shows.
 func (s *Server) stream(c *gin.Context) (any, error) {
 	ctx := c.Request.Context()
+	// A scoped principal's stream leaves out what its scope does not allow
+	// (judged on the inventory as the stream starts, refreshed every 15 s).
+	scoped := principal(c).Scoped()
+	judge := func() *scopeJudge {
+		if !scoped {
+			return nil
+		}
+		return s.newJudge(ctx, principal(c))
+	}
+	j := judge()
+	jAt := s.cfg.Clock.Now()
+	refresh := func() *scopeJudge {
+		if scoped && s.cfg.Clock.Now().Sub(jAt) >= scopeInvTTL {
+			j, jAt = judge(), s.cfg.Clock.Now()
+		}
+		return j
+	}
 	tasks, unsubTasks := s.cfg.Tasks.SubscribeAll(streamBuffer)
 	defer unsubTasks()
 	events, unsubEvents := s.hub.subscribe(streamBuffer)
@@ -219,7 +236,7 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 			}
 		case <-activity.C:
 			// "scheduler" while the scheduler works, once more when it stops.
-			b, err := json.Marshal(s.activity())
+			b, err := json.Marshal(filterActivity(refresh(), s.activity()))
 			if err != nil || string(b) == string(lastActivity) || (lastActivity == nil && string(b) == idleActivity) {
 				continue
 			}
@@ -231,6 +248,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 			flush, flushC = nil, nil
 			ready, wait := thr.due()
 			for _, info := range ready {
+				if !s.allowsTask(ctx, refresh(), info) {
+					continue
+				}
 				if !send("task", info) {
 					return nil, nil
 				}
@@ -240,6 +260,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 			if !ok {
 				dropped()
 				return nil, nil
+			}
+			if !s.allowsTask(ctx, refresh(), u.Task) {
+				continue
 			}
 			if now, wait := thr.offer(u); !now {
 				arm(wait)
@@ -256,6 +279,9 @@ func (s *Server) stream(c *gin.Context) (any, error) {
 					dropped()
 				}
 				return nil, nil
+			}
+			if !refresh().allowsEvent(e) {
+				continue
 			}
 			if !send("event", e) {
 				return nil, nil

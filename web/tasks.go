@@ -35,6 +35,7 @@ func (s *Server) listTasks(c *gin.Context) (any, error) {
 		}
 		ts = kept
 	}
+	ts = s.filterTasks(c.Request.Context(), s.judge(c), ts)
 	if ts == nil {
 		ts = []task.Info{}
 	}

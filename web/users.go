@@ -24,14 +24,33 @@ func (s *Server) me(c *gin.Context) (any, error) {
 }
 
 type createUserRequest struct {
-	Username string    `json:"username"`
-	Password string    `json:"password"`
-	Role     auth.Role `json:"role"`
+	Username string     `json:"username"`
+	Password string     `json:"password"`
+	Role     auth.Role  `json:"role"`
+	Scope    auth.Scope `json:"scope,omitzero"` // absent or empty: unscoped
 }
 
 type updateUserRequest struct {
-	Role     *auth.Role `json:"role,omitempty"`
-	Password *string    `json:"password,omitempty"`
+	Role     *auth.Role  `json:"role,omitempty"`
+	Password *string     `json:"password,omitempty"`
+	Scope    *auth.Scope `json:"scope,omitempty"` // {} removes the scope
+}
+
+// scopeNote is the audit detail of a scope.
+func scopeNote(sc auth.Scope) string {
+	if sc.Empty() {
+		return "unscoped"
+	}
+	var parts []string
+	for _, f := range []struct {
+		name string
+		vs   []string
+	}{{"folders", sc.Folders}, {"tags", sc.Tags}, {"vms", sc.VMs}, {"repositories", sc.Repositories}} {
+		if len(f.vs) > 0 {
+			parts = append(parts, f.name+" "+strings.Join(f.vs, ","))
+		}
+	}
+	return "scope " + truncate(strings.Join(parts, "; "), 200)
 }
 
 func pathName(c *gin.Context) (string, error) {
@@ -58,7 +77,7 @@ func (s *Server) createUser(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
-	noteAudit(c, req.Username, "", "", "role "+string(req.Role))
+	noteAudit(c, req.Username, "", "", "role "+string(req.Role)+", "+scopeNote(req.Scope))
 	if err := auth.CheckUsername(req.Username); err != nil {
 		return nil, invalid("username", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
 	}
@@ -68,7 +87,7 @@ func (s *Server) createUser(c *gin.Context) (any, error) {
 	if _, err := auth.ParseRole(string(req.Role)); err != nil {
 		return nil, invalid("role", "administrator, operator or restore-only")
 	}
-	u, err := s.cfg.Auth.CreateUser(c.Request.Context(), req.Username, req.Password, req.Role)
+	u, err := s.cfg.Auth.CreateScopedUser(c.Request.Context(), req.Username, req.Password, req.Role, req.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +103,11 @@ func (s *Server) updateUser(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
-	if req.Role == nil && req.Password == nil {
-		return nil, invalid("role", "give role, password or both")
+	if req.Role == nil && req.Password == nil && req.Scope == nil {
+		return nil, invalid("role", "give role, password, scope or several")
+	}
+	if req.Scope != nil {
+		noteAudit(c, name, "", "", scopeNote(*req.Scope))
 	}
 	if req.Role != nil {
 		if _, err := auth.ParseRole(string(*req.Role)); err != nil {
@@ -97,7 +119,7 @@ func (s *Server) updateUser(c *gin.Context) (any, error) {
 			return nil, invalid("password", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
 		}
 	}
-	return s.cfg.Auth.UpdateUser(c.Request.Context(), name, auth.UserChange{Role: req.Role, Password: req.Password}, principal(c).Session)
+	return s.cfg.Auth.UpdateUser(c.Request.Context(), name, auth.UserChange{Role: req.Role, Password: req.Password, Scope: req.Scope}, principal(c).Session)
 }
 
 func (s *Server) deleteUser(c *gin.Context) (any, error) {

@@ -77,7 +77,7 @@ func (s *Server) listVMs(c *gin.Context) (any, error) {
 			return nil, err
 		}
 	}
-	all, _, err := s.vmStatuses(c.Request.Context(), true)
+	all, _, err := s.vmStatuses(c.Request.Context(), true, s.judge(c))
 	if err != nil {
 		return nil, err
 	}
@@ -123,15 +123,16 @@ func decodeOffsetCursor(v string) (int, error) {
 }
 
 // pointSummaries returns each VM's point count and newest complete point,
-// in order of each VM's newest point.
-func (s *Server) pointSummaries(ctx context.Context) ([]api.VMPoints, error) {
-	if vs, ok := s.cfg.Points.(VMPointsSummary); ok {
+// in order of each VM's newest point: of the points j allows (nil: all).
+func (s *Server) pointSummaries(ctx context.Context, j *scopeJudge) ([]api.VMPoints, error) {
+	if vs, ok := s.cfg.Points.(VMPointsSummary); ok && j == nil {
 		return vs.VMPoints(ctx)
 	}
 	pts, err := s.cfg.Points.Points(ctx, PointFilter{})
 	if err != nil {
 		return nil, err
 	}
+	pts = filterPoints(j, pts)
 	var out []api.VMPoints
 	at := map[string]int{}
 	for i := range pts { // newest first
@@ -154,8 +155,10 @@ func (s *Server) pointSummaries(ctx context.Context) ([]api.VMPoints, error) {
 // vmStatuses joins the inventory (when withInventory), the jobs, the
 // restore points and the scheduler's VM states under vmstatus's rules (the
 // daily report reads the same). When the inventory cannot be read it
-// returns an error wrapping ErrUnavailable.
-func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus, []vmstatus.Status, error) {
+// returns an error wrapping ErrUnavailable. With a judge (a scoped
+// principal) it counts only the points the scope allows and leaves out the
+// VMs it does not.
+func (s *Server) vmStatuses(ctx context.Context, withInventory bool, j *scopeJudge) ([]VMStatus, []vmstatus.Status, error) {
 	in := vmstatus.Input{}
 	if s.cfg.Inventory != nil && withInventory {
 		var err error
@@ -168,7 +171,7 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus
 	if in.Jobs, err = s.cfg.Jobs.Jobs(ctx); err != nil {
 		return nil, nil, err
 	}
-	sums, err := s.pointSummaries(ctx)
+	sums, err := s.pointSummaries(ctx, j)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,9 +187,14 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool) ([]VMStatus
 			return nil, nil, err
 		}
 	}
-	sts := vmstatus.Compute(in)
-	out := make([]VMStatus, 0, len(sts))
-	for _, st := range sts {
+	all := vmstatus.Compute(in)
+	out := make([]VMStatus, 0, len(all))
+	sts := all[:0:0]
+	for _, st := range all {
+		if !j.allowsVM(api.VMRef{InstanceUUID: st.Key, Name: st.Name, MoRef: st.MoRef}) {
+			continue
+		}
+		sts = append(sts, st)
 		v := VMStatus{InstanceUUID: st.Key, Name: st.Name, MoRef: st.MoRef, InInventory: st.InInventory, Jobs: st.Jobs, Tags: st.Tags, Points: st.Points, Protected: st.Protected()}
 		if st.LastPoint >= 0 {
 			v.LastPoint = sums[st.LastPoint].Last

@@ -5,6 +5,9 @@
 // login accepts them, until an administrator sets one),
 // API tokens (stored as SHA-256 of a random 32-byte secret, shown once),
 // browser sessions (in memory, with a CSRF token each), the three roles,
+// the optional scope of a user or token (Scope: VM folders, tags, name
+// patterns and repositories it is limited to; judged by web on points it
+// describes with ScopeVM),
 // the mapping of vCenter users and groups to roles (none by default), and
 // login throttling on an injected clock: token buckets per address and per
 // (user, address) that refuse, a per-user delay that only slows, and the

@@ -26,6 +26,8 @@ type Token struct {
 	Hash    string    `json:"-"` // hex SHA-256 of the secret
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires,omitzero"`
+	// Scope limits the token (on top of its owner's scope); empty: none.
+	Scope Scope `json:"scope,omitzero"`
 }
 
 // User sources.
@@ -47,8 +49,10 @@ type User struct {
 	// in until an administrator sets a password (UpdateUser). The state is
 	// this flag, not an empty hash: Login refuses a local user with the
 	// flag, or without a hash, whatever the password typed (even none).
-	PasswordNotSet bool   `json:"passwordNotSet"`
-	Hash           string `json:"-"`
+	PasswordNotSet bool `json:"passwordNotSet"`
+	// Scope limits what the user sees and acts on; empty: nothing.
+	Scope Scope  `json:"scope,omitzero"`
+	Hash  string `json:"-"`
 }
 
 // usable reports whether u can sign in with a local password.
@@ -86,6 +90,9 @@ type Principal struct {
 	Session string `json:"-"`      // session id (cookie sessions)
 	CSRF    string `json:"-"`      // the session's CSRF token
 	TokenID string `json:"tokenId,omitempty"`
+	// Scopes limit the principal: each must allow what it touches (a
+	// token's own and its owner's). None: unlimited.
+	Scopes []Scope `json:"scopes,omitempty"`
 }
 
 // Session is a browser session.
@@ -95,6 +102,7 @@ type Session struct {
 	User    string
 	Source  string // SourceLocal or SourceVCenter
 	Role    Role
+	Scope   Scope // the user's, as stored
 	Expires time.Time
 }
 
@@ -292,7 +300,7 @@ func (m *Manager) EnsureAdmin(ctx context.Context, password string) (generated s
 		password = randomString(18)
 		generated = password
 	}
-	if err := m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{}); err != nil {
+	if err := m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{}, Scope{}); err != nil {
 		return "", err
 	}
 	return generated, nil
@@ -306,11 +314,11 @@ func (m *Manager) SetAdminPassword(ctx context.Context, password string) error {
 	u, err := m.cfg.Store.User(ctx, m.cfg.AdminUser)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{})
+		return m.putUserLocked(ctx, m.cfg.AdminUser, password, RoleAdministrator, time.Time{}, Scope{})
 	case err != nil:
 		return fmt.Errorf("read administrator: %w", err)
 	}
-	return m.putUserLocked(ctx, u.Username, password, u.Role, u.Created)
+	return m.putUserLocked(ctx, u.Username, password, u.Role, u.Created, u.Scope)
 }
 
 // MinPasswordLen is the shortest password a local user may have.
@@ -340,7 +348,7 @@ func CheckPasswordRules(pw string) error {
 	return nil
 }
 
-func (m *Manager) putUserLocked(ctx context.Context, name, password string, role Role, created time.Time) error {
+func (m *Manager) putUserLocked(ctx context.Context, name, password string, role Role, created time.Time, scope Scope) error {
 	if err := CheckPasswordRules(password); err != nil {
 		return err
 	}
@@ -351,7 +359,7 @@ func (m *Manager) putUserLocked(ctx context.Context, name, password string, role
 	if created.IsZero() {
 		created = m.cfg.Clock.Now()
 	}
-	if err := m.cfg.Store.PutUser(ctx, User{Username: name, Role: role, Source: SourceLocal, Created: created, Hash: h}); err != nil {
+	if err := m.cfg.Store.PutUser(ctx, User{Username: name, Role: role, Source: SourceLocal, Created: created, Scope: scope, Hash: h}); err != nil {
 		return fmt.Errorf("store user %s: %w", name, err)
 	}
 	return nil
@@ -371,10 +379,23 @@ func (m *Manager) Users(ctx context.Context) ([]User, error) {
 
 // CreateUser adds a local user.
 func (m *Manager) CreateUser(ctx context.Context, name, password string, role Role) (User, error) {
+	return m.CreateScopedUser(ctx, name, password, role, Scope{})
+}
+
+// CreateScopedUser adds a local user limited to scope (ErrBadScope: an
+// invalid one, or a scope on an administrator).
+func (m *Manager) CreateScopedUser(ctx context.Context, name, password string, role Role, scope Scope) (User, error) {
 	if err := CheckUsername(name); err != nil {
 		return User{}, err
 	}
 	if _, err := ParseRole(string(role)); err != nil {
+		return User{}, err
+	}
+	scope, err := scope.Normalize()
+	if err != nil {
+		return User{}, err
+	}
+	if err := checkScopeRole(role, scope); err != nil {
 		return User{}, err
 	}
 	m.usersMu.Lock()
@@ -384,7 +405,7 @@ func (m *Manager) CreateUser(ctx context.Context, name, password string, role Ro
 	} else if !errors.Is(err, ErrNotFound) {
 		return User{}, err
 	}
-	if err := m.putUserLocked(ctx, name, password, role, time.Time{}); err != nil {
+	if err := m.putUserLocked(ctx, name, password, role, time.Time{}, scope); err != nil {
 		return User{}, err
 	}
 	u, err := m.cfg.Store.User(ctx, name)
@@ -398,6 +419,18 @@ func (m *Manager) CreateUser(ctx context.Context, name, password string, role Ro
 // stored (vCenter checks its password). A name that exists already
 // (without case) is left as it is: ErrUserExists.
 func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source string) (User, error) {
+	return m.ImportScopedUser(ctx, name, role, source, Scope{})
+}
+
+// ImportScopedUser is ImportUser for a user saved with a scope.
+func (m *Manager) ImportScopedUser(ctx context.Context, name string, role Role, source string, scope Scope) (User, error) {
+	scope, err := scope.Normalize()
+	if err != nil {
+		return User{}, err
+	}
+	if err := checkScopeRole(role, scope); err != nil {
+		return User{}, err
+	}
 	if source != SourceLocal && source != SourceVCenter {
 		return User{}, fmt.Errorf("%w: source %q (local, vcenter)", ErrBadUser, source)
 	}
@@ -415,7 +448,7 @@ func (m *Manager) ImportUser(ctx context.Context, name string, role Role, source
 	} else if !errors.Is(err, ErrNotFound) {
 		return User{}, err
 	}
-	u := User{Username: name, Role: role, Source: source, Created: m.cfg.Clock.Now(), PasswordNotSet: source == SourceLocal}
+	u := User{Username: name, Role: role, Source: source, Created: m.cfg.Clock.Now(), PasswordNotSet: source == SourceLocal, Scope: scope}
 	if err := m.cfg.Store.PutUser(ctx, u); err != nil {
 		return User{}, fmt.Errorf("store user %s: %w", name, err)
 	}
@@ -441,9 +474,10 @@ func CheckImportedName(name string) error {
 type UserChange struct {
 	Role     *Role
 	Password *string
+	Scope    *Scope // an empty one removes the user's scope
 }
 
-// UpdateUser changes a local user's role and/or password. Demoting the last
+// UpdateUser changes a local user's role, password and/or scope. Demoting the last
 // administrator is refused (ErrLastAdministrator). The user's live sessions
 // take the new role at once; a new password ends the user's other sessions
 // (keepSession, the caller's own, survives).
@@ -458,11 +492,30 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 			return User{}, err
 		}
 	}
+	if ch.Scope != nil {
+		sc, err := ch.Scope.Normalize()
+		if err != nil {
+			return User{}, err
+		}
+		ch.Scope = &sc
+	}
 	m.usersMu.Lock()
 	defer m.usersMu.Unlock()
 	u, err := m.cfg.Store.User(ctx, name)
 	if err != nil {
 		return User{}, err
+	}
+	{
+		role, sc := u.Role, u.Scope
+		if ch.Role != nil {
+			role = *ch.Role
+		}
+		if ch.Scope != nil {
+			sc = *ch.Scope
+		}
+		if err := checkScopeRole(role, sc); err != nil {
+			return User{}, err
+		}
 	}
 	if ch.Password != nil && u.Source == SourceVCenter {
 		return User{}, fmt.Errorf("%w: %s is a vCenter user: vCenter checks its password", ErrBadUser, u.Username)
@@ -474,6 +527,9 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 	}
 	if ch.Role != nil {
 		u.Role = *ch.Role
+	}
+	if ch.Scope != nil {
+		u.Scope = *ch.Scope
 	}
 	if ch.Password != nil {
 		h, err := HashPassword(*ch.Password, m.cfg.Hash)
@@ -488,7 +544,14 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 	}
 	m.mu.Lock()
 	for id, s := range m.sessions {
-		if s.Source != SourceLocal || !strings.EqualFold(s.User, u.Username) {
+		if !strings.EqualFold(s.User, u.Username) {
+			continue
+		}
+		if s.Source == SourceVCenter && u.Source == SourceVCenter {
+			s.Scope = u.Scope // vCenter's rules give its role, the record its scope
+			continue
+		}
+		if s.Source != SourceLocal {
 			continue
 		}
 		if ch.Password != nil && id != keepSession {
@@ -496,6 +559,7 @@ func (m *Manager) UpdateUser(ctx context.Context, name string, ch UserChange, ke
 			continue
 		}
 		s.Role = u.Role
+		s.Scope = u.Scope
 	}
 	m.mu.Unlock()
 	u.Hash = ""
@@ -632,9 +696,10 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 	}
 	var name, source string
 	var role Role
+	var scope Scope
 	err := ErrBadCredentials
 	if user != "" && password != "" {
-		name, source, role, err = m.check(ctx, user, password)
+		name, source, role, scope, err = m.check(ctx, user, password)
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadCredentials) {
@@ -651,7 +716,7 @@ func (m *Manager) Login(ctx context.Context, clientIP, user, password string) (S
 		return Session{}, err
 	}
 	refund()
-	s := &Session{ID: randomString(32), CSRF: randomString(32), User: name, Source: source, Role: role, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
+	s := &Session{ID: randomString(32), CSRF: randomString(32), User: name, Source: source, Role: role, Scope: scope, Expires: m.cfg.Clock.Now().Add(m.cfg.SessionTTL)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pruneLocked()
@@ -681,24 +746,47 @@ func (m *Manager) passwordsPending(ctx context.Context) bool {
 // whatever was typed: no hash is ever compared for it. A stored vCenter
 // user is checked by vCenter as a name the store does not know (its role
 // comes from the rules, not from the stored record).
-func (m *Manager) check(ctx context.Context, user, password string) (string, string, Role, error) {
+func (m *Manager) check(ctx context.Context, user, password string) (string, string, Role, Scope, error) {
+	name, source, role, stored, err := m.check1(ctx, user, password)
+	if err != nil {
+		return "", "", "", Scope{}, err
+	}
+	if stored != nil {
+		return name, source, role, stored.Scope, nil
+	}
+	// A vCenter user is scoped by a stored record of its name, if any.
+	if source == SourceVCenter {
+		if u, err := m.cfg.Store.User(ctx, name); err == nil && u.Source == SourceVCenter {
+			if err := checkScopeRole(role, u.Scope); err != nil {
+				return "", "", "", Scope{}, fmt.Errorf("%w: vCenter user %s: %v", ErrForbidden, name, err)
+			}
+			return name, source, role, u.Scope, nil
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			return "", "", "", Scope{}, fmt.Errorf("read user: %w", err)
+		}
+	}
+	return name, source, role, Scope{}, nil
+}
+
+// check1 is check without the scope: the stored local user it signed in, if so.
+func (m *Manager) check1(ctx context.Context, user, password string) (string, string, Role, *User, error) {
 	u, err := m.cfg.Store.User(ctx, user)
 	switch {
 	case err == nil && u.Source == SourceVCenter:
 		// vCenter checks it below; its role comes from the rules
 	case err == nil && !u.usable():
-		return "", "", "", ErrBadCredentials
+		return "", "", "", nil, ErrBadCredentials
 	case err == nil:
 		ok, err := CheckPassword(u.Hash, password)
 		if err != nil {
-			return "", "", "", fmt.Errorf("password hash of %s: %w", u.Username, err)
+			return "", "", "", nil, fmt.Errorf("password hash of %s: %w", u.Username, err)
 		}
 		if ok {
-			return u.Username, SourceLocal, u.Role, nil
+			return u.Username, SourceLocal, u.Role, &u, nil
 		}
-		return "", "", "", ErrBadCredentials
+		return "", "", "", nil, ErrBadCredentials
 	case !errors.Is(err, ErrNotFound):
-		return "", "", "", fmt.Errorf("read user: %w", err)
+		return "", "", "", nil, fmt.Errorf("read user: %w", err)
 	}
 	var vu VCenterUser
 	switch {
@@ -707,22 +795,22 @@ func (m *Manager) check(ctx context.Context, user, password string) (string, str
 	case m.cfg.VerifyVCenter != nil:
 		err = m.cfg.VerifyVCenter(ctx, user, password)
 	default:
-		return "", "", "", ErrBadCredentials
+		return "", "", "", nil, ErrBadCredentials
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadCredentials) {
-			return "", "", "", ErrBadCredentials
+			return "", "", "", nil, ErrBadCredentials
 		}
-		return "", "", "", fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
+		return "", "", "", nil, fmt.Errorf("%w: %v", ErrVCenterUnavailable, err)
 	}
 	if vu.Name == "" {
 		vu.Name = user
 	}
 	role, err := m.vcenterRole(vu, user)
 	if err != nil {
-		return "", "", "", err
+		return "", "", "", nil, err
 	}
-	return vu.Name, SourceVCenter, role, nil
+	return vu.Name, SourceVCenter, role, nil, nil
 }
 
 func (m *Manager) pruneLocked() {
@@ -754,7 +842,7 @@ func (m *Manager) Session(id string) (Principal, error) {
 		delete(m.sessions, id)
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{User: s.User, Source: s.Source, Role: s.Role, Method: "session", Session: s.ID, CSRF: s.CSRF}, nil
+	return Principal{User: s.User, Source: s.Source, Role: s.Role, Method: "session", Session: s.ID, CSRF: s.CSRF, Scopes: scopes(s.Scope)}, nil
 }
 
 // Logout ends a session (unknown ids are ignored).
@@ -782,7 +870,21 @@ const MaxTokenTTL = 10 * 365 * 24 * time.Hour
 // ttl == 0 means it does not expire; ttl < 0 or > MaxTokenTTL is refused
 // (ErrBadTTL).
 func (m *Manager) CreateToken(ctx context.Context, owner Principal, name string, role Role, ttl time.Duration) (string, Token, error) {
+	return m.CreateScopedToken(ctx, owner, name, role, ttl, Scope{})
+}
+
+// CreateScopedToken is CreateToken with a scope for the token (on top of
+// its owner's, which still applies at every use). A scope on an
+// administrator token is refused (ErrBadScope).
+func (m *Manager) CreateScopedToken(ctx context.Context, owner Principal, name string, role Role, ttl time.Duration, scope Scope) (string, Token, error) {
 	if _, err := ParseRole(string(role)); err != nil {
+		return "", Token{}, err
+	}
+	scope, err := scope.Normalize()
+	if err != nil {
+		return "", Token{}, err
+	}
+	if err := checkScopeRole(role, scope); err != nil {
 		return "", Token{}, err
 	}
 	if ttl < 0 || ttl > MaxTokenTTL {
@@ -797,7 +899,7 @@ func (m *Manager) CreateToken(ctx context.Context, owner Principal, name string,
 	}
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	now := m.cfg.Clock.Now()
-	t := Token{ID: randomString(9), Name: name, Role: role, Owner: owner.User, Hash: hashSecret(secret), Created: now}
+	t := Token{ID: randomString(9), Name: name, Role: role, Owner: owner.User, Hash: hashSecret(secret), Created: now, Scope: scope}
 	if ttl > 0 {
 		t.Expires = now.Add(ttl)
 	}
@@ -829,16 +931,52 @@ func (m *Manager) AuthenticateToken(ctx context.Context, secret string) (Princip
 		return Principal{}, ErrUnauthenticated
 	}
 	role := t.Role
+	sc := []Scope{t.Scope}
 	// A token never outranks its local owner's current role (a demoted
-	// user's tokens are demoted with it).
-	if u, err := m.cfg.Store.User(ctx, t.Owner); err == nil && !u.Role.Allows(role) {
-		role = u.Role
+	// user's tokens are demoted with it), and its owner's scope binds it.
+	u, err := m.cfg.Store.User(ctx, t.Owner)
+	switch {
+	case err == nil:
+		if !u.Role.Allows(role) {
+			role = u.Role
+		}
+		sc = append(sc, u.Scope)
+	case !errors.Is(err, ErrNotFound):
+		return Principal{}, fmt.Errorf("look up token owner: %w", err)
 	}
-	return Principal{User: t.Owner, Role: role, Method: "token", TokenID: t.ID}, nil
+	return Principal{User: t.Owner, Role: role, Method: "token", TokenID: t.ID, Scopes: scopes(sc...)}, nil
 }
 
 // Tokens lists the stored tokens (without secrets).
 func (m *Manager) Tokens(ctx context.Context) ([]Token, error) { return m.cfg.Store.Tokens(ctx) }
+
+// SetTokenScope replaces a token's scope (an empty one removes it).
+func (m *Manager) SetTokenScope(ctx context.Context, id string, scope Scope) (Token, error) {
+	scope, err := scope.Normalize()
+	if err != nil {
+		return Token{}, err
+	}
+	m.usersMu.Lock() // serialises token changes too
+	defer m.usersMu.Unlock()
+	ts, err := m.cfg.Store.Tokens(ctx)
+	if err != nil {
+		return Token{}, fmt.Errorf("list tokens: %w", err)
+	}
+	for _, t := range ts {
+		if t.ID != id {
+			continue
+		}
+		if err := checkScopeRole(t.Role, scope); err != nil {
+			return Token{}, err
+		}
+		t.Scope = scope
+		if err := m.cfg.Store.PutToken(ctx, t); err != nil {
+			return Token{}, fmt.Errorf("store token: %w", err)
+		}
+		return t, nil
+	}
+	return Token{}, fmt.Errorf("token %s: %w", id, ErrNotFound)
+}
 
 // DeleteToken revokes a token.
 func (m *Manager) DeleteToken(ctx context.Context, id string) error {

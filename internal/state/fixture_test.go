@@ -205,8 +205,8 @@ func TestMigrateV1Fixture(t *testing.T) {
 			}
 		}
 	}
-	if storedSchema(t, after) != 2 {
-		t.Fatal("meta/schema is not 2")
+	if storedSchema(t, after) != schema.Version {
+		t.Fatalf("meta/schema is not %d", schema.Version)
 	}
 	for _, b := range schema.Buckets {
 		for k, v := range after[string(b.Name)] {

@@ -31,8 +31,14 @@ import (
 	"github.com/vmvault/vmvault/web/api"
 )
 
-// SavedConfigFormat is the version of SavedConfig's JSON.
+// SavedConfigFormat is the version of SavedConfig's JSON: 1, or
+// SavedConfigScopes when a user has a scope.
 const SavedConfigFormat = 1
+
+// SavedConfigScopes is the format of a configuration with scoped users
+// (SavedUser.Scope): a program that reads only format 1 would recreate
+// them unscoped, seeing everything, so it refuses the file instead.
+const SavedConfigScopes = 2
 
 // SavedConfig is the configuration the daemon saves into its repositories.
 type SavedConfig struct {
@@ -49,9 +55,17 @@ type SavedConfig struct {
 // one with its role and no password (an administrator sets it before the
 // user can sign in), a vCenter one as it was.
 type SavedUser struct {
-	Name   string `json:"name"`
-	Role   string `json:"role"`
-	Source string `json:"source"` // "local" or "vcenter"
+	Name   string     `json:"name"`
+	Role   string     `json:"role"`
+	Source string     `json:"source"`         // "local" or "vcenter"
+	Scope  auth.Scope `json:"scope,omitzero"` // format 2
+}
+
+// ScopedImporter is what a UserStore also offers to recreate scoped users
+// (auth.Manager). Without it, a saved scoped user is refused: recreating
+// it unscoped would let it see every VM.
+type ScopedImporter interface {
+	ImportScopedUser(ctx context.Context, name string, role auth.Role, source string, scope auth.Scope) (auth.User, error)
 }
 
 // SavedRepo names a repository of the saved appliance (its passphrase is
@@ -127,7 +141,10 @@ func (a *Appliance) Collect(ctx context.Context) (SavedConfig, error) {
 			return c, err
 		}
 		for _, u := range us {
-			c.Users = append(c.Users, SavedUser{Name: u.Username, Role: string(u.Role), Source: u.Source})
+			c.Users = append(c.Users, SavedUser{Name: u.Username, Role: string(u.Role), Source: u.Source, Scope: u.Scope})
+			if !u.Scope.Empty() {
+				c.Format = SavedConfigScopes
+			}
 		}
 	}
 	c.Repositories = append(c.Repositories, a.Configured...)
@@ -291,8 +308,8 @@ func decodeSavedConfig(raw []byte) (SavedConfig, error) {
 	if err := json.Unmarshal(raw, &sc); err != nil {
 		return sc, fmt.Errorf("decode: %w", err)
 	}
-	if sc.Format < 1 || sc.Format > SavedConfigFormat {
-		return sc, fmt.Errorf("format %d, this program reads up to %d", sc.Format, SavedConfigFormat)
+	if sc.Format < 1 || sc.Format > SavedConfigScopes {
+		return sc, fmt.Errorf("format %d, this program reads up to %d", sc.Format, SavedConfigScopes)
 	}
 	seen := map[string]bool{}
 	for i, j := range sc.Jobs {
@@ -342,6 +359,9 @@ func checkSavedUser(u SavedUser) error {
 		return fmt.Errorf("%q: source %q (local, vcenter)", u.Name, u.Source)
 	}
 	if _, err := auth.ParseRole(u.Role); err != nil {
+		return fmt.Errorf("%q: %w", u.Name, err)
+	}
+	if _, err := u.Scope.Normalize(); err != nil {
 		return fmt.Errorf("%q: %w", u.Name, err)
 	}
 	return nil
@@ -463,7 +483,15 @@ func (a *Appliance) Import(ctx context.Context, ic ImportConfig) error {
 func (a *Appliance) importUsers(ctx context.Context, users []SavedUser) (int, error) {
 	created, waiting := 0, 0
 	for _, su := range users {
-		u, err := a.Users.ImportUser(ctx, su.Name, auth.Role(su.Role), su.Source)
+		var u auth.User
+		var err error
+		if su.Scope.Empty() {
+			u, err = a.Users.ImportUser(ctx, su.Name, auth.Role(su.Role), su.Source)
+		} else if si, ok := a.Users.(ScopedImporter); ok {
+			u, err = si.ImportScopedUser(ctx, su.Name, auth.Role(su.Role), su.Source, su.Scope)
+		} else {
+			return created, fmt.Errorf("user %s is scoped and this user store cannot keep scopes", su.Name)
+		}
 		switch {
 		case errors.Is(err, auth.ErrUserExists):
 			fmt.Fprintf(a.Stdout, "user %s (%s, %s) exists on this appliance: left as it is (%s, %s)\n", su.Name, su.Role, su.Source, u.Role, u.Source)

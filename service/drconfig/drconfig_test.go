@@ -155,6 +155,7 @@ func FuzzSavedConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"format":1}`))
 	f.Add([]byte(`{"format":2}`))
+	f.Add([]byte(`{"format":3}`))
 	f.Add([]byte(`{"format":1,"copyJobs":[{"id":"a","source":"x","target":"x"}]}`))
 	f.Add([]byte(`{"format":1,"jobs":[{"id":"a","window":{"location":"Nowhere","days":{}}}]}`))
 	f.Add([]byte(`{"format":1,"settings":{"timeZone":"","eventRetentionDays":0}}`))
@@ -164,7 +165,7 @@ func FuzzSavedConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if sc.Format != SavedConfigFormat {
+		if sc.Format != SavedConfigFormat && sc.Format != SavedConfigScopes {
 			t.Fatalf("accepted format %d", sc.Format)
 		}
 		if _, err := json.Marshal(sc); err != nil {

@@ -145,3 +145,47 @@ func (r *recorder) AddEvent(_ context.Context, e policy.Event) error {
 	r.evs = append(r.evs, e)
 	return nil
 }
+
+type scopedUsers struct{ memUsers }
+
+func (m *scopedUsers) ImportScopedUser(ctx context.Context, name string, role auth.Role, source string, sc auth.Scope) (auth.User, error) {
+	u, err := m.ImportUser(ctx, name, role, source)
+	if err == nil {
+		m.users[len(m.users)-1].Scope = sc
+		u.Scope = sc
+	}
+	return u, err
+}
+
+// A scoped user is saved with its scope in format 2, and recreated with
+// it; a store that cannot keep scopes refuses it rather than recreate it
+// unscoped.
+func TestImportKeepsScopes(t *testing.T) {
+	ctx := context.Background()
+	repo := repository.TestRepository(t)
+	repos := map[string]*repository.Repository{"main": repo}
+	fin := auth.Scope{VMs: []string{"fin-*"}}
+	a := appliance(repos, &memUsers{users: []auth.User{{Username: "fin", Role: auth.RoleRestoreOnly, Source: auth.SourceLocal, Scope: fin}}}, &bytes.Buffer{})
+	a.Jobs.(*memJobs).jobs = []policy.Job{policy.NewJob("nightly", "Nightly", "main", time.UTC)}
+	c, err := a.Collect(ctx)
+	if err != nil || c.Format != SavedConfigScopes || len(c.Users) != 1 || len(c.Users[0].Scope.VMs) != 1 {
+		t.Fatalf("collected %+v %v", c, err)
+	}
+	s := NewSaver(a, time.Second)
+	s.save(ctx, false)
+
+	su := &scopedUsers{}
+	b := &Appliance{}
+	*b = *appliance(repos, nil, &bytes.Buffer{})
+	b.Users = su
+	if err := b.Import(ctx, ImportConfig{Repository: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(su.users) != 1 || len(su.users[0].Scope.VMs) != 1 || su.users[0].Scope.VMs[0] != "fin-*" {
+		t.Fatalf("imported %+v", su.users)
+	}
+	d := appliance(repos, &memUsers{}, &bytes.Buffer{})
+	if err := d.Import(ctx, ImportConfig{Repository: "main"}); err == nil || !strings.Contains(err.Error(), "cannot keep scopes") {
+		t.Fatalf("import of a scoped user into a store without scopes: %v", err)
+	}
+}

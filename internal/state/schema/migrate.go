@@ -86,7 +86,15 @@ func Upgrade(tx *bolt.Tx) error {
 // migrations[v] rewrites a file of schema v into v+1 in tx.
 var migrations = map[uint32]func(*bolt.Tx) error{
 	1: migrateV1,
+	2: migrateV2,
 }
+
+// migrateV2 brings a file of schema 2 to 3: nothing to rewrite. Schema 3
+// adds the optional "scope" of users and tokens (auth.Scope); a record
+// without one is unscoped, as every record of schema 2 was. The new
+// version is what matters: a program of schema 2 refuses the file rather
+// than read the users and silently drop their scopes.
+func migrateV2(tx *bolt.Tx) error { return nil }
 
 // v1Value turns one value of schema 1 into its schema 2 form; nil means
 // unchanged.

@@ -7,7 +7,11 @@ package schema
 //	   vmstate, maintenance, events) had a format byte; the others held raw
 //	   JSON, strings, 8-byte times or RFC 3339 text.
 //	2  a format byte before every value (meta/schema excepted).
-const Version = 2
+//	3  users and tokens may carry a "scope" (auth.Scope). Values are
+//	   unchanged; the version exists so that a program of schema 2, which
+//	   would drop the scopes and let scoped users see everything, refuses
+//	   the file (ErrTooNew) instead of reading it.
+const Version = 3
 
 // Bucket names. Every top-level bucket of state.db is one of these; each is
 // written by exactly one package (Bucket.Owner).
@@ -73,8 +77,8 @@ var Buckets = []Bucket{
 	{Name: BucketScheduler, Owner: "internal/state", Key: `"checkpoint"`, Format: FormatTime, Value: "the scheduler's checkpoint"},
 	{Name: BucketNotify, Owner: "internal/state (notify.ReportLog)", Key: `"last-daily-report"`, Format: FormatBytes, Value: "RFC 3339 text (UTC) of when the last daily report was sent"},
 	{Name: BucketAuth, Owner: "internal/auth", Key: `"admin-hash"`, Format: FormatBytes, Value: "PHC Argon2id string of the single administrator of earlier versions"},
-	{Name: BucketUsers, Owner: "internal/auth", Key: "lower-case user name", Format: FormatJSON, Value: "auth.User with its hash (\"\" for a vCenter user and for a local one whose passwordNotSet is true)"},
-	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash"},
+	{Name: BucketUsers, Owner: "internal/auth", Key: "lower-case user name", Format: FormatJSON, Value: "auth.User with its hash (\"\" for a vCenter user and for a local one whose passwordNotSet is true) and, since schema 3, its scope"},
+	{Name: BucketTokens, Owner: "internal/auth", Key: "token id", Format: FormatJSON, Value: "auth.Token with its hash and, since schema 3, its scope"},
 	{Name: BucketTokenHash, Owner: "internal/auth", Key: "hex SHA-256 of the token secret", Format: FormatBytes, Value: "token id"},
 	{Name: BucketTasks, Owner: "internal/task", Key: "task id (creation time in hex first)", Format: FormatJSON, Value: "task.Info"},
 	{Name: BucketCopyJobs, Owner: "copyjob", Key: "copy job id", Format: FormatJSON, Value: "copyjob.Job (source and target repository, selection, window, target retention)", Since: 2},

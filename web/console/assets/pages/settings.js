@@ -402,6 +402,19 @@ async function repositories(ctx, box) {
   await load();
 }
 
+// scopeText sums up a user's or token's scope (README, Scoped roles).
+function scopeText(sc) {
+  const parts = [];
+  for (const [k, label] of [["folders", "folders"], ["tags", "tags"], ["vms", "VMs"], ["repositories", "repositories"]]) {
+    if (sc && sc[k] && sc[k].length) parts.push(`${label} ${sc[k].join(", ")}`);
+  }
+  return parts.length ? parts.join("; ") : "Everything";
+}
+
+const scopeFields = [["folders", "VM folders", "Inventory paths, e.g. /DC0/vm/finance (and below)."],
+  ["tags", "Tags", "category:tag or a tag name."], ["vms", "VM names", "Patterns, e.g. fin-* or db0?."],
+  ["repositories", "Repositories", "Repository names."]];
+
 async function users(ctx, box) {
   const list = h("div", { id: "users-list" });
   const name = h("input", { name: "username", id: "user-new-name", autocomplete: "off", required: true });
@@ -414,6 +427,46 @@ async function users(ctx, box) {
       h("div", { class: "field" }, add)));
 
   const pwBox = h("div", { id: "user-password" });
+
+  // editScope opens a form under the table for one user's scope: one
+  // comma-separated list per kind; all empty means everything.
+  function editScope(u, opener) {
+    const inputs = {};
+    const row = h("div", { class: "row" });
+    for (const [k, label, hint] of scopeFields) {
+      inputs[k] = h("input", { name: k, id: `user-scope-${k}`, autocomplete: "off", value: ((u.scope && u.scope[k]) || []).join(", ") });
+      row.append(field(label, inputs[k], hint));
+    }
+    const save = h("button", { type: "submit", class: "primary" }, "Save scope");
+    const cancel = h("button", { type: "button" }, "Cancel");
+    row.append(h("div", { class: "field" }, save), h("div", { class: "field" }, cancel));
+    const f = h("form", { class: "panel", id: "user-scope", novalidate: true, "aria-labelledby": "user-scope-title" },
+      h("h3", { id: "user-scope-title" }, `Scope of ${u.username}`),
+      h("p", { class: "hint" }, "The user sees and restores only the restore points of VMs matching one of these (and only in the repositories listed, if any). Leave all empty for everything."),
+      row);
+    const close = () => { clear(pwBox); if (opener.isConnected) opener.focus(); };
+    cancel.addEventListener("click", close);
+    f.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); close(); } });
+    f.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const scope = {};
+      for (const [k] of scopeFields) {
+        const vs = inputs[k].value.split(",").map(v => v.trim()).filter(Boolean);
+        if (vs.length) scope[k] = vs;
+      }
+      busy(save, true);
+      try {
+        await ctx.api("PUT", `/users/${encodeURIComponent(u.username)}`, { scope });
+        ctx.toast(`Scope of ${u.username} saved.`, "success");
+        close();
+        load();
+      } catch (err) {
+        ctx.fieldErrors(f, err);
+      } finally { busy(save, false); }
+    });
+    clear(pwBox).append(f);
+    inputs.folders.focus();
+  }
 
   // setPassword opens a small form under the table for one user's new password.
   function setPassword(u, opener) {
@@ -471,10 +524,16 @@ async function users(ctx, box) {
         },
       },
       { label: "Source", cell: u => u.source || "local" },
+      { label: "Scope", cell: u => h("span", { class: "user-scope" }, scopeText(u.scope)) },
       { label: "Created", cell: u => ctx.fmt.time(u.created) },
       {
         label: "Actions", cell: (u) => {
-          if (u.source && u.source !== "local") return "";
+          let sc = "";
+          if (u.role !== "administrator") { // administrators are never scoped
+            sc = h("button", { type: "button", class: "user-scope-edit", "aria-label": `Edit the scope of ${u.username}` }, "Edit scope");
+            sc.addEventListener("click", () => editScope(u, sc));
+          }
+          if (u.source && u.source !== "local") return sc;
           const pw = h("button", { type: "button", class: u.passwordNotSet ? "user-password primary" : "user-password", "aria-label": `Set the password of ${u.username}` }, "Set password");
           pw.addEventListener("click", () => setPassword(u, pw));
           const del = h("button", { type: "button", class: "user-delete", "aria-label": `Delete user ${u.username}` }, "Delete");
@@ -488,7 +547,7 @@ async function users(ctx, box) {
             }
             load();
           });
-          return h("span", { class: "actions" }, pw, " ", del);
+          return h("span", { class: "actions" }, pw, " ", sc, sc ? " " : "", del);
         },
       },
     ], all, "No users."));
@@ -527,9 +586,17 @@ async function tokens(ctx, box) {
     h("option", { value: String(30 * 86400) }, "30 days"),
     h("option", { value: String(365 * 86400) }, "1 year"));
   const add = h("button", { type: "submit", class: "primary" }, "Create token");
+  const scopeIn = {};
+  const scopeRow = h("div", { class: "row" });
+  for (const [k, label, hint] of scopeFields) {
+    scopeIn[k] = h("input", { name: k, id: `token-scope-${k}`, autocomplete: "off" });
+    scopeRow.append(field(label, scopeIn[k], hint));
+  }
   const form = h("form", { id: "tokens-create", novalidate: true, "aria-labelledby": "tokens-create-title" },
     h("h3", { id: "tokens-create-title" }, "Create an API token"),
-    h("div", { class: "row" }, field("Name", name), field("Role", role), field("Expires", ttl), h("div", { class: "field" }, add)));
+    h("div", { class: "row" }, field("Name", name), field("Role", role), field("Expires", ttl), h("div", { class: "field" }, add)),
+    h("p", { class: "hint" }, "Optional scope (comma-separated; all empty: everything): the token sees only the restore points of matching VMs, in the repositories listed if any. Not for administrator tokens."),
+    scopeRow);
 
   async function load() {
     const all = (await ctx.api("GET", "/auth/tokens")) || [];
@@ -537,6 +604,7 @@ async function tokens(ctx, box) {
       { label: "Name", cell: t => t.name },
       { label: "Role", cell: t => t.role },
       { label: "Owner", cell: t => t.owner || "" },
+      { label: "Scope", cell: t => h("span", { class: "token-scope" }, scopeText(t.scope)) },
       { label: "Created", cell: t => ctx.fmt.time(t.created) },
       { label: "Expires", cell: t => (t.expires && !t.expires.startsWith("0001") ? ctx.fmt.time(t.expires) : "never") },
       {
@@ -565,7 +633,14 @@ async function tokens(ctx, box) {
     ctx.fieldErrors(form, null);
     busy(add, true);
     try {
-      const r = await ctx.api("POST", "/auth/tokens", { name: name.value.trim(), role: role.value, ttlSeconds: Number(ttl.value) });
+      const body = { name: name.value.trim(), role: role.value, ttlSeconds: Number(ttl.value) };
+      const scope = {};
+      for (const [k] of scopeFields) {
+        const vs = scopeIn[k].value.split(",").map(v => v.trim()).filter(Boolean);
+        if (vs.length) scope[k] = vs;
+      }
+      if (Object.keys(scope).length) body.scope = scope;
+      const r = await ctx.api("POST", "/auth/tokens", body);
       const secret = h("input", { id: "token-secret", class: "mono", readonly: true, value: r.token, size: "60" });
       const copy = h("button", { type: "button" }, "Copy");
       copy.addEventListener("click", async () => {
