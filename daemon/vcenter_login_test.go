@@ -2,95 +2,24 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"testing"
 
-	"github.com/vmware/govmomi"
-	_ "github.com/vmware/govmomi/lookup/simulator" // lookup service: where SSO lives
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/ssoadmin"
-	_ "github.com/vmware/govmomi/ssoadmin/simulator" // SSO users, groups, group check
-	ssotypes "github.com/vmware/govmomi/ssoadmin/types"
-	"github.com/vmware/govmomi/sts"
-	_ "github.com/vmware/govmomi/sts/simulator" // SAML tokens
-	"github.com/vmware/govmomi/vim25/soap"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/vsphere"
+	"github.com/vmvault/vmvault/vsphere/vspheretest"
 )
-
-// ssoLab is vcsim with its SSO endpoints: person users with passwords
-// (vCenter logins are checked against them) and groups.
-type ssoLab struct {
-	url        *url.URL
-	thumbprint string
-}
-
-func startSSOLab(t *testing.T) ssoLab {
-	t.Helper()
-	m := simulator.VPX()
-	if err := m.Create(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Remove)
-	m.Service.TLS = new(tls.Config)
-	m.Service.RegisterEndpoints = true
-	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword("svc-vmvault", "svc-pass")}
-	s := m.Service.NewServer()
-	t.Cleanup(s.Close)
-	ctx := context.Background()
-	au := *s.URL
-	au.User = url.UserPassword("svc-vmvault", "svc-pass")
-	c, err := govmomi.NewClient(ctx, &au, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := ssoadmin.NewClient(ctx, c.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := sts.NewClient(ctx, c.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := tokens.Issue(ctx, sts.TokenRequest{Userinfo: au.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Login(admin.WithHeader(ctx, soap.Header{Security: signer})); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"alice", "bob", "carol", "dave"} {
-		if err := admin.CreatePersonUser(ctx, u, ssotypes.AdminPersonDetails{}, u+"-pass"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for g, members := range map[string][]string{"BackupAdmins": {"alice"}, "Operators": {"bob", "carol"}} {
-		if err := admin.CreateGroup(ctx, g, ssotypes.AdminGroupDetails{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range members {
-			if err := admin.AddUsersToGroup(ctx, g, ssotypes.PrincipalId{Name: u, Domain: "vsphere.local"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	u := *s.URL
-	u.User = nil
-	return ssoLab{url: &u, thumbprint: s.CertificateInfo().ThumbprintSHA256}
-}
 
 // managerFromConfig builds the auth manager the way the daemon does, from
 // the YAML vcenter section.
-func managerFromConfig(t *testing.T, lab ssoLab, vcenterYAML string) *auth.Manager {
+func managerFromConfig(t *testing.T, lab vspheretest.SSOLab, vcenterYAML string) *auth.Manager {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(minimalConfig + fmt.Sprintf("vcenter: {url: %q, username: svc-vmvault, password_env: VC_PASS, thumbprint: %q, %s}\n", lab.url.String(), lab.thumbprint, vcenterYAML)))
+	cfg, err := ParseConfig([]byte(minimalConfig + fmt.Sprintf("vcenter: {url: %q, username: svc-vmvault, password_env: VC_PASS, thumbprint: %q, %s}\n", lab.URL.String(), lab.Thumbprint, vcenterYAML)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +47,7 @@ func managerFromConfig(t *testing.T, lab ssoLab, vcenterYAML string) *auth.Manag
 // user's own token), unmapped users get none unless vcenter.role says,
 // wrong passwords stay wrong, and the certificate pin is honoured.
 func TestVCenterLoginRoles(t *testing.T) {
-	lab := startSSOLab(t)
+	lab := vspheretest.StartSSOLab(t)
 	ctx := context.Background()
 	m := managerFromConfig(t, lab, `roles: [{user: "carol@vsphere.local", role: restore-only}, {group: BackupAdmins, role: administrator}, {group: "VSPHERE.LOCAL\\Operators", role: operator}]`)
 	tests := []struct {
@@ -162,7 +91,7 @@ func TestVCenterLoginRoles(t *testing.T) {
 	// A pin that does not match is a vCenter that cannot be trusted, not a
 	// wrong password.
 	bad := lab
-	bad.thumbprint = "00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33"
+	bad.Thumbprint = "00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33"
 	if _, err := managerFromConfig(t, bad, `role: operator`).Login(ctx, "10.0.0.1", "alice", "alice-pass"); !errors.Is(err, auth.ErrVCenterUnavailable) {
 		t.Errorf("wrong pin: %v", err)
 	}

@@ -2,92 +2,21 @@ package vsphere
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"net/url"
 	"reflect"
 	"testing"
 
-	"github.com/vmware/govmomi"
-	_ "github.com/vmware/govmomi/lookup/simulator" // lookup service: where SSO lives
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/ssoadmin"
-	_ "github.com/vmware/govmomi/ssoadmin/simulator" // SSO users, groups, group check
-	ssotypes "github.com/vmware/govmomi/ssoadmin/types"
-	"github.com/vmware/govmomi/sts"
-	_ "github.com/vmware/govmomi/sts/simulator" // SAML tokens
-	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmvault/vmvault/vsphere/vspheretest"
 )
-
-// ssoLab is vcsim with its SSO endpoints: person users with passwords
-// (vCenter logins are checked against them) and groups.
-type ssoLab struct {
-	url        *url.URL
-	thumbprint string
-}
-
-func startSSOLab(t *testing.T) ssoLab {
-	t.Helper()
-	m := simulator.VPX()
-	if err := m.Create(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Remove)
-	m.Service.TLS = new(tls.Config)
-	m.Service.RegisterEndpoints = true
-	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword("svc-vmvault", "svc-pass")}
-	s := m.Service.NewServer()
-	t.Cleanup(s.Close)
-	ctx := context.Background()
-	au := *s.URL
-	au.User = url.UserPassword("svc-vmvault", "svc-pass")
-	c, err := govmomi.NewClient(ctx, &au, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := ssoadmin.NewClient(ctx, c.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := sts.NewClient(ctx, c.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := tokens.Issue(ctx, sts.TokenRequest{Userinfo: au.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Login(admin.WithHeader(ctx, soap.Header{Security: signer})); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"alice", "bob", "carol", "dave"} {
-		if err := admin.CreatePersonUser(ctx, u, ssotypes.AdminPersonDetails{}, u+"-pass"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for g, members := range map[string][]string{"BackupAdmins": {"alice"}, "Operators": {"bob", "carol"}} {
-		if err := admin.CreateGroup(ctx, g, ssotypes.AdminGroupDetails{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range members {
-			if err := admin.AddUsersToGroup(ctx, g, ssotypes.PrincipalId{Name: u, Domain: "vsphere.local"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	u := *s.URL
-	u.User = nil
-	return ssoLab{url: &u, thumbprint: s.CertificateInfo().ThumbprintSHA256}
-}
 
 // Login against vcsim's SSO: the user's name as vCenter names it, its
 // groups from the SSO group check service (read with the user's own token,
 // and only when asked for), refused credentials as ErrLogin, and the
 // certificate pin honoured.
 func TestLogin(t *testing.T) {
-	lab := startSSOLab(t)
+	lab := vspheretest.StartSSOLab(t)
 	ctx := context.Background()
-	cfg := Config{URL: lab.url.String(), Thumbprint: lab.thumbprint}
+	cfg := Config{URL: lab.URL.String(), Thumbprint: lab.Thumbprint}
 	tests := []struct {
 		user, pw   string
 		wantGroups bool
