@@ -110,22 +110,33 @@ func runRepoKeyList(ctx context.Context, env *cliEnv, args []string) error {
 	return tw.Flush()
 }
 
-func runRepoKeyAdd(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "repo key add")
+// openWithNewKey parses a command that makes a key (key add, passwd): the
+// repository flags, the new passphrase's flags, no arguments; it reads the
+// new passphrase before opening, so a missing one costs no KDF.
+func openWithNewKey(ctx context.Context, env *cliEnv, name string, args []string) (*repository.Repository, []byte, *newKeyFlags, error) {
+	fs := newFlagSet(env, name)
 	rf := addRepoFlags(fs)
 	nk := addNewKeyFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	if len(pos) != 0 {
-		return fmt.Errorf("%w: repo key add takes no arguments (got %q)", errUsage, pos)
+		return nil, nil, nil, fmt.Errorf("%w: %s takes no arguments (got %q)", errUsage, name, pos)
 	}
 	newPW, err := nk.password(env)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	r, err := rf.open(ctx, env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return r, newPW, nk, nil
+}
+
+func runRepoKeyAdd(ctx context.Context, env *cliEnv, args []string) error {
+	r, newPW, nk, err := openWithNewKey(ctx, env, "repo key add", args)
 	if err != nil {
 		return err
 	}
@@ -161,21 +172,7 @@ func runRepoKeyRemove(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 func runRepoPasswd(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "repo passwd")
-	rf := addRepoFlags(fs)
-	nk := addNewKeyFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return fmt.Errorf("%w: repo passwd takes no arguments (got %q)", errUsage, pos)
-	}
-	newPW, err := nk.password(env)
-	if err != nil {
-		return err
-	}
-	r, err := rf.open(ctx, env)
+	r, newPW, nk, err := openWithNewKey(ctx, env, "repo passwd", args)
 	if err != nil {
 		return err
 	}
