@@ -58,7 +58,7 @@ func Login(ctx context.Context, vcfg Config, user, password string, wantGroups b
 	u.User = nil
 	sc := soap.NewClient(u, vcfg.Insecure)
 	if vcfg.Thumbprint != "" {
-		sc.SetThumbprint(u.Host, pinFormat(vcfg.Thumbprint))
+		sc.SetThumbprint(u.Host, normalizeThumbprint(vcfg.Thumbprint))
 	}
 	if vcfg.CAFile != "" {
 		if err := sc.SetRootCAs(vcfg.CAFile); err != nil {
@@ -136,27 +136,4 @@ func ssoPrincipal(user, systemDomain string) ssotypes.PrincipalId {
 		return ssotypes.PrincipalId{Name: user[:i], Domain: user[i+1:]}
 	}
 	return ssotypes.PrincipalId{Name: user, Domain: systemDomain}
-}
-
-// pinFormat turns a thumbprint as people paste it ("ab:cd…", "AB CD…",
-// "abcd…") into the "AB:CD:…" form govmomi compares.
-func pinFormat(s string) string {
-	hex := strings.Map(func(r rune) rune {
-		switch r {
-		case ':', ' ', '-':
-			return -1
-		}
-		return r
-	}, strings.ToUpper(strings.TrimSpace(s)))
-	if len(hex)%2 != 0 {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(hex); i += 2 {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(hex[i : i+2])
-	}
-	return b.String()
 }

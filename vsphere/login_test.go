@@ -63,7 +63,7 @@ func TestSSOPrincipal(t *testing.T) {
 			t.Errorf("%q: %+v", tc.in, id)
 		}
 	}
-	if got := pinFormat("ab cd-ef"); got != "AB:CD:EF" {
-		t.Errorf("pinFormat %q", got)
+	if got := normalizeThumbprint("ab cd-ef"); got != "AB:CD:EF" {
+		t.Errorf("normalizeThumbprint %q", got)
 	}
 }
