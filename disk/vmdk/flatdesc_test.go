@@ -1,6 +1,7 @@
 package vmdk
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,9 @@ func TestFlatDescriptorRoundTrip(t *testing.T) {
 	}
 	if len(d.Extents) != 1 || d.Extents[0].Filename != "web01-flat.vmdk" || d.Extents[0].Type != "FLAT" || d.Extents[0].Access != "RW" {
 		t.Fatalf("extents %+v", d.Extents)
+	}
+	if !strings.Contains(string(b), "RW 6291456 FLAT \"web01-flat.vmdk\" 0\n") {
+		t.Fatalf("FLAT line without its offset:\n%s", b)
 	}
 	if d.DDB["ddb.adapterType"] != "pvscsi" || d.DDB["ddb.uuid"] != "60 00 C2 9a" || d.DDB["ddb.geometry.cylinders"] != "391" {
 		t.Fatalf("ddb %v", d.DDB)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,16 @@ import (
 // loopback; it returns the session, the server and the image's bytes.
 func exported(t *testing.T, allow []netip.Prefix, limit int64) (*Session, *Server, []byte, *repository.Repository) {
 	t.Helper()
+	return exportOpts(t, allow, limit, "127.0.0.1:0")
+}
+
+func exportedAt(t *testing.T, portmap string) (*Session, *Server, []byte, *repository.Repository) {
+	t.Helper()
+	return exportOpts(t, nil, 0, portmap)
+}
+
+func exportOpts(t *testing.T, allow []netip.Prefix, limit int64, pm string) (*Session, *Server, []byte, *repository.Repository) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := repository.TestRepository(t)
 	img := image(t, 8<<20, 11)
@@ -32,7 +43,7 @@ func exported(t *testing.T, allow []netip.Prefix, limit int64) (*Session, *Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(ServerOptions{Listen: "127.0.0.1:0", Portmap: "127.0.0.1:0", Allow: allow})
+	srv := NewServer(ServerOptions{Listen: "127.0.0.1:0", Portmap: pm, Allow: allow})
 	srv.Add(s)
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -98,6 +109,7 @@ func TestGoClientReadsAndWrites(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
+	sort.Strings(names)
 	if strings.Join(names, " ") != "web01-flat.vmdk web01.vmdk web01.vmx" {
 		t.Fatalf("listing %v", names)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 
 	billy "github.com/go-git/go-billy/v5"
@@ -201,7 +202,7 @@ func (l *allowListener) Accept() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		tc := &trackedConn{Conn: c, l: l}
+		tc := &trackedConn{Conn: &rpcConn{Conn: c}, l: l}
 		l.conns[tc] = struct{}{}
 		l.mu.Unlock()
 		return tc, nil
@@ -247,8 +248,9 @@ func (h *handler) Mount(ctx context.Context, conn net.Conn, req nfs.MountRequest
 	if f := req.Header.Cred.Flavor; f != uint32(nfs.AuthFlavorNull) && f != uint32(nfs.AuthFlavorUnix) {
 		return nfs.MountStatusErrAcces, nil, nil
 	}
+	dir := strings.TrimRight(string(req.Dirpath), "/")
 	h.s.mu.RLock()
-	sess := h.s.byExport[string(req.Dirpath)]
+	sess := h.s.byExport[dir]
 	h.s.mu.RUnlock()
 	if sess == nil {
 		// Not "no such entry": the export paths are secrets, and a wrong

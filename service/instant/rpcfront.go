@@ -1,0 +1,171 @@
+package instant
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+
+	"github.com/vmvault/vmvault/service/instant/portmap"
+)
+
+// The RPC front: go-nfs dispatches on program and procedure only, so a
+// call of another version (NFS v4's COMPOUND is procedure 1, GETATTR in
+// v3), another credential flavour or an unregistered MOUNT procedure would
+// be mis-answered. rpcConn sits between the socket and go-nfs: it reads
+// each record (joining fragments, which go-nfs does not), answers itself
+// what go-nfs would get wrong, and hands the rest on as one fragment.
+//
+// Answered here:
+//   - RPC version other than 2: MSG_DENIED RPC_MISMATCH 2..2;
+//   - programs other than NFS and MOUNT: PROG_UNAVAIL; versions other
+//     than 3: PROG_MISMATCH 3..3;
+//   - credentials other than AUTH_NULL and AUTH_SYS: MSG_DENIED
+//     AUTH_ERROR AUTH_TOOWEAK;
+//   - NFS procedures past COMMIT (21): PROC_UNAVAIL;
+//   - MOUNT DUMP and EXPORT: empty lists (the export paths are secrets:
+//     a client must be told one, never list them), UMNTALL: void; MOUNT
+//     procedures past EXPORT: PROC_UNAVAIL.
+const (
+	procNFSCommit = 21
+	procMountDump = 2
+	procMountAll  = 4
+	procMountExp  = 5
+	authNull      = 0
+	authSys       = 1
+	authTooWeak   = 5
+	maxCallRecord = 64<<20 + 4096 // a WRITE of 64 MiB and its header
+	acceptOK      = 0
+	acceptProgUn  = 1
+	acceptProgMis = 2
+	acceptProcUn  = 3
+	acceptGarbage = 4
+)
+
+type rpcConn struct {
+	net.Conn
+
+	rbuf []byte // what go-nfs reads next
+
+	wmu sync.Mutex // held from the start of a record written to the end
+	// the writer's parse of go-nfs's output (only its one writer goroutine
+	// calls Write)
+	hdr    []byte
+	remain int
+	last   bool
+	locked bool
+}
+
+func u32s(b []byte, vs ...uint32) []byte {
+	for _, v := range vs {
+		b = binary.BigEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+func acceptedReply(xid, stat uint32, body ...uint32) []byte {
+	return u32s(nil, append([]uint32{xid, 1, 0, 0, 0, stat}, body...)...)
+}
+
+// intercept returns the reply to a call go-nfs must not see, or nil.
+func intercept(rec []byte) []byte {
+	c, err := portmap.ParseCall(rec)
+	if err != nil {
+		if len(rec) >= 8 && binary.BigEndian.Uint32(rec[4:]) == 0 {
+			return acceptedReply(binary.BigEndian.Uint32(rec), acceptGarbage)
+		}
+		return []byte{} // not a call: drop it
+	}
+	switch {
+	case c.RPCVers != 2:
+		return u32s(nil, c.XID, 1, 1, 0, 2, 2)
+	case c.Prog != ProgNFS && c.Prog != ProgMount:
+		return acceptedReply(c.XID, acceptProgUn)
+	case c.Vers != 3:
+		return acceptedReply(c.XID, acceptProgMis, 3, 3)
+	case c.CredFlavor != authNull && c.CredFlavor != authSys:
+		return u32s(nil, c.XID, 1, 1, 1, authTooWeak)
+	case c.Prog == ProgNFS && c.Proc > procNFSCommit:
+		return acceptedReply(c.XID, acceptProcUn)
+	case c.Prog == ProgMount:
+		switch c.Proc {
+		case procMountDump, procMountExp:
+			return acceptedReply(c.XID, acceptOK, 0) // an empty list
+		case procMountAll:
+			return acceptedReply(c.XID, acceptOK)
+		}
+		if c.Proc > procMountExp {
+			return acceptedReply(c.XID, acceptProcUn)
+		}
+	}
+	return nil
+}
+
+func (c *rpcConn) Read(p []byte) (int, error) {
+	for len(c.rbuf) == 0 {
+		rec, err := portmap.ReadRecord(c.Conn, maxCallRecord)
+		if err != nil {
+			return 0, err
+		}
+		if reply := intercept(rec); reply != nil {
+			if len(reply) > 0 {
+				if err := c.reply(reply); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		}
+		c.rbuf = append(u32s(make([]byte, 0, 4+len(rec)), uint32(len(rec))|1<<31), rec...)
+	}
+	n := copy(p, c.rbuf)
+	c.rbuf = c.rbuf[n:]
+	return n, nil
+}
+
+func (c *rpcConn) reply(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.Conn.Write(append(u32s(nil, uint32(len(b))|1<<31), b...))
+	return err
+}
+
+// Write passes go-nfs's records through whole: a reply of ours never
+// lands inside one.
+func (c *rpcConn) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		if !c.locked {
+			c.wmu.Lock()
+			c.locked = true
+		}
+		var take int
+		if c.remain == 0 {
+			take = min(4-len(c.hdr), len(p))
+			c.hdr = append(c.hdr, p[:take]...)
+		} else {
+			take = min(c.remain, len(p))
+			c.remain -= take
+		}
+		if _, err := c.Conn.Write(p[:take]); err != nil {
+			c.unlock()
+			return total - len(p), err
+		}
+		p = p[take:]
+		if len(c.hdr) == 4 {
+			v := binary.BigEndian.Uint32(c.hdr)
+			c.hdr = c.hdr[:0]
+			c.remain, c.last = int(v&^(1<<31)), v&(1<<31) != 0
+		}
+		if c.remain == 0 && len(c.hdr) == 0 && c.last {
+			c.unlock()
+		}
+	}
+	return total, nil
+}
+
+func (c *rpcConn) unlock() {
+	if c.locked {
+		c.locked = false
+		c.last = false
+		c.wmu.Unlock()
+	}
+}

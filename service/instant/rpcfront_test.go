@@ -1,0 +1,65 @@
+package instant
+
+import (
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/vmvault/vmvault/service/instant/portmap"
+)
+
+func rawCall(xid, prog, vers, proc, flavor uint32, args ...uint32) []byte {
+	b := u32s(nil, xid, 0, 2, prog, vers, proc, flavor, 0, 0, 0)
+	return u32s(b, args...)
+}
+
+// TestRPCFront: what go-nfs would mis-answer is answered well-formed.
+func TestRPCFront(t *testing.T) {
+	_, srv, _, _ := exported(t, nil, 0)
+	c, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for name, tc := range map[string]struct {
+		msg  []byte
+		want []uint32
+	}{
+		"nfs v4":        {rawCall(1, ProgNFS, 4, 1, 1), []uint32{1, 1, 0, 0, 0, acceptProgMis, 3, 3}},
+		"mount v1":      {rawCall(2, ProgMount, 1, 1, 1), []uint32{2, 1, 0, 0, 0, acceptProgMis, 3, 3}},
+		"other program": {rawCall(3, 100021, 4, 0, 1), []uint32{3, 1, 0, 0, 0, acceptProgUn}},
+		"rpcsec_gss":    {rawCall(4, ProgNFS, 3, 1, 6), []uint32{4, 1, 1, 1, authTooWeak}},
+		"nfs proc 22":   {rawCall(5, ProgNFS, 3, 22, 1), []uint32{5, 1, 0, 0, 0, acceptProcUn}},
+		"mount export":  {rawCall(6, ProgMount, 3, 5, 1), []uint32{6, 1, 0, 0, 0, acceptOK, 0}},
+		"mount dump":    {rawCall(7, ProgMount, 3, 2, 0), []uint32{7, 1, 0, 0, 0, acceptOK, 0}},
+		"mount umntall": {rawCall(8, ProgMount, 3, 4, 1), []uint32{8, 1, 0, 0, 0, acceptOK}},
+		"mount proc 9":  {rawCall(9, ProgMount, 3, 9, 1), []uint32{9, 1, 0, 0, 0, acceptProcUn}},
+		"nfs null":      {rawCall(10, ProgNFS, 3, 0, 0), []uint32{10, 1, 0, 0, 0, acceptOK}},
+		"rpc version 3": {u32s(nil, 11, 0, 3, ProgNFS, 3, 0, 0, 0, 0, 0), []uint32{11, 1, 1, 0, 2, 2}},
+		"stale handle":  {rawCall(12, ProgNFS, 3, 1, 1, 4, 1), []uint32{12, 1, 0, 0, 0, acceptOK, 70}},
+	} {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(append(u32s(nil, uint32(len(tc.msg))|1<<31), tc.msg...)); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := portmap.ReadRecord(c, 1<<20)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got []uint32
+		for i := 0; i+4 <= len(rec) && len(got) < len(tc.want); i += 4 {
+			got = append(got, binary.BigEndian.Uint32(rec[i:]))
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %v, want %v", name, got, tc.want)
+				break
+			}
+		}
+	}
+}
