@@ -1,6 +1,7 @@
 package instant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -33,7 +34,11 @@ const (
 	authNull      = 0
 	authSys       = 1
 	authTooWeak   = 5
-	maxCallRecord = 64<<20 + 4096 // a WRITE of 64 MiB and its header
+	procNFSFSInfo = 19
+	// xferMax is the READ and WRITE size FSINFO advertises (go-nfs says
+	// 1 GiB, which would let one call pin that much memory).
+	xferMax       = 1 << 20
+	maxCallRecord = 4 * xferMax // a WRITE and its header, with room for clients that round up
 	acceptOK      = 0
 	acceptProgUn  = 1
 	acceptProgMis = 2
@@ -45,6 +50,9 @@ type rpcConn struct {
 	net.Conn
 
 	rbuf []byte // what go-nfs reads next
+
+	fsinfoMu sync.Mutex
+	fsinfo   map[uint32]bool // xids of FSINFO calls handed to go-nfs
 
 	wmu sync.Mutex // held from the start of a record written to the end
 	// the writer's parse of go-nfs's output (only its one writer goroutine
@@ -114,6 +122,16 @@ func (c *rpcConn) Read(p []byte) (int, error) {
 			}
 			continue
 		}
+		if len(rec) >= 24 && binary.BigEndian.Uint32(rec[12:]) == ProgNFS && binary.BigEndian.Uint32(rec[20:]) == procNFSFSInfo {
+			c.fsinfoMu.Lock()
+			if c.fsinfo == nil {
+				c.fsinfo = map[uint32]bool{}
+			}
+			if len(c.fsinfo) < 64 {
+				c.fsinfo[binary.BigEndian.Uint32(rec)] = true
+			}
+			c.fsinfoMu.Unlock()
+		}
 		c.rbuf = append(u32s(make([]byte, 0, 4+len(rec)), uint32(len(rec))|1<<31), rec...)
 	}
 	n := copy(p, c.rbuf)
@@ -136,6 +154,21 @@ func (c *rpcConn) Write(p []byte) (int, error) {
 		if !c.locked {
 			c.wmu.Lock()
 			c.locked = true
+		}
+		if c.remain == 0 && len(c.hdr) == 0 && len(p) >= 8 {
+			v := binary.BigEndian.Uint32(p)
+			n := int(v &^ (1 << 31))
+			if v&(1<<31) != 0 && len(p) >= 4+n && c.takeFSInfo(binary.BigEndian.Uint32(p[4:])) {
+				q := bytes.Clone(p[:4+n])
+				patchFSInfo(q[4:])
+				_, err := c.Conn.Write(q)
+				c.unlock()
+				if err != nil {
+					return total - len(p), err
+				}
+				p = p[4+n:]
+				continue
+			}
 		}
 		var take int
 		if c.remain == 0 {
@@ -167,5 +200,38 @@ func (c *rpcConn) unlock() {
 		c.locked = false
 		c.last = false
 		c.wmu.Unlock()
+	}
+}
+
+func (c *rpcConn) takeFSInfo(xid uint32) bool {
+	c.fsinfoMu.Lock()
+	defer c.fsinfoMu.Unlock()
+	if !c.fsinfo[xid] {
+		return false
+	}
+	delete(c.fsinfo, xid)
+	return true
+}
+
+// patchFSInfo lowers the transfer sizes of an FSINFO3resok reply to
+// xferMax; anything else is left alone.
+func patchFSInfo(rec []byte) {
+	be := binary.BigEndian
+	// xid, REPLY, MSG_ACCEPTED, verifier (flavour, empty body), SUCCESS, NFS3_OK
+	if len(rec) < 32 || be.Uint32(rec[8:]) != 0 || be.Uint32(rec[16:]) != 0 || be.Uint32(rec[20:]) != 0 || be.Uint32(rec[24:]) != 0 {
+		return
+	}
+	o := 28
+	if be.Uint32(rec[o:]) == 1 {
+		o += 84 // fattr3
+	}
+	o += 4
+	if len(rec) < o+24 {
+		return
+	}
+	for _, f := range []int{0, 4, 12, 16} { // rtmax, rtpref, wtmax, wtpref
+		if be.Uint32(rec[o+f:]) > xferMax {
+			be.PutUint32(rec[o+f:], xferMax)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package instant
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"testing"
@@ -61,5 +62,45 @@ func TestRPCFront(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestFSInfoTransferSizes: FSINFO advertises 1 MiB transfers, not
+// go-nfs's 1 GiB, and a client that follows it writes and reads fine.
+func TestFSInfoTransferSizes(t *testing.T) {
+	s, srv, src, _ := exported(t, nil, 0)
+	v, err := mount(t, srv, s.Export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := v.FSInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.RTMax != xferMax || fi.RTPref != xferMax || fi.WTMax != xferMax || fi.WTPref != xferMax || fi.RTMult != 4096 {
+		t.Fatalf("fsinfo %+v", fi)
+	}
+	w, err := v.OpenFile("web01-flat.vmdk", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{0x5a}, 3<<20+100) // four WRITEs of at most 1 MiB
+	if n, err := w.Write(big); err != nil || n != len(big) {
+		t.Fatalf("write %d: %v", n, err)
+	}
+	got := make([]byte, len(src))
+	copy(got, src)
+	copy(got, big)
+	back := make([]byte, len(src))
+	f, _ := v.Open("web01-flat.vmdk")
+	for off := 0; off < len(back); {
+		n, err := f.ReadAt(back[off:], int64(off))
+		if n == 0 {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		off += n
+	}
+	if !bytes.Equal(back, got) {
+		t.Fatal("read back differs")
 	}
 }

@@ -276,12 +276,18 @@ func (s *Store) ReadAt(p []byte, off int64, base io.ReaderAt) (int, error) {
 		p = p[:rem]
 	}
 	end := off + int64(len(p))
+	// The map's part under the lock, the reads outside it: a slow
+	// repository read must not hold up writers (and the readers queued
+	// behind them). A write racing this read of the same range may or may
+	// not be seen, as on any disk.
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if s.closed {
+		s.mu.RUnlock()
 		return 0, ErrClosed
 	}
 	i, j := s.overlap(off, end)
+	ext := append([]extent.Extent(nil), s.ext[i:j]...)
+	s.mu.RUnlock()
 	pos := off
 	fill := func(to int64, r io.ReaderAt) error {
 		if to <= pos {
@@ -298,7 +304,7 @@ func (s *Store) ReadAt(p []byte, off int64, base io.ReaderAt) (int, error) {
 		pos = to
 		return nil
 	}
-	for _, e := range s.ext[i:j] {
+	for _, e := range ext {
 		es, ee := max(e.Offset, off), min(e.Offset+e.Length, end)
 		if es >= ee {
 			continue
