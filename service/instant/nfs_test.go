@@ -18,6 +18,7 @@ import (
 	"github.com/willscott/go-nfs-client/nfs/rpc"
 
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/instant/portmap"
 )
 
 // exported backs an image up, opens its session and serves it on
@@ -173,16 +174,33 @@ func TestGoClientReadsAndWrites(t *testing.T) {
 
 func TestClientOutsideAllowListRefused(t *testing.T) {
 	s, srv, _, _ := exported(t, []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, 0)
-	if _, err := mount(t, srv, s.Export); err == nil {
-		t.Fatal("a client outside the allow list mounted the export")
-	}
-	// The portmapper does not answer it either.
-	pm, err := rpc.DialPortmapper("tcp", srv.PortmapAddr())
-	if err == nil {
-		defer pm.Close()
-		if _, err := pm.Getport(rpc.Mapping{Prog: ProgNFS, Vers: 3, Prot: rpc.IPProtoTCP}); err == nil {
-			t.Fatal("the portmapper answered a client outside the allow list")
+	// NFS, MOUNT and the portmapper (TCP and UDP) hang up or stay silent.
+	for _, addr := range []string{srv.Addr(), srv.PortmapAddr()} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
 		}
+		msg := rawCall(1, ProgMount, 3, 1, 1, uint32(len(s.Export)))
+		msg = append(msg, []byte(s.Export)...)
+		msg = append(msg, make([]byte, (4-len(s.Export)%4)%4)...)
+		c.Write(append(u32s(nil, uint32(len(msg))|1<<31), msg...))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rec, err := portmap.ReadRecord(c, 1<<16); err == nil {
+			t.Errorf("%s answered a client outside the allow list: %x", addr, rec)
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%s did not hang up on a client outside the allow list", addr)
+		}
+		c.Close()
+	}
+	u, err := net.Dial("udp", srv.PortmapAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write(rawCall(2, portmap.Program, 2, portmap.ProcGetPort, 1, ProgNFS, 3, portmap.ProtoTCP, 0))
+	u.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := u.Read(make([]byte, 100)); err == nil {
+		t.Error("the portmapper answered a UDP client outside the allow list")
 	}
 }
 
