@@ -10,6 +10,8 @@ import (
 
 	billy "github.com/go-git/go-billy/v5"
 	nfsfile "github.com/willscott/go-nfs/file"
+
+	"github.com/vmvault/vmvault/internal/clock"
 )
 
 // exportFS is a session as the billy.Filesystem go-nfs serves: one flat
@@ -50,7 +52,7 @@ func (f *exportFS) OpenFile(name string, flag int, _ os.FileMode) (billy.File, e
 	if (write && n.disk == nil) || flag&(os.O_TRUNC|os.O_APPEND) != 0 || flag&(os.O_CREATE|os.O_EXCL) == os.O_CREATE|os.O_EXCL {
 		return nil, errReadOnly
 	}
-	return &openFile{n: n, write: write}, nil
+	return &openFile{n: n, write: write, clk: f.s.clk}, nil
 }
 
 func (f *exportFS) Stat(name string) (os.FileInfo, error) {
@@ -118,8 +120,13 @@ func (i info) Mode() fs.FileMode {
 	}
 	return 0o444
 }
-func (i info) ModTime() time.Time { return i.mod }
-func (i info) IsDir() bool        { return i.n.dir }
+func (i info) ModTime() time.Time {
+	if ns := i.n.mtime.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return i.mod
+}
+func (i info) IsDir() bool { return i.n.dir }
 func (i info) Sys() any {
 	nlink := uint32(1)
 	if i.n.dir {
@@ -147,6 +154,7 @@ func (n *node) readAt(p []byte, off int64) (int, error) {
 
 // openFile is an open file of the export.
 type openFile struct {
+	clk   clock.Clock
 	n     *node
 	write bool
 	pos   int64
@@ -170,6 +178,9 @@ func (o *openFile) Write(p []byte) (int, error) {
 	}
 	c, err := o.n.disk.ov.WriteAtSync(p, o.pos)
 	o.pos += int64(c)
+	if c > 0 {
+		o.n.mtime.Store(o.clk.Now().UnixNano())
+	}
 	return c, err
 }
 
@@ -201,4 +212,24 @@ func (o *openFile) Truncate(size int64) error {
 		return nil
 	}
 	return errReadOnly
+}
+
+// change is the billy.Change of an export: the times of the writable
+// files may be set (clients touch what they write); modes and owners are
+// fixed.
+type change struct{ s *Session }
+
+func (c change) Chmod(name string, _ os.FileMode) error { return errReadOnly }
+func (c change) Lchown(string, int, int) error          { return errReadOnly }
+func (c change) Chown(string, int, int) error           { return errReadOnly }
+func (c change) Chtimes(name string, _, mtime time.Time) error {
+	n := c.s.lookup(name)
+	if n == nil {
+		return &os.PathError{Op: "chtimes", Path: name, Err: os.ErrNotExist}
+	}
+	if n.disk == nil {
+		return errReadOnly
+	}
+	n.mtime.Store(mtime.UnixNano())
+	return nil
 }

@@ -260,8 +260,14 @@ func (h *handler) Mount(ctx context.Context, conn net.Conn, req nfs.MountRequest
 	return nfs.MountStatusOk, &exportFS{s: sess}, []nfs.AuthFlavor{nfs.AuthFlavorUnix, nfs.AuthFlavorNull}
 }
 
-// Change: no attribute changes (chmod, chown, utimes) on an export.
-func (h *handler) Change(billy.Filesystem) billy.Change { return nil }
+// Change: only the times of the writable files change (chmod and chown
+// are refused).
+func (h *handler) Change(f billy.Filesystem) billy.Change {
+	if ef, ok := f.(*exportFS); ok {
+		return change{s: ef.s}
+	}
+	return nil
+}
 
 func (h *handler) FSStat(_ context.Context, f billy.Filesystem, st *nfs.FSStat) error {
 	ef, ok := f.(*exportFS)

@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmvault/vmvault/disk/vmdk"
+	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/instant/overlay"
 	"github.com/vmvault/vmvault/vmconfig"
@@ -68,12 +70,16 @@ type Session struct {
 	key   []byte
 	nodes []*node // nodes[0] is the root directory
 	mod   time.Time
+	clk   clock.Clock
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 type node struct {
+	// mtime (Unix ns; 0: the point's time) moves on each write and on
+	// SETATTR of the times, so that clients' attribute caches see changes.
+	mtime   atomic.Int64
 	idx     uint32
 	name    string
 	dir     bool
@@ -109,7 +115,7 @@ func Open(ctx context.Context, r *repository.Repository, opts Options) (*Session
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{Point: p, Export: st.Export, Dir: opts.Dir, mod: p.Time}
+	s := &Session{Point: p, Export: st.Export, Dir: opts.Dir, mod: p.Time, clk: clock.Real()}
 	hb, err1 := hex.DecodeString(st.HandleID)
 	kb, err2 := hex.DecodeString(st.Key)
 	if err1 != nil || err2 != nil || len(hb) != 16 || len(kb) != 32 {
@@ -215,7 +221,7 @@ func (s *Session) build(ctx context.Context, r *repository.Repository, opts Opti
 	}
 	base := fileBase(s.Point.VM.Name)
 	var vmdkNames []string
-	for i, d := range s.Point.Disks {
+	for i := range s.Point.Disks {
 		name := base
 		if i > 0 {
 			name = fmt.Sprintf("%s_%d", base, i)
@@ -237,7 +243,6 @@ func (s *Session) build(ctx context.Context, r *repository.Repository, opts Opti
 			// export the flat file alone.
 			desc = nil
 		}
-		_ = d
 		if desc != nil {
 			add(&node{name: name + ".vmdk", size: int64(len(desc)), content: desc, file: File{Disk: i}})
 		}
@@ -294,7 +299,7 @@ func (s *Session) Files() []File {
 	return out
 }
 
-// ReadFile reads a file of the export as a client would (tests, checks).
+// ReadAt reads a file of the export as a client would (tests, checks).
 func (s *Session) ReadAt(name string, p []byte, off int64) (int, error) {
 	n := s.lookup(name)
 	if n == nil || n.dir {
