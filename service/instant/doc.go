@@ -17,18 +17,23 @@
 // could point the extent elsewhere; registering the VM from the export,
 // which writes the .vmx and creates files beside it, is the vCenter flow
 // of a later slice). Nothing can be created, removed, renamed or
-// truncated. go-nfs answers every WRITE as FILE_SYNC, so every write is
-// made durable (data, then map) before it is answered; concurrent writes
-// share fsyncs.
+// truncated; of the attributes only the flat files' times may be set.
+// go-nfs answers every WRITE as FILE_SYNC, so every write is made durable
+// (data, then map) before it is answered; concurrent writes share fsyncs.
 //
 // A Session's state lives in its directory (session.json: point, export
 // path, file handle key; the overlays), so a restarted process reopens
 // the same export path, the same file handles and what clients wrote.
 //
 // A Server serves sessions over NFS v3 (github.com/willscott/go-nfs, which
-// also answers MOUNT v3 MNT/UMNT/NULL on the same port) to allow-listed
-// client addresses only (checked on accept and again in MOUNT), AUTH_SYS
-// or AUTH_NULL at MOUNT. Each session is mounted by a random unguessable
+// also answers MOUNT v3 MNT/UMNT/NULL on the same port) behind an RPC
+// front (rpcfront.go) that answers what go-nfs would get wrong: other
+// versions and programs, credentials other than AUTH_SYS and AUTH_NULL,
+// MOUNT EXPORT/DUMP (empty lists: export paths are secrets), procedures
+// it lacks; it joins fragmented records and lowers FSINFO's transfer
+// sizes from go-nfs's 1 GiB to 1 MiB. Only allow-listed
+// client addresses get answers (checked on accept and again in MOUNT).
+// Each session is mounted by a random unguessable
 // export path; its file handles carry the session's random id and an
 // HMAC-SHA256 under the session's key, so a handle cannot be forged into
 // another session or guessed. service/instant/portmap answers the

@@ -92,9 +92,16 @@ type node struct {
 type diskFile struct {
 	base *repository.DiskReader
 	ov   *overlay.Store
+	ra   *readahead
 }
 
-func (d *diskFile) ReadAt(p []byte, off int64) (int, error) { return d.ov.ReadAt(p, off, d.base) }
+func (d *diskFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := d.ov.ReadAt(p, off, d.base)
+	if d.ra != nil {
+		d.ra.saw(off, n)
+	}
+	return n, err
+}
 
 // Open opens a session of a restore point of r.
 func Open(ctx context.Context, r *repository.Repository, opts Options) (*Session, error) {
@@ -235,7 +242,7 @@ func (s *Session) build(ctx context.Context, r *repository.Repository, opts Opti
 			dr.Close()
 			return err
 		}
-		df := &diskFile{base: dr, ov: ov}
+		df := &diskFile{base: dr, ov: ov, ra: &readahead{base: dr, size: dr.Size(), window: readaheadWindow}}
 		desc, err := vmdk.FlatDescriptor(dr.Size()/vmdk.SectorSize*vmdk.SectorSize, name+"-flat.vmdk", adapterFor(cfg, i),
 			crc32.ChecksumIEEE([]byte(s.Point.ID+name)), diskDDB(cfg, i))
 		if err != nil {
