@@ -26,6 +26,9 @@ import (
 //   - MOUNT DUMP and EXPORT: empty lists (the export paths are secrets:
 //     a client must be told one, never list them), UMNTALL: void; MOUNT
 //     procedures past EXPORT: PROC_UNAVAIL.
+//
+// Rewritten on the way out: FSINFO's transfer sizes (patchFSInfo) and
+// go-nfs's mis-numbered error stats (fixAcceptStat).
 const (
 	procNFSCommit = 21
 	procMountDump = 2
@@ -158,9 +161,10 @@ func (c *rpcConn) Write(p []byte) (int, error) {
 		if c.remain == 0 && len(c.hdr) == 0 && len(p) >= 8 {
 			v := binary.BigEndian.Uint32(p)
 			n := int(v &^ (1 << 31))
-			if v&(1<<31) != 0 && len(p) >= 4+n && c.takeFSInfo(binary.BigEndian.Uint32(p[4:])) {
+			if v&(1<<31) != 0 && len(p) >= 4+n && n >= 4 && (c.takeFSInfo(binary.BigEndian.Uint32(p[4:])) || badAcceptStat(p[4:4+n])) {
 				q := bytes.Clone(p[:4+n])
 				patchFSInfo(q[4:])
+				fixAcceptStat(q[4:])
 				_, err := c.Conn.Write(q)
 				c.unlock()
 				if err != nil {
@@ -233,5 +237,26 @@ func patchFSInfo(rec []byte) {
 		if be.Uint32(rec[o+f:]) > xferMax {
 			be.PutUint32(rec[o+f:], xferMax)
 		}
+	}
+}
+
+// go-nfs numbers accept_stat without PROG_MISMATCH (its "PROC_UNAVAIL"
+// is 2, GARBAGE_ARGS 3, SYSTEM_ERR 4), so its error replies say
+// PROG_MISMATCH without the version range (malformed: libnfs fails on
+// it) or the wrong error. It never means PROG_MISMATCH (it has no notion
+// of versions; the front answers those), so an accepted reply from it with
+// stat 2, 3 or 4 and no body is shifted to the RFC 5531 value.
+func badAcceptStat(rec []byte) bool {
+	be := binary.BigEndian
+	if len(rec) != 24 || be.Uint32(rec[4:]) != 1 || be.Uint32(rec[8:]) != 0 || be.Uint32(rec[16:]) != 0 {
+		return false
+	}
+	st := be.Uint32(rec[20:])
+	return st >= 2 && st <= 4
+}
+
+func fixAcceptStat(rec []byte) {
+	if badAcceptStat(rec) {
+		binary.BigEndian.PutUint32(rec[20:], binary.BigEndian.Uint32(rec[20:])+1)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	nfs "github.com/willscott/go-nfs"
+
 	"github.com/vmvault/vmvault/service/instant/portmap"
 )
 
@@ -102,5 +104,52 @@ func TestFSInfoTransferSizes(t *testing.T) {
 	}
 	if !bytes.Equal(back, got) {
 		t.Fatal("read back differs")
+	}
+}
+
+// TestGoNFSUnknownProcedure pins what go-nfs itself answers for a MOUNT
+// procedure it lacks (EXPORT), without the front: accept_stat 2, which is
+// PROG_MISMATCH without its version range (go-nfs's enum has no
+// PROG_MISMATCH): malformed, and libnfs 4.0 (QEMU's NFS driver) fails its
+// mount on it. The front answers EXPORT itself and shifts go-nfs's other
+// error stats to their RFC 5531 values.
+func TestGoNFSUnknownProcedure(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go nfs.Serve(l, &handler{s: NewServer(ServerOptions{})})
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := rawCall(77, ProgMount, 3, 5, 1)
+	c.Write(append(u32s(nil, uint32(len(msg))|1<<31), msg...))
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	rec, err := portmap.ReadRecord(c, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := u32s(nil, 77, 1, 0, 0, 0, 2); !bytes.Equal(rec, want) {
+		t.Fatalf("go-nfs answered %x, want %x", rec, want)
+	}
+	// Through the front: a MNT whose argument does not decode is
+	// SYSTEM_ERR (go-nfs's 4, GARBAGE_ARGS on its own wire).
+	_, srv, _, _ := exported(t, nil, 0)
+	fc, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	msg = rawCall(78, ProgMount, 3, 1, 1, 1<<20) // a dirpath longer than the call
+	fc.Write(append(u32s(nil, uint32(len(msg))|1<<31), msg...))
+	fc.SetDeadline(time.Now().Add(5 * time.Second))
+	if rec, err = portmap.ReadRecord(fc, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	if want := u32s(nil, 78, 1, 0, 0, 0, 5); !bytes.Equal(rec, want) {
+		t.Fatalf("through the front %x, want %x", rec, want)
 	}
 }
