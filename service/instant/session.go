@@ -23,6 +23,9 @@ import (
 	"github.com/vmvault/vmvault/vmconfig"
 )
 
+// ErrNotSessionDir: the directory holds files but no session.
+var ErrNotSessionDir = errors.New("directory is neither empty nor a session's")
+
 // ErrOtherPoint: the overlay directory holds a session of another point.
 var ErrOtherPoint = errors.New("overlay directory belongs to another restore point")
 
@@ -117,6 +120,15 @@ func Open(ctx context.Context, r *repository.Repository, opts Options) (*Session
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	// A directory of other files is never adopted: Remove deletes what
+	// a session keeps there.
+	if ents, err := os.ReadDir(opts.Dir); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	} else if len(ents) > 0 {
+		if _, err := os.Stat(filepath.Join(opts.Dir, "session.json")); err != nil {
+			return nil, fmt.Errorf("%s: %w", opts.Dir, ErrNotSessionDir)
+		}
 	}
 	st, err := loadState(opts.Dir, p.ID)
 	if err != nil {
@@ -366,9 +378,20 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
-// Remove closes the session and deletes its directory: what clients wrote
-// is gone.
+// Remove closes the session and deletes its files, and its directory
+// when nothing else is left in it: what clients wrote is gone.
 func (s *Session) Remove() error {
-	err := s.Close()
-	return errors.Join(err, os.RemoveAll(s.Dir))
+	errs := []error{s.Close()}
+	for i := range s.Point.Disks {
+		errs = append(errs, overlay.Remove(s.Dir, fmt.Sprintf("disk%d", i)))
+	}
+	for _, f := range []string{"session.json", "session.json.tmp"} {
+		if err := os.Remove(filepath.Join(s.Dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(s.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("session directory not removed: %w", err))
+	}
+	return errors.Join(errs...)
 }

@@ -178,3 +178,27 @@ func TestSessionReadOnlyAndNoSpace(t *testing.T) {
 		t.Fatal("truncate")
 	}
 }
+
+// TestSessionDirNeverAdopted: a directory of other files is refused, and
+// Remove deletes only the session's files.
+func TestSessionDirNeverAdopted(t *testing.T) {
+	ctx := context.Background()
+	r := repository.TestRepository(t)
+	p := backupImages(t, r, "vm", nil, image(t, 1<<20, 9))
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o600)
+	if _, err := Open(ctx, r, Options{Point: p.ID, Dir: dir, NoSync: true}); !errors.Is(err, ErrNotSessionDir) {
+		t.Fatalf("adopted a directory of other files: %v", err)
+	}
+	sdir := filepath.Join(t.TempDir(), "s")
+	s, err := Open(ctx, r, Options{Point: p.ID, Dir: sdir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sdir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("session directory left: %v", err)
+	}
+}
