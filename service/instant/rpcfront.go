@@ -38,6 +38,7 @@ const (
 	authSys       = 1
 	authTooWeak   = 5
 	procNFSFSInfo = 19
+	procNFSRead   = 6
 	// xferMax is the READ and WRITE size FSINFO advertises (go-nfs says
 	// 1 GiB, which would let one call pin that much memory).
 	xferMax       = 1 << 20
@@ -125,6 +126,7 @@ func (c *rpcConn) Read(p []byte) (int, error) {
 			}
 			continue
 		}
+		clampRead(rec)
 		if len(rec) >= 24 && binary.BigEndian.Uint32(rec[12:]) == ProgNFS && binary.BigEndian.Uint32(rec[20:]) == procNFSFSInfo {
 			c.fsinfoMu.Lock()
 			if c.fsinfo == nil {
@@ -258,5 +260,26 @@ func badAcceptStat(rec []byte) bool {
 func fixAcceptStat(rec []byte) {
 	if badAcceptStat(rec) {
 		binary.BigEndian.PutUint32(rec[20:], binary.BigEndian.Uint32(rec[20:])+1)
+	}
+}
+
+// clampRead lowers a READ's count to xferMax, what FSINFO advertises:
+// go-nfs allocates the count a client asks for (up to 16 MiB) before
+// reading. A shorter reply is a normal short read to the client.
+func clampRead(rec []byte) {
+	c, err := portmap.ParseCall(rec)
+	if err != nil || c.Prog != ProgNFS || c.Vers != 3 || c.Proc != procNFSRead || len(c.Args) < 4 {
+		return
+	}
+	fhLen := binary.BigEndian.Uint32(c.Args)
+	if fhLen > 64 {
+		return
+	}
+	o := 4 + int((fhLen+3)&^3) + 8 // handle, offset
+	if len(c.Args) < o+4 {
+		return
+	}
+	if binary.BigEndian.Uint32(c.Args[o:]) > xferMax {
+		binary.BigEndian.PutUint32(c.Args[o:], xferMax)
 	}
 }

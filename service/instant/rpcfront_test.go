@@ -153,3 +153,22 @@ func TestGoNFSUnknownProcedure(t *testing.T) {
 		t.Fatalf("through the front %x, want %x", rec, want)
 	}
 }
+
+func TestClampRead(t *testing.T) {
+	fh := bytes.Repeat([]byte{7}, 36)
+	call := rawCall(1, ProgNFS, 3, procNFSRead, 1, 36)
+	call = append(call, fh...)
+	call = u32s(call, 0, 4096, 16<<20)
+	clampRead(call)
+	if got := binary.BigEndian.Uint32(call[len(call)-4:]); got != xferMax {
+		t.Fatalf("count %d", got)
+	}
+	small := u32s(append(rawCall(2, ProgNFS, 3, procNFSRead, 1, 36), fh...), 0, 0, 8192)
+	clampRead(small)
+	if got := binary.BigEndian.Uint32(small[len(small)-4:]); got != 8192 {
+		t.Fatalf("count %d", got)
+	}
+	for _, b := range [][]byte{nil, call[:50], rawCall(3, ProgNFS, 3, procNFSRead, 1, 1<<30)} {
+		clampRead(b) // no panic
+	}
+}
