@@ -202,3 +202,14 @@ func TestSessionDirNeverAdopted(t *testing.T) {
 		t.Fatalf("session directory left: %v", err)
 	}
 }
+
+func TestGuestOS(t *testing.T) {
+	for id, want := range map[string]string{
+		"ubuntu64Guest": "ubuntu-64", "windows2019srv_64Guest": "windows2019srv-64", "otherGuest64": "other-64",
+		"otherGuest": "other", "rhel7_64Guest": "rhel7-64", "otherLinux64Guest": "otherlinux-64", "": "", "bad\"Guest": "",
+	} {
+		if got := guestOS(id); got != want {
+			t.Errorf("%q: %q, want %q", id, got, want)
+		}
+	}
+}

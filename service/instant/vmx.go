@@ -146,7 +146,13 @@ func scsiDev(model string) string {
 // guestOS turns vSphere's guest id ("ubuntu64Guest", "windows2019srv_64Guest")
 // into the .vmx's guestOS ("ubuntu-64", "windows2019srv-64"): vSphere's ids
 // are the vmx names with "Guest" appended and "-64" spelled "64" or "_64".
+//
+// A heuristic: a few ids differ more ("windows7Server64Guest" is
+// "windows7srv-64"); ESXi falls back to "other" for a name it lacks.
 func guestOS(id string) string {
+	if strings.HasSuffix(id, "Guest64") { // "otherGuest64" is "other-64"
+		id = strings.TrimSuffix(id, "Guest64") + "64Guest"
+	}
 	g := strings.TrimSuffix(id, "Guest")
 	if g == "" || !validKey(g) {
 		return ""
