@@ -358,10 +358,12 @@ func (s *Store) syncTo(seq uint64) error {
 	}
 	if _, err := s.journal.Write(buf); err != nil {
 		s.requeue(recs)
+		s.rewindJournal()
 		return fmt.Errorf("write overlay journal: %w", err)
 	}
 	if err := s.fsync(s.journal); err != nil {
 		s.requeue(recs)
+		s.rewindJournal()
 		return fmt.Errorf("sync overlay journal: %w", err)
 	}
 	s.jrecs += len(recs)
@@ -371,6 +373,15 @@ func (s *Store) syncTo(seq uint64) error {
 		_ = s.compactLocked()
 	}
 	return nil
+}
+
+// rewindJournal cuts a failed append off the journal: a torn record in
+// the middle would hide every record after it from Open. The records are
+// pending again and go out with the next Sync.
+func (s *Store) rewindJournal() {
+	good := int64(s.jrecs) * recSize
+	_ = s.journal.Truncate(good)
+	_, _ = s.journal.Seek(good, io.SeekStart)
 }
 
 func (s *Store) requeue(recs []extent.Extent) {

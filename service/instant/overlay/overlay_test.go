@@ -276,3 +276,28 @@ func TestCompaction(t *testing.T) {
 		t.Fatal("content after compaction and crash")
 	}
 }
+
+// TestRewindAfterFailedAppend: a failed journal append (here: a torn
+// record left at the end) is cut off before the next, so the records
+// after it stay visible to Open.
+func TestRewindAfterFailedAppend(t *testing.T) {
+	dir := t.TempDir()
+	b := base()
+	s, _ := Open(dir, "d0", diskSize, Options{})
+	s.WriteAtSync([]byte("one"), 10)
+	f, _ := os.OpenFile(Paths(dir, "d0")[2], os.O_WRONLY|os.O_APPEND, 0)
+	f.Write([]byte{1, 2, 3, 4, 5}) // what a failed write may leave
+	f.Close()
+	s.rewindJournal()
+	s.WriteAtSync([]byte("two"), 20)
+	crash(s)
+	s2, err := Open(dir, "d0", diskSize, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got := readAll(t, s2, b)
+	if string(got[10:13]) != "one" || string(got[20:23]) != "two" {
+		t.Fatal("a record after the failed append was lost")
+	}
+}
