@@ -34,7 +34,9 @@ type cliEnv struct {
 	getenv func(string) string
 
 	serveReady func(addr string) // serve: called with the address once it listens
-	demo       demoHooks
+	// instant export: called with what was printed once the export serves
+	instantReady func(printed string)
+	demo         demoHooks
 }
 
 var commands = map[string]*command{}

@@ -188,7 +188,9 @@ func (d *Descriptor) encode() []byte {
 	for _, e := range d.Extents {
 		if e.Filename == "" {
 			fmt.Fprintf(&b, "%s %d %s\n", e.Access, e.Sectors, e.Type)
-		} else if e.Offset != 0 {
+		} else if e.Offset != 0 || e.Type == "FLAT" {
+			// FLAT lines carry their offset, 0 too: VMware writes it and
+			// QEMU refuses a FLAT line without one.
 			fmt.Fprintf(&b, "%s %d %s \"%s\" %d\n", e.Access, e.Sectors, e.Type, e.Filename, e.Offset)
 		} else {
 			fmt.Fprintf(&b, "%s %d %s \"%s\"\n", e.Access, e.Sectors, e.Type, e.Filename)

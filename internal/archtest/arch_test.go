@@ -197,6 +197,10 @@ var plantedCases = []struct {
 	{"govmomi-only-vsphere-and-lab", graph{lib("service/inventory", "github.com/vmware/govmomi/vim25")}, "service/inventory (service/inventory/x.go) imports github.com/vmware/govmomi/vim25"},
 	{"govmomi-only-vsphere-and-lab", graph{lib("cmd/appliance", "github.com/vmware/govmomi")}, "cmd/appliance (cmd/appliance/x.go) imports github.com/vmware/govmomi"},
 	{"inventory-only-bridge", graph{lib("backup", "vsphere", "policy")}, "backup imports both vsphere and policy"},
+	{"instant-reads-repositories", graph{lib("service/instant", "backup")}, "service/instant -> backup"},
+	{"instant-reads-repositories", graph{lib("service/instant", "vsphere")}, "service/instant -> vsphere"},
+	{"instant-overlay-leaf", graph{lib("service/instant/overlay", "repository")}, "service/instant/overlay -> repository"},
+	{"instant-portmap-leaf", graph{testOf("service/instant/portmap", "github.com/willscott/go-nfs")}, "service/instant/portmap (tests) imports github.com/willscott/go-nfs"},
 }
 
 // TestRulesCatchPlantedViolations proves no rule is vacuous: each planted

@@ -180,6 +180,15 @@ var depRules = []depRule{
 		allowed: []string{"service/vmstatus/...", "policy/...", "internal/clock/..."}},
 	{name: "progress-nothing", source: "internal/progress/progress.go", pkg: "internal/progress/...", scope: both,
 		allowed: []string{"internal/progress/..."}},
+	// Instant export reads a point through repository and serves it; it
+	// never drives an engine, vCenter or the scheduler (the vCenter flow
+	// of issue 25 will reach vsphere through an interface it declares).
+	{name: "instant-reads-repositories", source: "service/instant/doc.go", pkg: "service/instant/...", scope: prod,
+		denied: join([]string{"vsphere/...", "policy/...", "dedup/...", "guestfs/...", "internal/state/...", "web/..."}, engines, []string{"cmd/...", "daemon/...", "vcsim-tests/..."})},
+	{name: "instant-overlay-leaf", source: "service/instant/overlay/doc.go", pkg: "service/instant/overlay/...", scope: both,
+		allowed: []string{"service/instant/overlay/...", "internal/extent"}, thirdParty: []string{}},
+	{name: "instant-portmap-leaf", source: "service/instant/portmap/doc.go", pkg: "service/instant/portmap/...", scope: both,
+		allowed: []string{"service/instant/portmap/..."}, thirdParty: []string{}},
 	{name: "daemon-below-cmd", source: "daemon/doc.go (cmd -> daemon -> services -> web)", pkg: "daemon/...", scope: both,
 		denied: []string{"cmd/..."}},
 	// The daemon reaches web/api and web/console through web (transitive
