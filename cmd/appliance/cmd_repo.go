@@ -246,6 +246,12 @@ func runRepoCheck(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if !rep.Clean() {
+		for _, p := range rep.Problems {
+			if p.Kind == repository.ProblemMissingRecord || (p.Kind == repository.ProblemBadPoint && strings.Contains(p.Message, "commit record")) {
+				fmt.Fprintf(env.stderr, "to rewrite the damaged commit records from the catalog and the manifests: appliance repo repair --repo %s\n", rf.dir)
+				break
+			}
+		}
 		return fmt.Errorf("repository is damaged: %d problem(s); damaged restore points: %v", len(rep.Problems), rep.DamagedPoints())
 	}
 	if !*asJSON {
