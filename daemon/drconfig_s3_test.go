@@ -32,7 +32,7 @@ func TestServeS3OffsiteDisasterRecovery(t *testing.T) {
 	mainDir := filepath.Join(dirA, "repo")
 	src := repository.TestRepositoryWithPoint(t, mainDir, "repo-pass")
 	loc := srv.Location("vmvault-dr", "appliance-1")
-	if err := repository.Init(ctx, loc, []byte("s3-pass"), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF}); err != nil {
+	if err := repository.Init(ctx, loc, []byte("s3-pass"), repository.InitOptions{Chunker: repository.TestChunker, KDF: repository.TestKDF, CreateBucket: true}); err != nil {
 		t.Fatal(err)
 	}
 	cfgA := fmt.Sprintf(`

@@ -198,32 +198,75 @@ func (f *fsys) Readlink(name string) (string, error) {
 }
 
 func (f *fsys) ReadDir(name string) ([]fs.DirEntry, error) {
+	ents, _, err := f.ReadDirSkipped(name)
+	return ents, err
+}
+
+// ReadDirSkipped is ReadDir that also returns the entries it leaves out:
+// a name with a slash or a NUL, or a dot entry, would let a caller build a
+// path that means something else (UnsafeName), so such entries are never
+// returned, but callers that show or restore a directory say which.
+func (f *fsys) ReadDirSkipped(name string) ([]fs.DirEntry, []Skipped, error) {
 	p, err := f.resolve("readdir", name, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.lstat(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !fi.IsDir() {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: ErrNotDir}
+		return nil, nil, &fs.PathError{Op: "readdir", Path: name, Err: ErrNotDir}
 	}
 	ents, err := guard(f, "readdir", p, func() ([]fs.DirEntry, error) { return f.b.readDir(p) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var skipped []Skipped
 	out := ents[:0]
 	for _, e := range ents {
-		// A name with a slash or a dot entry would let a caller build a
-		// path that means something else; such entries are dropped.
-		if n := e.Name(); n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\x00") {
+		if why := UnsafeName(e.Name()); why != "" {
+			skipped = append(skipped, Skipped{Dir: SlashPath(name), Name: e.Name(), Reason: why})
 			continue
 		}
 		out = append(out, guardedEntry{e, f, p})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
-	return out, nil
+	return out, skipped, nil
+}
+
+// ReadDirSkipped reads a directory of fsys and the entries left out because
+// no path can name them: the FS's own report when it keeps one (this
+// package's file systems), otherwise ReadDir's entries filtered here.
+func ReadDirSkipped(fsys interface {
+	ReadDir(string) ([]fs.DirEntry, error)
+}, name string) ([]fs.DirEntry, []Skipped, error) {
+	if r, ok := fsys.(interface {
+		ReadDirSkipped(string) ([]fs.DirEntry, []Skipped, error)
+	}); ok {
+		return r.ReadDirSkipped(name)
+	}
+	ents, err := fsys.ReadDir(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var skipped []Skipped
+	out := make([]fs.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if why := UnsafeName(e.Name()); why != "" {
+			skipped = append(skipped, Skipped{Dir: SlashPath(name), Name: e.Name(), Reason: why})
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, skipped, nil
+}
+
+// SlashPath shows a clean io/fs path ("." or "etc/ssh") as the volume's
+// absolute path ("/" or "/etc/ssh").
+func SlashPath(p string) string {
+	p = path.Clean("/" + p)
+	return p
 }
 
 // guardedEntry recovers panics in a backend's lazy DirEntry.Info.
@@ -370,6 +413,38 @@ func listDir(f FS, name string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return entriesOf(ents, name, readlink)
+}
+
+// ListSkipped is List that also returns the entries left out because no
+// path can name them (see ReadDirSkipped).
+func ListSkipped(f FS, name string) ([]Entry, []Skipped, error) {
+	readlink := f.Readlink
+	if ff, ok := f.(*fsys); ok {
+		p, err := ff.resolve("readdir", name, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		readlink = ff.readlinkRaw
+		ents, sk, err := ff.ReadDirSkipped(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range sk {
+			sk[i].Dir = SlashPath(name)
+		}
+		out, err := entriesOf(ents, p, readlink)
+		return out, sk, err
+	}
+	ents, sk, err := ReadDirSkipped(f, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := entriesOf(ents, name, readlink)
+	return out, sk, err
+}
+
+func entriesOf(ents []fs.DirEntry, name string, readlink func(string) (string, error)) ([]Entry, error) {
 	out := make([]Entry, 0, len(ents))
 	for _, e := range ents {
 		fi, err := e.Info()

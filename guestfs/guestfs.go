@@ -126,6 +126,33 @@ func CleanPath(p string) (string, error) {
 	return strings.Join(parts, "/"), nil
 }
 
+// Skipped is a directory entry that listings, downloads and restores leave
+// out, and why: its name cannot be a path component (see UnsafeName).
+type Skipped struct {
+	Dir    string `json:"dir"`  // the directory holding it, "/etc"
+	Name   string `json:"name"` // the name as the volume holds it
+	Reason string `json:"reason"`
+}
+
+// UnsafeName says why a name read from a volume cannot be one path
+// component ("" when it can): empty, "." or "..", or holding "/" or a NUL
+// byte, which no sane file system stores but a hostile image can. Such an
+// entry cannot be named by a path (a "/" would make "a/b" another file's
+// path), so it is skipped, and reported, wherever names become paths.
+func UnsafeName(n string) string {
+	switch {
+	case n == "":
+		return "empty name"
+	case n == "." || n == "..":
+		return fmt.Sprintf("the name %q would climb out of its directory", n)
+	case strings.IndexByte(n, '/') >= 0:
+		return `the name holds "/": no path can name it`
+	case strings.IndexByte(n, 0) >= 0:
+		return "the name holds a NUL byte: no path can name it"
+	}
+	return ""
+}
+
 // Entry is one directory entry as the CLI and the API show it.
 type Entry struct {
 	Name   string      `json:"name"`

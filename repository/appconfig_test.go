@@ -80,7 +80,7 @@ func TestApplianceConfigDisasterRecoveryS3(t *testing.T) {
 	ctx := context.Background()
 	srv := s3store.StartTestServer(t)
 	loc := srv.Location("vmvault-dr", "site-a")
-	if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+	if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{CacheDir: t.TempDir()})

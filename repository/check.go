@@ -449,12 +449,12 @@ func (c *checker) checkPoints(ctx context.Context, report func(string, int64, in
 		pid, _ := ParseID(p.ID)
 		rec, err := r.readRecord(pid)
 		if errors.Is(err, os.ErrNotExist) {
-			i := c.problem(Problem{Kind: ProblemMissingRecord, Message: fmt.Sprintf("restore point %s is in the catalog but its commit record %s is missing (restore the file from a copy, or delete the point; reclaim keeps its data meanwhile)", p.ID, r.recordPath(pid))})
+			i := c.problem(Problem{Kind: ProblemMissingRecord, Message: fmt.Sprintf("restore point %s is in the catalog but its commit record %s is missing (run appliance repo repair to rewrite it from the catalog and the manifest, restore the file from a copy, or delete the point; reclaim keeps its data meanwhile)", p.ID, r.recordPath(pid))})
 			c.attach(i, p.ID, -1)
 			continue
 		}
 		if err != nil {
-			i := c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("restore point %s: commit record: %v", p.ID, err)})
+			i := c.problem(Problem{Kind: ProblemBadPoint, Message: fmt.Sprintf("restore point %s: commit record: %v (run appliance repo repair to rewrite it from the catalog and the manifest)", p.ID, err)})
 			c.attach(i, p.ID, -1)
 			continue
 		}

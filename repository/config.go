@@ -84,6 +84,10 @@ type InitOptions struct {
 	IDMAC string
 	// KeyLabel labels the first key ("" = "init").
 	KeyLabel string
+	// CreateBucket lets Init create a missing S3 bucket (with Object Lock
+	// when ObjectLock is set); without it a missing bucket is an error, so
+	// a mistyped name creates nothing (see openInitStore).
+	CreateBucket bool
 }
 
 // Blob id functions of an encrypted repository (config encryption.id_mac).
@@ -209,7 +213,7 @@ func Init(ctx context.Context, location string, password []byte, opts InitOption
 	if opts.ObjectLock != nil && loc.S3 == nil {
 		return fmt.Errorf("init %s: an immutable repository needs an s3: location whose bucket has Object Lock (a local directory cannot refuse a delete)", location)
 	}
-	store, _, err = openStoreLock(ctx, loc, "", false, true, opts.ObjectLock != nil)
+	store, err = openInitStore(ctx, loc, opts)
 	if err != nil {
 		return fmt.Errorf("init %s: %w", location, err)
 	}

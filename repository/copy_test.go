@@ -279,7 +279,7 @@ func TestCopyLocalToS3(t *testing.T) {
 	f := newCopyFixture(t)
 	srv := s3store.StartTestServer(t)
 	loc := srv.Location("vmvault-copy", "offsite")
-	if err := Init(ctx, loc, []byte("offsite pass"), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+	if err := Init(ctx, loc, []byte("offsite pass"), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}); err != nil {
 		t.Fatal(err)
 	}
 	dst, err := Open(ctx, loc, []byte("offsite pass"), OpenOptions{CacheDir: t.TempDir()})

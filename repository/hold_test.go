@@ -292,7 +292,7 @@ func TestObjectLockInitRefusedLocally(t *testing.T) {
 func TestObjectLockS3(t *testing.T) {
 	ctx := context.Background()
 	srv := s3store.StartTestServer(t)
-	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}
+	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}
 	// A bucket without Object Lock cannot hold an immutable repository.
 	plain := srv.Location("vmvault-plain", "")
 	if err := Init(ctx, plain, []byte(TestPassword), init); err != nil {

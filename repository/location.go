@@ -133,6 +133,35 @@ func openStoreLock(ctx context.Context, loc Location, cache string, noSync, crea
 	return st, dir, nil
 }
 
+// ErrNoBucket: Init's S3 bucket does not exist and InitOptions.CreateBucket
+// was not set.
+var ErrNoBucket = errors.New("bucket does not exist")
+
+// openInitStore is openStoreLock for Init: it creates a missing bucket only
+// with opts.CreateBucket, and says how to when it does not.
+func openInitStore(ctx context.Context, loc Location, opts InitOptions) (storage.Storage, error) {
+	st, _, err := openStoreLock(ctx, loc, "", false, opts.CreateBucket, opts.ObjectLock != nil)
+	if err != nil && loc.S3 != nil && !opts.CreateBucket && errors.Is(err, storage.ErrNotExist) {
+		return nil, noBucketError{loc.S3.Bucket, opts.ObjectLock != nil}
+	}
+	return st, err
+}
+
+type noBucketError struct {
+	bucket string
+	lock   bool
+}
+
+func (e noBucketError) Error() string {
+	lock := ""
+	if e.lock {
+		lock = ", with Object Lock"
+	}
+	return fmt.Sprintf("bucket %s does not exist (add --create-bucket to create it%s)", e.bucket, lock)
+}
+
+func (e noBucketError) Is(target error) bool { return target == ErrNoBucket }
+
 // objectPath names an object in messages: a path for a local repository,
 // location + name for a remote one.
 func (r *Repository) objectPath(name string) string {

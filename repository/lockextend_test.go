@@ -25,7 +25,7 @@ func TestObjectLockSurvivesDedup(t *testing.T) {
 	srv := s3store.StartTestServer(t)
 	const bucket, prefix = "vmvault-dedup-lock", "repo"
 	loc := srv.Location(bucket, prefix)
-	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, ObjectLock: &ObjectLock{Mode: "governance", Days: 1}}
+	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, ObjectLock: &ObjectLock{Mode: "governance", Days: 1}, CreateBucket: true}
 	if err := Init(ctx, loc, []byte(TestPassword), init); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestReadOnlyWhileOwnerWrites(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
 			loc := be.loc(t)
-			if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+			if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}); err != nil {
 				t.Fatal(err)
 			}
 			t.Setenv("VMVAULT_CACHE_DIR", t.TempDir())
@@ -228,7 +228,7 @@ func TestReadOnlyRestoreAfterOwnerRepacks(t *testing.T) {
 	srv := s3store.StartTestServer(t)
 	loc := srv.Location("vmvault-ro-repack", "a")
 	ctx := context.Background()
-	if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 16 << 20}); err != nil {
+	if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 16 << 20, CreateBucket: true}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{NoFsync: true, CacheDir: t.TempDir()})

@@ -16,7 +16,7 @@ func TestS3Repository(t *testing.T) {
 	srv := s3store.StartTestServer(t)
 	loc := srv.Location("vmvault-repo", "a/b")
 	ctx := context.Background()
-	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}
+	init := InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}
 	if err := Init(ctx, loc, []byte(TestPassword), init); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestSeveralAppliancesOneBucket(t *testing.T) {
 	pts := map[string]Point{}
 	for i, p := range prefixes {
 		loc := srv.Location("vmvault-shared", p)
-		if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+		if err := Init(ctx, loc, []byte(TestPassword), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}); err != nil {
 			t.Fatalf("init %s: %v", p, err)
 		}
 		r, err := Open(ctx, loc, []byte(TestPassword), OpenOptions{CacheDir: t.TempDir()})

@@ -25,8 +25,9 @@ type FileService interface {
 	// Volumes lists the volumes of a point (id or unique prefix).
 	Volumes(ctx context.Context, point string) ([]guestfs.Volume, error)
 	// ReadDir returns entries [offset, offset+limit) of a directory in name
-	// order (limit 0: all) and the directory's entry count.
-	ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]guestfs.Entry, int, error)
+	// order (limit 0: all), the directory's entry count, and the entries
+	// left out because no path can name them (guestfs.UnsafeName).
+	ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]guestfs.Entry, int, []guestfs.Skipped, error)
 	// Stat describes a path, following links inside the volume.
 	Stat(ctx context.Context, point, volume, name string) (guestfs.Entry, error)
 	// OpenFile opens a regular file for random access; the caller closes it.
@@ -55,6 +56,10 @@ type FileListing struct {
 	Offset     int             `json:"offset"`
 	Limit      int             `json:"limit"`
 	NextOffset *int            `json:"nextOffset"` // null on the last page
+	// Skipped: entries of a hostile image whose names no path can name
+	// ("..", a "/" or a NUL inside), on every page; not in Entries or
+	// Total, never downloaded or restored.
+	Skipped []guestfs.Skipped `json:"skipped"`
 }
 
 func (s *Server) files() (FileService, error) {
@@ -178,14 +183,17 @@ func (s *Server) listFiles(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, filesError(fmt.Errorf("path %q: %w", p, err))
 	}
-	ents, total, err := fsvc.ReadDir(c.Request.Context(), id, vol, clean, offset, limit)
+	ents, total, skipped, err := fsvc.ReadDir(c.Request.Context(), id, vol, clean, offset, limit)
 	if err != nil {
 		return nil, filesError(err)
 	}
 	if ents == nil {
 		ents = []guestfs.Entry{}
 	}
-	l := FileListing{Path: "/" + strings.TrimPrefix(clean, "."), Entries: ents, Total: total, Offset: offset, Limit: limit}
+	if skipped == nil {
+		skipped = []guestfs.Skipped{}
+	}
+	l := FileListing{Path: "/" + strings.TrimPrefix(clean, "."), Entries: ents, Total: total, Offset: offset, Limit: limit, Skipped: skipped}
 	if next := offset + len(ents); next < total {
 		l.NextOffset = &next
 	}

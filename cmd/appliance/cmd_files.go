@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,9 +135,14 @@ func runFilesLs(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer done()
-	ents, err := svc.List(ctx, p.ID, *ff.volume, name)
+	ents, skipped, err := svc.List(ctx, p.ID, *ff.volume, name)
 	if err != nil {
 		return volumeErr(err)
+	}
+	// Entries of a hostile image that no path can name are not listed;
+	// stderr says which and why (stdout stays the listing, JSON or not).
+	for _, sk := range skipped {
+		fmt.Fprintf(env.stderr, "skipped %s: %s\n", quoteName(sk.Dir, sk.Name), sk.Reason)
 	}
 	if *asJSON {
 		return writeJSON(env.stdout, ents)
@@ -151,6 +158,12 @@ func runFilesLs(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(tw, "%s\t %d\t %s\t %s\n", e.Mode.String(), e.Size, e.Mtime.Format("2006-01-02 15:04:05"), sanitize(n))
 	}
 	return tw.Flush()
+}
+
+// quoteName shows a skipped entry: its directory and its name quoted as Go
+// does (a NUL or a "/" in the name stays visible and unambiguous).
+func quoteName(dir, name string) string {
+	return path.Join(dir) + " " + strconv.Quote(name)
 }
 
 // sanitize keeps control characters in file names off the terminal.
@@ -200,6 +213,12 @@ func runFilesGet(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "restored %d file(s), %d dir(s), %d link(s), %s to %s in %.2fs\n",
 		st.Files, st.Dirs, st.Links, humanBytes(st.Bytes), *out, time.Since(start).Seconds())
+	if n := len(st.Skipped); n > 0 {
+		fmt.Fprintf(env.stdout, "skipped %d entr%s whose name no path can name (a hostile or damaged file system):\n", n, map[bool]string{true: "y", false: "ies"}[n == 1])
+		for _, sk := range st.Skipped {
+			fmt.Fprintf(env.stdout, "  %s: %s\n", quoteName(sk.Dir, sk.Name), sk.Reason)
+		}
+	}
 	return nil
 }
 

@@ -315,7 +315,9 @@ func (f *FS) readDirBytes(b []byte) ([]*entry, error) {
 			name = string(utf16.Decode(lfn[:n]))
 		}
 		lfn = nil
-		if name == "." || name == ".." || name == "" || strings.ContainsAny(name, "/\x00") {
+		// A long name with a "/" or a NUL is kept: guestfs drops it from
+		// every directory listing and reports it (guestfs.UnsafeName).
+		if name == "." || name == ".." || name == "" {
 			continue
 		}
 		first := uint32(le.Uint16(e[26:]))

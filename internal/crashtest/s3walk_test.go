@@ -274,7 +274,7 @@ const s3PackSize = 128 << 10
 func initS3Walk(t *testing.T, location string) {
 	t.Helper()
 	err := repository.Init(context.Background(), location, password, repository.InitOptions{
-		Chunker: s3Chunker, KDF: repository.TestKDF, PackSize: s3PackSize, CompressionLevel: "fastest"})
+		Chunker: s3Chunker, KDF: repository.TestKDF, PackSize: s3PackSize, CompressionLevel: "fastest", CreateBucket: true})
 	if err != nil {
 		t.Fatalf("init repository %s: %v", location, err)
 	}

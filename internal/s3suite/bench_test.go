@@ -159,7 +159,7 @@ func BenchmarkS3VsLocal(b *testing.B) {
 						"VMVAULT_PASSWORD=bench-password",
 						"VMVAULT_CACHE_DIR=" + filepath.Join(dir, "cache-"+be.name+strconv.Itoa(n)),
 					}, be.env...)}
-					c.timed(b, 0, "repo", "init", "--kdf-memory", "8192", "--kdf-time", "1")
+					c.timed(b, 0, "repo", "init", "--create-bucket", "--kdf-memory", "8192", "--kdf-time", "1")
 					first := len(bk[k]) == 0
 					prof := func(op string) {
 						// VMVAULT_BENCH_PROFILE=DIR: CPU profiles of the first run.

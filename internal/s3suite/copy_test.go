@@ -26,7 +26,7 @@ func TestS3CopyImmutable(t *testing.T) {
 	local := &cli{t: t, bin: bin, repo: filepath.Join(dir, "local"), env: []string{"VMVAULT_PASSWORD=local pass", cache}}
 	offsite := &cli{t: t, bin: bin, repo: srv.Location("vmvault-offsite", "site-a"), env: []string{"VMVAULT_PASSWORD=offsite pass", cache}}
 	local.run("repo", "init", "--pack-size", "1048576", "--kdf-memory", "8192", "--kdf-time", "1")
-	offsite.run("repo", "init", "--pack-size", "1048576", "--kdf-memory", "8192", "--kdf-time", "1", "--immutable", "2", "--lock-mode", "governance")
+	offsite.run("repo", "init", "--create-bucket", "--pack-size", "1048576", "--kdf-memory", "8192", "--kdf-time", "1", "--immutable", "2", "--lock-mode", "governance")
 	img := filepath.Join(dir, "disk.img")
 	want := writeImage(t, img, 8<<20)
 	local.run("image", "backup", "--vm", "web01", img)

@@ -68,7 +68,7 @@ func TestS3KilledMultipartUploadAbortedByReclaim(t *testing.T) {
 		"VMVAULT_PASSWORD=correct horse",
 		"VMVAULT_CACHE_DIR=" + cache,
 	}}
-	c.run("repo", "init", "--pack-size", "75497472", "--kdf-memory", "8192", "--kdf-time", "1")
+	c.run("repo", "init", "--create-bucket", "--pack-size", "75497472", "--kdf-memory", "8192", "--kdf-time", "1")
 	img1 := filepath.Join(dir, "disk1.img")
 	want1 := writeImage(t, img1, 4<<20)
 	c.run("image", "backup", "--vm", "web01", img1)

@@ -127,7 +127,7 @@ func TestS3Suite(t *testing.T) {
 		"VMVAULT_PASSWORD=correct horse",
 		"VMVAULT_CACHE_DIR=" + filepath.Join(dir, "cache"),
 	}}
-	c.run("repo", "init", "--pack-size", "1048576", "--kdf-memory", "8192", "--kdf-time", "1")
+	c.run("repo", "init", "--create-bucket", "--pack-size", "1048576", "--kdf-memory", "8192", "--kdf-time", "1")
 	if _, err := os.Stat(filepath.Join(srv.Dir, "vmvault-suite", "appliance-1", "config")); err != nil {
 		t.Fatalf("init wrote no config object into the bucket: %v", err)
 	}

@@ -11,7 +11,9 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vmvault/vmvault/guestfs"
 )
@@ -38,7 +40,10 @@ const (
 // outside the extraction directory (see SafeName); symbolic links are stored
 // as links with their target as the file system holds it, never followed;
 // mtimes and permission bits are kept. A path selected twice, or under
-// another selected directory, is written once.
+// another selected directory, is written once. Entries whose names no path
+// can name (guestfs.UnsafeName: "..", a "/" or a NUL inside, from a hostile
+// image) are not stored: the archive then ends with a text entry
+// SkippedReportName listing each one and why.
 func (s *Service) WriteArchive(ctx context.Context, w io.Writer, format, point, volume string, paths []string) error {
 	if format != FormatZip && format != FormatTar {
 		return fmt.Errorf("%q: %w", format, ErrBadFormat)
@@ -143,6 +148,56 @@ func SafeName(n string) (string, bool) {
 	return out, true
 }
 
+// SkippedReportName is the last entry of an archive (API download or
+// `files get` to a .tar or .zip) when entries were skipped: one line per
+// entry, "DIR<TAB>"NAME"<TAB>REASON", the name quoted as Go does.
+const SkippedReportName = "vmvault-skipped.txt"
+
+// skippedReport is the text of SkippedReportName.
+func skippedReport(sk []guestfs.Skipped) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# vmvault: %d entries of the volume are not in this archive: their names cannot be a path (a hostile or damaged file system).\n", len(sk))
+	for _, x := range sk {
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", x.Dir, strconv.Quote(x.Name), x.Reason)
+	}
+	return b.String()
+}
+
+// reportTime is the report entry's mtime: the first selected path's, so
+// that an archive of one point is the same bytes every time.
+func reportTime(fsys archiveFS, sel []string) time.Time {
+	if len(sel) > 0 {
+		if fi, err := fsys.Lstat(sel[0]); err == nil {
+			return fi.ModTime().UTC()
+		}
+	}
+	return time.Unix(0, 0).UTC()
+}
+
+// reportInfo is the FileInfo of the report entry.
+type reportInfo struct {
+	size int64
+	mod  time.Time
+}
+
+func (r reportInfo) Name() string       { return SkippedReportName }
+func (r reportInfo) Size() int64        { return r.size }
+func (r reportInfo) Mode() fs.FileMode  { return 0o644 }
+func (r reportInfo) ModTime() time.Time { return r.mod }
+func (r reportInfo) IsDir() bool        { return false }
+func (r reportInfo) Sys() any           { return nil }
+
+// skipEntry records a child of dir (a clean volume path) that is not
+// stored, when its name is unsafe; it reports whether it was.
+func skipEntry(sk *[]guestfs.Skipped, dir, name string) bool {
+	why := guestfs.UnsafeName(name)
+	if why == "" {
+		return false
+	}
+	*sk = append(*sk, guestfs.Skipped{Dir: guestfs.SlashPath(dir), Name: name, Reason: why})
+	return true
+}
+
 // archiveFS is what WriteArchive reads: guestfs.FS satisfies it.
 type archiveFS interface {
 	ReadDir(name string) ([]fs.DirEntry, error)
@@ -199,6 +254,12 @@ func WriteArchive(ctx context.Context, w io.Writer, format string, fsys archiveF
 			return err
 		}
 	}
+	if len(wr.skipped) > 0 {
+		rep := skippedReport(wr.skipped)
+		if err := a.file(SkippedReportName, reportInfo{int64(len(rep)), reportTime(fsys, sel)}, strings.NewReader(rep)); err != nil {
+			return err
+		}
+	}
 	return a.close()
 }
 
@@ -208,6 +269,7 @@ type walker struct {
 	a       archiver
 	n       int
 	volSize int64 // the volume's size, 0 if unknown
+	skipped []guestfs.Skipped
 }
 
 // sparseArchiver is an archiver that can store holes as holes.
@@ -240,14 +302,21 @@ func (wr *walker) entry(src, name string, fi fs.FileInfo, depth int) error {
 				return err
 			}
 		}
-		ents, err := wr.fsys.ReadDir(src)
+		ents, sk, err := guestfs.ReadDirSkipped(wr.fsys, src)
 		if err != nil {
 			return err
 		}
+		wr.skipped = append(wr.skipped, sk...)
 		for _, e := range ents {
+			// A hostile "..", or a "/" that would make the name another
+			// file's path: never written, and reported.
+			if skipEntry(&wr.skipped, src, e.Name()) {
+				continue
+			}
 			sc, ok := SafeName(e.Name())
 			if !ok {
-				continue // a hostile "." or ".." entry: never written
+				wr.skipped = append(wr.skipped, guestfs.Skipped{Dir: guestfs.SlashPath(src), Name: e.Name(), Reason: "the name cannot be stored safely"})
+				continue
 			}
 			cfi, err := e.Info()
 			if err != nil {

@@ -55,7 +55,9 @@ func (s *Service) Extract(ctx context.Context, point, volume string, paths []str
 //     component ("/" contributes its contents).
 //
 // Holes stay holes, modes and mtimes are kept, symbolic links are stored as
-// links and never followed; devices, fifos and sockets are skipped. Every
+// links and never followed; devices, fifos and sockets are skipped. Entries
+// whose names no path can name (guestfs.UnsafeName) are not written: the
+// stats list them, and a .tar or .zip ends with a SkippedReportName entry. Every
 // path is checked before anything is written, and a failed or cancelled
 // extraction leaves nothing at out. Paths go through guestfs.CleanPath.
 func Extract(ctx context.Context, fsys archiveFS, paths []string, out string) (ExtractStats, error) {
@@ -112,7 +114,9 @@ func Extract(ctx context.Context, fsys archiveFS, paths []string, out string) (E
 type ExtractStats struct {
 	Files, Dirs, Links int
 	Bytes              int64
-	entries            int // visited, for the bound on hostile file systems
+	// Skipped: entries not written because no path can name them.
+	Skipped []guestfs.Skipped
+	entries int // visited, for the bound on hostile file systems
 }
 
 // tempOutput is a temporary file beside out that becomes out only when
@@ -247,13 +251,18 @@ func walkGet(ctx context.Context, fsys archiveFS, names []string, st *ExtractSta
 		if depth > extractMaxDepth {
 			return fmt.Errorf("%s: deeper than %d directories: the file system may loop", name, extractMaxDepth)
 		}
-		ents, err := fsys.ReadDir(name)
+		ents, sk, err := guestfs.ReadDirSkipped(fsys, name)
 		if err != nil {
 			return err
 		}
+		st.Skipped = append(st.Skipped, sk...)
 		for _, e := range ents {
-			// A hostile file system's "", "." or ".." is never restored,
-			// and a "/" in a name cannot make it climb out of OUT.
+			// A hostile file system's "", "." or "..", or a name with a
+			// "/" (another file's path) or a NUL, is never restored: it
+			// is reported in the stats.
+			if skipEntry(&st.Skipped, name, e.Name()) {
+				continue
+			}
 			local, ok := localName(e.Name())
 			if !ok {
 				continue
@@ -446,6 +455,16 @@ func writeTar(ctx context.Context, fsys archiveFS, names []string, w io.Writer, 
 	if err != nil {
 		return err
 	}
+	if len(st.Skipped) > 0 {
+		rep := skippedReport(st.Skipped)
+		h := &tar.Header{Name: SkippedReportName, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(rep)), ModTime: reportTime(fsys, names), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(tw, rep); err != nil {
+			return err
+		}
+	}
 	return tw.Close()
 }
 
@@ -494,6 +513,17 @@ func writeZip(ctx context.Context, fsys archiveFS, names []string, w io.Writer, 
 	})
 	if err != nil {
 		return err
+	}
+	if len(st.Skipped) > 0 {
+		h := &zip.FileHeader{Name: SkippedReportName, Modified: reportTime(fsys, names), Method: zip.Deflate}
+		h.SetMode(0o644)
+		zf, err := zw.CreateHeader(h)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(zf, skippedReport(st.Skipped)); err != nil {
+			return err
+		}
 	}
 	return zw.Close()
 }

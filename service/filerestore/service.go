@@ -233,6 +233,7 @@ type openFS struct {
 type listing struct {
 	dir     string
 	entries []guestfs.Entry
+	skipped []guestfs.Skipped // names no path can name (guestfs.UnsafeName)
 }
 
 // maxListings bounds the directory listings kept per open volume for
@@ -425,20 +426,24 @@ func (s *Service) Volumes(ctx context.Context, point string) ([]guestfs.Volume, 
 }
 
 // ReadDir returns entries [offset, offset+limit) of a directory sorted by
-// name, and how many there are. The whole listing is read once and kept
-// with the open volume, so the next pages cost nothing.
-func (s *Service) ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]guestfs.Entry, int, error) {
+// name, how many there are, and the entries left out because no path can
+// name them (every one, on every page: guestfs.UnsafeName). The whole
+// listing is read once and kept with the open volume, so the next pages
+// cost nothing.
+func (s *Service) ReadDir(ctx context.Context, point, volume, dir string, offset, limit int) ([]guestfs.Entry, int, []guestfs.Skipped, error) {
 	clean, err := guestfs.CleanPath(dir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("path %q: %w", dir, err)
+		return nil, 0, nil, fmt.Errorf("path %q: %w", dir, err)
 	}
 	var page []guestfs.Entry
+	var skipped []guestfs.Skipped
 	total := 0
 	err = s.withFS(ctx, point, volume, func(_ *openPoint, o *openFS) error {
-		ents, err := o.listing(ctx, clean)
+		ents, sk, err := o.listing(ctx, clean)
 		if err != nil {
 			return err
 		}
+		skipped = append([]guestfs.Skipped{}, sk...)
 		total = len(ents)
 		lo := min(max(offset, 0), total)
 		hi := total
@@ -448,33 +453,51 @@ func (s *Service) ReadDir(ctx context.Context, point, volume, dir string, offset
 		page = append([]guestfs.Entry{}, ents[lo:hi]...)
 		return nil
 	})
-	return page, total, err
+	return page, total, skipped, err
 }
 
-func (o *openFS) listing(ctx context.Context, dir string) ([]guestfs.Entry, error) {
+func (o *openFS) listing(ctx context.Context, dir string) ([]guestfs.Entry, []guestfs.Skipped, error) {
 	o.lmu.Lock()
 	for i, l := range o.listings {
 		if l.dir == dir {
 			o.listings = append(append(o.listings[:i:i], o.listings[i+1:]...), l)
 			o.lmu.Unlock()
-			return l.entries, nil
+			return l.entries, l.skipped, nil
 		}
 	}
 	o.lmu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ents, err := guestfs.List(o.fs, dir)
+	all, skipped, err := guestfs.ListSkipped(o.fs, dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	ents, more := splitUnsafe(guestfs.SlashPath(dir), all)
+	skipped = append(skipped, more...)
 	o.lmu.Lock()
 	if len(o.listings) >= maxListings {
 		o.listings = o.listings[1:]
 	}
-	o.listings = append(o.listings, listing{dir, ents})
+	o.listings = append(o.listings, listing{dir, ents, skipped})
 	o.lmu.Unlock()
-	return ents, nil
+	return ents, skipped, nil
+}
+
+// splitUnsafe takes out of a listing of dir the entries whose names no
+// path can name (guestfs.UnsafeName): a listing shows them as skipped, not
+// as entries a click or a download would then miss or mistake.
+func splitUnsafe(dir string, all []guestfs.Entry) ([]guestfs.Entry, []guestfs.Skipped) {
+	var skipped []guestfs.Skipped
+	ents := all[:0:0]
+	for _, e := range all {
+		if why := guestfs.UnsafeName(e.Name); why != "" {
+			skipped = append(skipped, guestfs.Skipped{Dir: dir, Name: e.Name, Reason: why})
+			continue
+		}
+		ents = append(ents, e)
+	}
+	return ents, skipped
 }
 
 // Stat describes one path (following links, inside the volume).
@@ -550,23 +573,26 @@ func (h *heldFile) Close() error {
 	return err
 }
 
-// List lists a directory of a point's volume, sorted by name; a path that
-// is not a directory (after following links) is described on its own, as
-// ls does: a link as a link, with its target.
-func (s *Service) List(ctx context.Context, point, volume, name string) ([]guestfs.Entry, error) {
+// List lists a directory of a point's volume, sorted by name, with the
+// entries left out because no path can name them; a path that is not a
+// directory (after following links) is described on its own, as ls does:
+// a link as a link, with its target.
+func (s *Service) List(ctx context.Context, point, volume, name string) ([]guestfs.Entry, []guestfs.Skipped, error) {
 	clean, err := guestfs.CleanPath(name)
 	if err != nil {
-		return nil, fmt.Errorf("path %q: %w", name, err)
+		return nil, nil, fmt.Errorf("path %q: %w", name, err)
 	}
 	var out []guestfs.Entry
+	var skipped []guestfs.Skipped
 	err = s.withFS(ctx, point, volume, func(_ *openPoint, o *openFS) error {
 		fi, err := o.fs.Stat(clean)
 		if err != nil {
 			return err
 		}
 		if fi.IsDir() {
-			ents, err := o.listing(ctx, clean)
+			ents, sk, err := o.listing(ctx, clean)
 			out = append([]guestfs.Entry{}, ents...) // the cached listing is shared
+			skipped = append([]guestfs.Skipped(nil), sk...)
 			return err
 		}
 		li, err := o.fs.Lstat(clean)
@@ -580,7 +606,7 @@ func (s *Service) List(ctx context.Context, point, volume, name string) ([]guest
 		out = []guestfs.Entry{e}
 		return nil
 	})
-	return out, err
+	return out, skipped, err
 }
 
 // Hold returns a volume's file system for a long use (a FUSE mount): the

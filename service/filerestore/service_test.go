@@ -60,7 +60,7 @@ func TestBrowseAndRead(t *testing.T) {
 	// Paging: 3000 entries in pages of 1000, in name order, complete.
 	var all []guestfs.Entry
 	for off := 0; ; off += 1000 {
-		page, total, err := f.s.ReadDir(ctx, f.point.ID, "d0p1", "/big", off, 1000)
+		page, total, _, err := f.s.ReadDir(ctx, f.point.ID, "d0p1", "/big", off, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestBrowseAndRead(t *testing.T) {
 	if len(all) != 3000 || all[0].Name != "file-000000" || all[2999].Name != "file-002999" {
 		t.Fatalf("paged listing: %d entries, first %+v", len(all), all[0])
 	}
-	ents, _, err := f.s.ReadDir(ctx, f.point.ID, "d0p1", "etc", 0, 0)
+	ents, _, _, err := f.s.ReadDir(ctx, f.point.ID, "d0p1", "etc", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestBrowseAndRead(t *testing.T) {
 	if _, err := f.s.Volumes(ctx, "ffffffff"); !errors.Is(err, repository.ErrNotFound) {
 		t.Errorf("unknown point: %v", err)
 	}
-	if _, _, err := f.s.ReadDir(ctx, f.point.ID, "d9p9", "/", 0, 0); !errors.Is(err, guestfs.ErrNoVolume) {
+	if _, _, _, err := f.s.ReadDir(ctx, f.point.ID, "d9p9", "/", 0, 0); !errors.Is(err, guestfs.ErrNoVolume) {
 		t.Errorf("unknown volume: %v", err)
 	}
 	// The escape link resolves inside the volume, never to the host's /etc/passwd.
@@ -365,7 +365,7 @@ func (fakeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, fs.ErrNotExist
 	}
 	return []fs.DirEntry{fakeEntry{"..", fs.ModeDir | 0o755}, fakeEntry{".", fs.ModeDir}, fakeEntry{"", 0o644},
-		fakeEntry{"a/../../b", 0o644}, fakeEntry{"ok", 0o644}}, nil
+		fakeEntry{"a/../../b", 0o644}, fakeEntry{"nul\x00name", 0o644}, fakeEntry{"ok", 0o644}}, nil
 }
 func (fakeFS) Lstat(name string) (fs.FileInfo, error) {
 	return fakeEntry{name, fs.ModeDir | 0o755}, nil
@@ -381,6 +381,13 @@ func (memFile) Stat() (fs.FileInfo, error) { return nil, fs.ErrInvalid }
 func (memFile) Close() error               { return nil }
 func (m memFile) Size() int64              { return m.Reader.Size() }
 
+// hostileSkipped is what fakeFS's root holds that no path can name.
+var hostileSkipped = []string{`".."`, `"."`, `""`, `"a/../../b"`, `"nul\x00name"`}
+
+// TestArchiveHostileNames: entries no path can name are never stored (a
+// "/" in a name would read another file's path), and the archive ends with
+// a report naming each and why. (Before issue 24 they were dropped, or
+// "a/../../b" renamed, without a word.)
 func TestArchiveHostileNames(t *testing.T) {
 	for _, format := range []string{FormatZip, FormatTar} {
 		var buf bytes.Buffer
@@ -393,11 +400,26 @@ func TestArchiveHostileNames(t *testing.T) {
 		} else {
 			x = readTar(t, buf.Bytes())
 		}
-		if got := fmt.Sprint(keys(x.files, "")); got != "[a_.._.._b ok]" && got != "[ok a_.._.._b]" {
+		if got := fmt.Sprint(keys(x.files, "")); got != "[ok "+SkippedReportName+"]" && got != "["+SkippedReportName+" ok]" {
 			t.Errorf("%s: files %s", format, got)
 		}
 		if len(x.dirs) != 0 {
 			t.Errorf("%s: a dot entry became a directory: %v", format, x.dirs)
+		}
+		checkSkippedReport(t, string(x.files[SkippedReportName]))
+	}
+}
+
+func checkSkippedReport(t *testing.T, rep string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(rep, "\n"), "\n")
+	if len(lines) != 1+len(hostileSkipped) || !strings.Contains(lines[0], "5 entries") {
+		t.Fatalf("report %q", rep)
+	}
+	for i, want := range hostileSkipped {
+		f := strings.Split(lines[1+i], "\t")
+		if len(f) != 3 || f[0] != "/" || f[1] != want || f[2] == "" {
+			t.Errorf("report line %q, want / %s REASON", lines[1+i], want)
 		}
 	}
 }

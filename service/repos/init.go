@@ -30,6 +30,10 @@ type InitRequest struct {
 	// HMAC-SHA-256 keeps the repository readable by vmvault before format
 	// 1.3, for a copy target that an older appliance must read.
 	IDFunction string
+	// CreateBucket lets an s3: repository's missing bucket be created
+	// (with Object Lock when ObjectLock is set); without it a mistyped
+	// bucket is an error, not a new bucket.
+	CreateBucket bool
 }
 
 // Init creates the repository at dir (encrypted with pw unless
@@ -66,6 +70,7 @@ func Init(ctx context.Context, dir string, pw []byte, req InitRequest) (dedup.Pa
 		CompressionLevel: req.CompressionLevel,
 		ObjectLock:       req.ObjectLock,
 		IDMAC:            req.IDFunction,
+		CreateBucket:     req.CreateBucket,
 	}
 	return p, repository.Init(ctx, dir, pw, opts) // its errors say "init DIR"
 }

@@ -4,6 +4,7 @@
 package frtest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -90,4 +91,40 @@ func HostileTree(t testing.TB, dir string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// HostileNamesDisk is a GPT disk whose ext4 volume holds /h/ok and two
+// entries a hostile image can plant: "zz1/zz1" (a "/" in a name) and
+// "zz2\x00zz2" (a NUL), made by patching the names mkfs.ext4 -d wrote
+// (no metadata_csum, no dir_index: the directory block has no checksum).
+func HostileNamesDisk(t testing.TB) string {
+	t.Helper()
+	guestfstest.Need(t, false, "mkfs.ext4", "sgdisk", "dd")
+	src := filepath.Join(t.TempDir(), "src")
+	os.MkdirAll(filepath.Join(src, "h"), 0o755)
+	for n, data := range map[string]string{"ok": "fine", "zz1Qzz1": "slash", "zz2Qzz2": "nul"} {
+		if err := os.WriteFile(filepath.Join(src, "h", n), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "ext4.img")
+	guestfstest.Ext4(t, img, src, 16, "-O", "^metadata_csum,^dir_index")
+	b, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{"zz1Qzz1": "zz1/zz1", "zz2Qzz2": "zz2\x00zz2"} {
+		if n := bytes.Count(b, []byte(from)); n != 1 {
+			t.Fatalf("%q found %d times in the image", from, n)
+		}
+		i := bytes.Index(b, []byte(from))
+		copy(b[i:], to)
+	}
+	if err := os.WriteFile(img, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(dir, "disk.img")
+	guestfstest.GPT(t, disk, 24, guestfstest.Part{SizeMiB: 18, Type: "8300", Image: img})
+	return disk
 }
