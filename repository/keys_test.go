@@ -365,7 +365,7 @@ func TestKeysS3(t *testing.T) {
 	ctx := t.Context()
 	srv := s3store.StartTestServer(t)
 	loc := srv.Location("vmvault-keys", "site-a")
-	if err := Init(ctx, loc, []byte("old"), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10}); err != nil {
+	if err := Init(ctx, loc, []byte("old"), InitOptions{Chunker: TestChunker, KDF: TestKDF, PackSize: 256 << 10, CreateBucket: true}); err != nil {
 		t.Fatal(err)
 	}
 	open := func(pass string) (*Repository, error) {
