@@ -219,7 +219,11 @@ func (r *Repository) ExtendLocks(ctx context.Context, progress func(Progress)) (
 // shortLocks lists the packs whose retention ends before that of a point
 // needing them (check).
 func (r *Repository) shortLocks(ctx context.Context) ([]ShortLock, error) {
-	if r.cfg.ObjectLock == nil {
+	// A backend that cannot set retention (an immutable repository copied
+	// to a directory) has nothing a server enforces and nothing to extend:
+	// its objects' lock ends follow their write times, so a record always
+	// "outlives" the packs written before it.
+	if _, ok := r.store.(retentionExtender); r.cfg.ObjectLock == nil || !ok {
 		return nil, nil
 	}
 	need, by, _, err := r.lockNeeds(ctx, nil)
