@@ -31,7 +31,7 @@ func (d *Daemon) newApprovals(rs *repos.Set, rec *records.Store) (*approval.Mana
 		return d.sched.Reload(ctx)
 	}
 	m, err := approval.New(approval.Config{
-		DB: d.db.Bolt(), Delay: d.cfg.Approvals.delay(), Clock: d.clk,
+		DB: d.db, Delay: d.cfg.Approvals.delay(), Clock: d.clk,
 		Executors: map[string]approval.Executor{
 			approval.KindDeletePoint:      approval.DeletePoint(rs),
 			approval.KindShortenRetention: approval.ShortenRetention(rec, reload),

@@ -22,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	bolterrors "go.etcd.io/bbolt/errors"
-
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/cache"
 	"github.com/vmvault/vmvault/internal/clock"
@@ -263,7 +261,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}
 	db, err := state.Open(dbPath)
 	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
+		if errors.Is(err, state.ErrHeld) {
 			return nil, fmt.Errorf("%w: another daemon is running on state directory %s", err, cfg.StateDir)
 		}
 		var ce *state.CorruptError
@@ -279,7 +277,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	d.keep = cmp.Or(opts.StateBackups, state.DefaultKeep)
 	c, removed, err := db.RotateCopy(state.CopiesDir(dbPath), clk.Now(), d.keep)
 	d.copyDone(c, removed, err)
-	// Sessions, tokens, tasks and settings share the state database.
+	// Sessions, tokens, tasks, settings, copy jobs and approvals share the
+	// state database: auth and task through its bbolt file, the services
+	// through their state.Store (one owner per bucket).
 	wdb := db.Bolt()
 	// The console's settings win over the YAML's (appsettings.go); their
 	// passwords are sealed with a key file of their own.
@@ -287,7 +287,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if err != nil {
 		return nil, err
 	}
-	st, err := settings.NewBolt(wdb, settings.WithSealer(sealer))
+	st, err := settings.NewBolt(db, settings.WithSealer(sealer))
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		log.Warn("tasks interrupted by the previous stop were marked failed", "count", n)
 	}
 	d.am = am
-	if d.copyStore, err = copyjob.NewStore(wdb); err != nil {
+	if d.copyStore, err = copyjob.NewStore(db); err != nil {
 		return nil, err
 	}
 	if opts.Import != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -77,6 +78,11 @@ func readLockHolder(path string) *LockHolder {
 	return &h
 }
 
+// lockRefused, set by this package's tests, is called with the lock file's
+// path each time acquireRepoLock finds it held and is about to wait: a test
+// knows a second Open is waiting without sleeping.
+var lockRefused atomic.Pointer[func(path string)]
+
 // acquireRepoLock takes the exclusive flock on path, retrying for up to wait
 // (0: fail at once) unless ctx ends first, then records the holder in the
 // file.
@@ -101,6 +107,9 @@ func acquireRepoLock(ctx context.Context, path string, wait time.Duration, holde
 		if left <= 0 {
 			lf.Close()
 			return nil, &LockedError{Path: path, Holder: readLockHolder(path), Waited: wait}
+		}
+		if f := lockRefused.Load(); f != nil {
+			(*f)(path)
 		}
 		t := time.NewTimer(min(delay, left))
 		select {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,6 +58,12 @@ func TestLockNamesHolderAndRetries(t *testing.T) {
 	}
 
 	// The holder closes while a second Open waits: it gets the repository.
+	// lockRefused says when that Open has found the lock held and waits.
+	waiting := make(chan struct{})
+	var once sync.Once
+	refused := func(string) { once.Do(func() { close(waiting) }) }
+	lockRefused.Store(&refused)
+	t.Cleanup(func() { lockRefused.Store(nil) })
 	done := make(chan error, 1)
 	go func() {
 		r2, err := open(ctx, 30*time.Second, "CLI (repo list)")
@@ -68,7 +75,11 @@ func TestLockNamesHolderAndRetries(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the second Open did not wait for the holder: %v", err)
+	}
 	if err := r1.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/policy"
@@ -28,7 +26,7 @@ func newApprovalFixture(t *testing.T, delay time.Duration) *approvalFixture {
 	var am *auth.Manager
 	f := newFixture(t, func(c *Config) {
 		am = c.Auth
-		adb, err := bolt.Open(filepath.Join(t.TempDir(), "approvals.db"), 0o600, nil)
+		adb, err := state.Open(filepath.Join(t.TempDir(), "approvals.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,7 +104,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	reg := task.New(task.Config{Store: tst})
-	settings, err := settings.NewBolt(wdb)
+	settings, err := settings.NewBolt(db)
 	if err != nil {
 		t.Fatal(err)
 	}

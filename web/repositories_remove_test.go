@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/vmvault/vmvault/internal/state"
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
@@ -54,7 +54,7 @@ func newRemoveFixture(t *testing.T, delay time.Duration) (*fixture, *repos.Set, 
 		am = c.Auth
 		rs = c.Repositories.(*repos.Set)
 		c.RemoveRepository = setRemover{rs}
-		adb, err := bolt.Open(filepath.Join(t.TempDir(), "approvals.db"), 0o600, nil)
+		adb, err := state.Open(filepath.Join(t.TempDir(), "approvals.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -223,16 +223,13 @@ var importerRules = []importerRule{
 	// quirk is fixed in one place (the lab, test support, drives vcsim).
 	{name: "govmomi-only-vsphere-and-lab", source: "vsphere/doc.go", target: "github.com/vmware/govmomi", third: true,
 		from: []string{"vsphere/...", "vcsim-tests/lab/..."}},
-	// Every bbolt file has one owner package: state.db (internal/state),
-	// the auth and task stores (web.db, through auth and task BoltStores),
-	// index.db (repository), the file catalog (service/filerestore/catalog).
+	// Every bbolt file has one owner package: state.db (internal/state;
+	// internal/auth and internal/task, below it, keep their buckets in it
+	// through their BoltStores; the services that keep records there take
+	// a state.Store, which opens only their own buckets), index.db
+	// (repository), the file catalog (service/filerestore/catalog).
 	{name: "bbolt-owners", source: "internal/state/doc.go, internal/auth/doc.go, internal/task/doc.go, repository/doc.go, service/filerestore/catalog/catalog.go", target: "go.etcd.io/bbolt", third: true,
-		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "service/approval", "repository", "service/filerestore/catalog"},
-		exempt: map[string]string{
-			"service/settings/bolt.go": "settings persisted in web.db; removed when state.db has one owner (issue 13)",
-			"service/copyjob/store.go": "copy jobs and their runs in state.db (buckets copy-jobs, copy-runs, declared in internal/state/schema), through the codec",
-			"daemon/daemon.go":         "tells bbolt's lock timeout (state.db held by another process) from other open errors; removed when internal/state returns its own sentinel (issue 13)",
-		}},
+		from: []string{"internal/state", "internal/state/schema", "internal/auth", "internal/task", "repository", "service/filerestore/catalog"}},
 }
 
 var pairRules = []pairRule{

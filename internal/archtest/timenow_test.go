@@ -40,15 +40,14 @@ var timeNowExceptions = map[string]timeNowException{
 	// web holds a clock.Clock (Config.Clock): these move to s.now() or out
 	// of web with the service (issue 13).
 	// Engines measure elapsed time and stamp names; they take no clock today.
-	"backup/pipeline.go":             {3, "per-disk elapsed time and progress reporting interval"},
-	"backup/engine.go":               {6, "phase durations, the restore point's name stamp, and \"every snapshot of ours\" (a cut-off a day ahead) in the sweep before a snapshot retry"},
-	"restore/engine.go":              {3, "default Options.Now and elapsed time of a restore"},
-	"restore/disk.go":                {2, "elapsed time of a disk restore"},
-	"restore/vm.go":                  {1, "elapsed time of a VM restore"},
-	"vsphere/snapshot.go":            {1, "the snapshot description's marker stamp, read by vCenter operators"},
-	"vsphere/client.go":              {2, "keep-alive: time of the session's last use"},
-	"service/filerestore/service.go": {4, "idle expiry of open restore points"},
-	"internal/state/state.go":        {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},
+	"backup/pipeline.go":      {3, "per-disk elapsed time and progress reporting interval"},
+	"backup/engine.go":        {6, "phase durations, the restore point's name stamp, and \"every snapshot of ours\" (a cut-off a day ahead) in the sweep before a snapshot retry"},
+	"restore/engine.go":       {3, "default Options.Now and elapsed time of a restore"},
+	"restore/disk.go":         {2, "elapsed time of a disk restore"},
+	"restore/vm.go":           {1, "elapsed time of a VM restore"},
+	"vsphere/snapshot.go":     {1, "the snapshot description's marker stamp, read by vCenter operators"},
+	"vsphere/client.go":       {2, "keep-alive: time of the session's last use"},
+	"internal/state/state.go": {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},
 	// The binary: CLI progress and elapsed time, and the real clock handed
 	// to caches and progress bars (moved to daemon/ by issue 13).
 	"cmd/appliance/cmd_restore.go":  {2, "CLI elapsed time and progress interval"},

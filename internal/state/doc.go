@@ -8,9 +8,14 @@
 // The layout has one declaration, internal/state/schema (every bucket with
 // its owner, key and value format; the schema version in meta/schema; a
 // format byte before every value), described byte by byte in FORMAT.md.
-// The other owners of buckets in this file — internal/auth (users, tokens),
-// internal/task (task summaries), web's settings — reach it through Bolt()
-// and write only the buckets schema declares for them, with its codec.
+// Each bucket has one owner (schema.Bucket.By). The services that keep
+// records here — service/settings, service/copyjob, service/approval — get
+// a Store (DB.Store(owner), store.go): transactions that open that owner's
+// buckets and refuse every other (ErrNotOwner), so none of them holds the
+// bbolt file. internal/auth (users, tokens) and internal/task (task
+// summaries) sit below internal/state and still reach the file through
+// Bolt(), writing only the buckets schema declares for them, with its
+// codec.
 // Open creates every declared bucket and migrates an older file in the same
 // transaction, so a crash mid-migration leaves the old file intact; a newer
 // file is refused untouched (ErrSchemaTooNew). None of these buckets is hot

@@ -17,6 +17,10 @@ var (
 	ErrCorrupt = errors.New("state database record corrupt")
 )
 
+// ErrHeld is returned by Open when another process (a daemon, a command)
+// holds the database.
+var ErrHeld = errors.New("state database in use by another process")
+
 // ErrMissing is returned by Open when state.db is missing or empty although
 // copies of it exist: starting with an empty database would silently drop
 // every user, token and job.

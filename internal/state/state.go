@@ -52,7 +52,7 @@ func Open(path string) (*DB, error) {
 		// The checks below read the file without bbolt's lock: make sure no
 		// daemon is writing it, or a page in flux would look like damage.
 		if err := notHeld(path); err != nil {
-			return nil, fmt.Errorf("open state db %s: %w", path, err)
+			return nil, fmt.Errorf("open state db %s: %w", path, heldErr(err))
 		}
 		if err := precheck(path); err != nil {
 			return nil, newCorruptError(path, err)
@@ -63,7 +63,7 @@ func Open(path string) (*DB, error) {
 		if isCorruption(err) {
 			return nil, newCorruptError(path, err)
 		}
-		return nil, fmt.Errorf("open state db %s: %w", path, err)
+		return nil, fmt.Errorf("open state db %s: %w", path, heldErr(err))
 	}
 	// A newer schema may use record formats this program cannot read: say
 	// so rather than call the file damaged.
@@ -106,6 +106,15 @@ func Open(path string) (*DB, error) {
 	return &DB{db: bdb, path: path}, nil
 }
 
+// heldErr adds ErrHeld to bbolt's lock timeout (the error keeps matching
+// bbolt's ErrTimeout too).
+func heldErr(err error) error {
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("%w: %w", ErrHeld, err)
+	}
+	return err
+}
+
 // notHeld waits up to a second for no other process to hold the bbolt lock
 // (flock) on path; held, it returns bbolt's ErrTimeout like bolt.Open.
 func notHeld(path string) error {
@@ -133,12 +142,13 @@ func notHeld(path string) error {
 // Path returns the database file's path.
 func (d *DB) Path() string { return d.path }
 
-// Bolt returns the underlying bbolt database so that the appliance's other
-// stores (users and tokens, tasks, settings) keep their buckets in this one
-// file: one lock, one backup, one place an operator has to know about. Every
-// bucket they use is declared in internal/state/schema, with its owner and
-// value format; Open has created them all and migrated them to
-// SchemaVersion.
+// Bolt returns the underlying bbolt database for internal/auth and
+// internal/task, whose BoltStores keep users, tokens and tasks in this one
+// file (one lock, one backup, one place an operator has to know about) and
+// write only the buckets schema declares for them, with its codec. Every
+// other owner of buckets here (settings, copy jobs, approvals) goes through
+// its Store instead, which refuses the buckets it does not own. Open has
+// created every bucket and migrated them to SchemaVersion.
 func (d *DB) Bolt() *bolt.DB { return d.db }
 
 // Close closes the database.
@@ -482,38 +492,6 @@ func (d *DB) SetLastReport(ctx context.Context, t time.Time) error {
 	})
 	if err != nil {
 		return fmt.Errorf("record the daily report's time: %w", err)
-	}
-	return nil
-}
-
-// GetSettings decodes the appliance's settings document (web.Settings)
-// into v; false if it was never saved. With PutSettings it lets the daemon
-// keep web's settings without web touching the database.
-func (d *DB) GetSettings(ctx context.Context, v any) (bool, error) {
-	found := false
-	err := d.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bSettings).Get(kSettings)
-		if b == nil {
-			return nil
-		}
-		found = true
-		return decode(b, v)
-	})
-	if err != nil {
-		return false, fmt.Errorf("read settings: %w", err)
-	}
-	return found, nil
-}
-
-// PutSettings stores the appliance's settings document.
-func (d *DB) PutSettings(ctx context.Context, v any) error {
-	b, err := encode(v)
-	if err != nil {
-		return fmt.Errorf("store settings: %w", err)
-	}
-	err = d.update(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put(kSettings, b) })
-	if err != nil {
-		return fmt.Errorf("store settings: %w", err)
 	}
 	return nil
 }

@@ -311,7 +311,7 @@ func TestOpenFailsWhileHeld(t *testing.T) {
 		t.Fatal("second open of a held state db succeeded")
 	}
 	// Held is not damaged: the daemon says another one is running.
-	if !errors.Is(err, bolterrors.ErrTimeout) || errors.Is(err, ErrCorrupt) {
+	if !errors.Is(err, ErrHeld) || !errors.Is(err, bolterrors.ErrTimeout) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("second open: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/vmvault/vmvault/internal/state"
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
@@ -26,8 +26,8 @@ type Executor func(ctx context.Context, a api.Approval) error
 
 // Config wires a Manager.
 type Config struct {
-	// DB is the bbolt database (state.db) that holds the bucket; required.
-	DB *bolt.DB
+	// DB is the state database that holds the bucket; required.
+	DB *state.DB
 	// Delay is how long an action waits for a second administrator before it
 	// executes by itself; 0 executes at once (Manager.Delay tells web).
 	Delay time.Duration
@@ -50,7 +50,7 @@ type Manager struct {
 	wake chan struct{}
 }
 
-// New opens (creating) the bucket in cfg.DB.
+// New keeps the actions in cfg.DB (state.Open created their bucket).
 func New(cfg Config) (*Manager, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("approval: DB is required")

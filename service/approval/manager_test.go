@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/vmvault/vmvault/internal/state"
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/internal/clock"
@@ -18,7 +18,7 @@ import (
 
 type fixture struct {
 	m      *Manager
-	db     *bolt.DB
+	db     *state.DB
 	clk    *clock.Fake
 	mu     sync.Mutex
 	ran    []string // subjects executed
@@ -28,7 +28,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, delay time.Duration) *fixture {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	db, err := state.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

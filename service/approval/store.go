@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"sort"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
@@ -20,14 +19,37 @@ var bApprovals = schema.BucketApprovals
 // errStatus is a transition from a status the action no longer has.
 var errStatus = errors.New("status changed")
 
-// store keeps actions in their bucket of a bbolt database the caller owns.
-type store struct{ db *bolt.DB }
+// store keeps actions in their bucket of state.db, through this package's
+// state.Store (which refuses every other bucket).
+type store struct{ db *state.Store }
 
-func newStore(db *bolt.DB) (*store, error) {
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bApprovals); return err }); err != nil {
+func newStore(db *state.DB) (*store, error) {
+	st, err := db.Store(schema.OwnerApprovals)
+	if err != nil {
 		return nil, fmt.Errorf("approvals store: %w", err)
 	}
-	return &store{db: db}, nil
+	return &store{db: st}, nil
+}
+
+// view and update run fn on the bucket in one transaction.
+func (s *store) view(fn func(*state.Bucket) error) error {
+	return s.db.View(func(tx *state.Tx) error {
+		b, err := tx.Bucket(bApprovals)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+}
+
+func (s *store) update(fn func(*state.Bucket) error) error {
+	return s.db.Update(func(tx *state.Tx) error {
+		b, err := tx.Bucket(bApprovals)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
 }
 
 func newID() string {
@@ -60,8 +82,7 @@ func (s *store) create(a api.Approval, clash func(api.Approval) error) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bApprovals)
+	return s.update(func(b *state.Bucket) error {
 		if err := b.ForEach(func(k, v []byte) error {
 			old, err := decode(k, v)
 			if err != nil {
@@ -80,8 +101,8 @@ func (s *store) create(a api.Approval, clash func(api.Approval) error) error {
 
 func (s *store) get(id string) (api.Approval, error) {
 	var a api.Approval
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bApprovals).Get([]byte(id))
+	err := s.view(func(b *state.Bucket) error {
+		v := b.Get([]byte(id))
 		if v == nil {
 			return api.Kind(fmt.Errorf("approval %q", id), api.ErrNotFound)
 		}
@@ -95,8 +116,8 @@ func (s *store) get(id string) (api.Approval, error) {
 // list returns every action, newest request first.
 func (s *store) list() ([]api.Approval, error) {
 	var out []api.Approval
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bApprovals).ForEach(func(k, v []byte) error {
+	err := s.view(func(b *state.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
 			a, err := decode(k, v)
 			if err != nil {
 				return err
@@ -121,8 +142,7 @@ func (s *store) list() ([]api.Approval, error) {
 // transaction; errStatus when its status is another (someone was first).
 func (s *store) transition(id, from string, fn func(*api.Approval)) (api.Approval, error) {
 	var a api.Approval
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bApprovals)
+	err := s.update(func(b *state.Bucket) error {
 		v := b.Get([]byte(id))
 		if v == nil {
 			return api.Kind(fmt.Errorf("approval %q", id), api.ErrNotFound)
@@ -148,8 +168,7 @@ func (s *store) transition(id, from string, fn func(*api.Approval)) (api.Approva
 // process that was executing them stopped).
 func (s *store) reopen() (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bApprovals)
+	err := s.update(func(b *state.Bucket) error {
 		type kv struct{ k, v []byte }
 		var upd []kv
 		if err := b.ForEach(func(k, v []byte) error {

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/repos"
@@ -62,11 +61,108 @@ type fixture struct {
 	events   []policy.Event
 	cancel   context.CancelFunc
 	done     chan error
+	loop     loopWatch
+	closed   chan string // windowClosed hook: the job whose window run was cancelled
+}
+
+// loopWatch follows the Runner's loop through its hooks: how many times it
+// began to look at the jobs, how many times it then armed its timer and
+// waited, and which look the last wait followed.
+type loopWatch struct {
+	mu       sync.Mutex
+	looks    int
+	waits    int
+	lastLook int           // the look the last wait followed
+	changed  chan struct{} // closed and replaced at every hook call
+}
+
+func (w *loopWatch) hook(wait bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wait {
+		w.waits++
+		w.lastLook = w.looks
+	} else {
+		w.looks++
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *loopWatch) state() (looks, waits, lastLook int, changed <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.looks, w.waits, w.lastLook, w.changed
+}
+
+// waitLoop waits until ok holds of the loop's state, or fails the test
+// after 10 seconds (a bound on a broken runner, not a synchronisation).
+func (f *fixture) waitLoop(t *testing.T, what string, ok func(looks, waits, lastLook int) bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		l, w, last, ch := f.loop.state()
+		if ok(l, w, last) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("runner loop: %s: did not happen in 10s", what)
+		}
+	}
+}
+
+// idleAfter waits for the loop to wait again after a look that began
+// after the look count n (read before what the test waits for).
+func (f *fixture) idleAfter(t *testing.T, n int) {
+	t.Helper()
+	f.waitLoop(t, "a new look at the jobs", func(_, _, last int) bool { return last > n })
+}
+
+// looks is how many times the loop began to look at the jobs.
+func (f *fixture) looks() int { l, _, _, _ := f.loop.state(); return l }
+
+// reload makes the loop look at the jobs again and waits until that look
+// is done and the loop waits: whatever it started is recorded.
+func (f *fixture) reload(t *testing.T) {
+	t.Helper()
+	n := f.looks()
+	f.runner.Reload()
+	f.idleAfter(t, n)
+}
+
+// waitFor waits until cond holds. Every end of a run is followed by a look
+// of the loop (finish reloads it), so cond is tested again after each
+// wait of the loop, never on a timer; it fails the test after 10 seconds.
+func (f *fixture) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		_, w, _, ch := f.loop.state()
+		if cond() {
+			return
+		}
+		for {
+			select {
+			case <-ch:
+			case <-deadline.C:
+				t.Fatalf("%s: did not happen in 10s", what)
+			}
+			var w2 int
+			_, w2, _, ch = f.loop.state()
+			if w2 > w {
+				break
+			}
+		}
+	}
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	db, err := state.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +172,17 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{src: repository.TestRepository(t), dst: repository.TestRepository(t, repository.WithPassword("other")),
-		second: repository.TestRepository(t, repository.WithPassword("third")), store: st, clk: clock.NewFake(t0)}
+		second: repository.TestRepository(t, repository.WithPassword("third")), store: st, clk: clock.NewFake(t0),
+		loop: loopWatch{changed: make(chan struct{})}, closed: make(chan string, 10)}
 	set := repos.New(map[string]*repository.Repository{"main": f.src, "offsite": f.dst, "second": f.second})
 	f.runner = New(Config{Store: st, Repos: set, Clock: f.clk, OnEvent: func(e policy.Event) {
 		f.mu.Lock()
 		f.events = append(f.events, e)
 		f.mu.Unlock()
+	}, hooks: &hooks{
+		looking:      func() { f.loop.hook(false) },
+		waiting:      func() { f.loop.hook(true) },
+		windowClosed: func(job string) { f.closed <- job },
 	}})
 	return f
 }
@@ -90,21 +191,12 @@ func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel, f.done = cancel, make(chan error, 1)
+	n := f.looks()
 	go func() { f.done <- f.runner.Run(ctx) }()
 	t.Cleanup(f.stop)
-	// Run has started once it sets its context.
-	for i := 0; ; i++ {
-		f.runner.mu.Lock()
-		ok := f.runner.ctx != nil
-		f.runner.mu.Unlock()
-		if ok {
-			return
-		}
-		if i > 500 {
-			t.Fatal("runner did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Run has started (set its context, looked at the jobs once, started
+	// what is due) once it waits after a look of its own.
+	f.idleAfter(t, n)
 }
 
 func (f *fixture) stop() {
@@ -130,7 +222,8 @@ func (f *fixture) eventsOf(kind string) []policy.Event {
 // waitRun waits for the run to end and returns it.
 func (f *fixture) waitRun(t *testing.T, job, id string) Run {
 	t.Helper()
-	for i := 0; i < 3000; i++ {
+	var got Run
+	f.waitFor(t, "run "+id+" ends", func() bool {
 		runs, err := f.store.Runs(context.Background(), job, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -138,14 +231,36 @@ func (f *fixture) waitRun(t *testing.T, job, id string) Run {
 		for _, r := range runs {
 			if r.ID == id && r.State != RunRunning {
 				if _, busy := f.runner.Progress(job); !busy {
-					return r
+					got = r
+					return true
 				}
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	})
+	return got
+}
+
+// runs returns the job's runs, newest first.
+func (f *fixture) runs(t *testing.T, job string) []Run {
+	t.Helper()
+	runs, err := f.store.Runs(context.Background(), job, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("run %s did not end", id)
-	return Run{}
+	return runs
+}
+
+// waitRuns waits until the job has n runs, none running, and none busy.
+func (f *fixture) waitRuns(t *testing.T, job string, n int) []Run {
+	t.Helper()
+	var runs []Run
+	f.waitFor(t, fmt.Sprintf("%d runs of %s ended", n, job), func() bool {
+		runs = f.runs(t, job)
+		_, busy := f.runner.Progress(job)
+		return len(runs) >= n && runs[0].State != RunRunning && !busy
+	})
+	return runs
 }
 
 func (f *fixture) runNow(t *testing.T, job string) Run {
@@ -301,32 +416,25 @@ func TestWindowRun(t *testing.T) {
 		w.Days[d] = []policy.Range{{Start: 13 * 60, End: 14 * 60}} // 13:00-14:00, t0 is 12:00
 	}
 	put(t, f, job("c", func(j *Job) { j.Window = w; j.Enabled = true }))
-	f.start(t)
-	time.Sleep(50 * time.Millisecond)
-	if runs, _ := f.store.Runs(context.Background(), "c", 0); len(runs) != 0 {
+	f.start(t) // the loop has looked at the job once and waits
+	if runs := f.runs(t, "c"); len(runs) != 0 {
 		t.Fatalf("ran before the window opened: %+v", runs)
 	}
-	f.clk.Advance(time.Hour + time.Minute)
-	var runs []Run
-	for i := 0; i < 3000 && (len(runs) == 0 || runs[0].State == RunRunning); i++ {
-		time.Sleep(10 * time.Millisecond)
-		runs, _ = f.store.Runs(context.Background(), "c", 0)
-	}
+	f.clk.Advance(time.Hour + time.Minute) // fires the loop's timer, armed for 13:00
+	runs := f.waitRuns(t, "c", 1)
 	if len(runs) != 1 || runs[0].State != RunSucceeded || runs[0].Trigger != "window" || runs[0].Window != "2026-11-30T13:00:00Z" || runs[0].PointsCopied != 1 {
 		t.Fatalf("window runs %+v", runs)
 	}
-	f.runner.Reload()
-	time.Sleep(100 * time.Millisecond)
-	if runs, _ = f.store.Runs(context.Background(), "c", 0); len(runs) != 1 {
+	f.reload(t)
+	if runs = f.runs(t, "c"); len(runs) != 1 {
 		t.Fatalf("ran twice in one window: %d runs", len(runs))
 	}
 	// A restart inside the same window does not copy again.
 	f.stop()
 	r2 := New(f.runner.cfg)
 	f.runner = r2
-	f.start(t)
-	time.Sleep(100 * time.Millisecond)
-	if runs, _ = f.store.Runs(context.Background(), "c", 0); len(runs) != 1 {
+	f.start(t) // the new runner has looked at the jobs once
+	if runs = f.runs(t, "c"); len(runs) != 1 {
 		t.Fatalf("restart ran again in the same window: %d runs", len(runs))
 	}
 
@@ -469,22 +577,23 @@ func TestWindowCloseCancels(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the window run did not start")
 	}
-	f.clk.Advance(61 * time.Minute) // past 13:00
-	time.Sleep(100 * time.Millisecond)
-	close(g.gate)
-	var runs []Run
-	for i := 0; i < 3000 && (len(runs) == 0 || runs[0].State == RunRunning); i++ {
-		time.Sleep(10 * time.Millisecond)
-		runs, _ = f.store.Runs(context.Background(), "c", 0)
+	// Past 13:00: the run's window timer fires (or, armed after this,
+	// fires at once) and cancels the run before the gate lets it copy.
+	f.clk.Advance(61 * time.Minute)
+	select {
+	case job := <-f.closed:
+		if job != "c" {
+			t.Fatalf("window closed for job %s", job)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the window's close did not cancel the run")
 	}
+	close(g.gate)
+	runs := f.waitRuns(t, "c", 1)
 	if len(runs) != 1 || runs[0].State != RunCancelled || runs[0].PointsCopied != 0 || !strings.Contains(runs[0].Error, "window closed") {
 		t.Fatalf("runs %+v", runs)
 	}
-	var ev []policy.Event
-	for i := 0; i < 500 && len(ev) == 0; i++ { // the event follows the run's record
-		time.Sleep(10 * time.Millisecond)
-		ev = f.eventsOf(EventCopyFailed)
-	}
+	ev := f.eventsOf(EventCopyFailed) // emitted before the job is released
 	if len(ev) != 1 || ev[0].Severity != policy.SeverityError {
 		t.Fatalf("events %+v", ev)
 	}
@@ -494,10 +603,7 @@ func TestWindowCloseCancels(t *testing.T) {
 	// The next opening (tomorrow 11:00) copies it.
 	f.clk.Set(t0.Add(23*time.Hour + time.Minute))
 	f.runner.Reload()
-	for i := 0; i < 3000 && (len(runs) < 2 || runs[0].State == RunRunning); i++ {
-		time.Sleep(10 * time.Millisecond)
-		runs, _ = f.store.Runs(context.Background(), "c", 0)
-	}
+	runs = f.waitRuns(t, "c", 2)
 	if len(runs) != 2 || runs[0].State != RunSucceeded || runs[0].PointsCopied != 1 {
 		t.Fatalf("next window: %+v", runs)
 	}
@@ -523,12 +629,7 @@ func TestDeletedWhileCopying(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(g.gate)
-	for i := 0; i < 500; i++ {
-		if _, busy := f.runner.Progress("c"); !busy {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.waitFor(t, "the deleted job's copy stops", func() bool { _, busy := f.runner.Progress("c"); return !busy })
 	if _, busy := f.runner.Progress("c"); busy {
 		t.Fatal("the copy of a deleted job still runs")
 	}

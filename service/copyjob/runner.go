@@ -38,6 +38,35 @@ type Config struct {
 	// RetryAfter is how long a failed run waits before it is tried again
 	// in the same window opening; default 30 minutes.
 	RetryAfter time.Duration
+
+	// hooks lets this package's tests wait for the loop and the window's
+	// close instead of sleeping; nil in the daemon.
+	hooks *hooks
+}
+
+// hooks are called from the Runner's goroutines as things happen.
+type hooks struct {
+	looking      func()           // Run is about to look at the jobs (tick)
+	waiting      func()           // Run has armed its timer and waits
+	windowClosed func(job string) // a window run was cancelled by its window's close
+}
+
+func (h *hooks) look() {
+	if h != nil && h.looking != nil {
+		h.looking()
+	}
+}
+
+func (h *hooks) wait() {
+	if h != nil && h.waiting != nil {
+		h.waiting()
+	}
+}
+
+func (h *hooks) closed(job string) {
+	if h != nil && h.windowClosed != nil {
+		h.windowClosed(job)
+	}
 }
 
 // ErrNotRunning is returned by RunNow when the Runner's Run is not active.
@@ -148,9 +177,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wg.Wait()
 	}()
 	for {
+		r.cfg.hooks.look()
 		next := r.tick(ctx)
 		wait := min(next.Sub(r.cfg.Clock.Now()), time.Hour)
 		t := r.cfg.Clock.NewTimer(max(wait, time.Second))
+		r.cfg.hooks.wait()
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -276,6 +307,7 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 		select {
 		case <-t.C():
 			cancel(errWindowClosed)
+			r.cfg.hooks.closed(j.ID)
 		case <-stop:
 		}
 	}()

@@ -8,15 +8,14 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
 
 // The buckets this package owns in the daemon's state database (beside
-// internal/state's and the other stores'; state.DB.Bolt documents the
-// sharing). Values are JSON.
+// internal/state's and the other owners'), reached through its
+// state.Store, which refuses every other bucket. Values are JSON.
 //
 //	copy-jobs   job id                       -> Job
 //	copy-runs   job id 0x00 run id           -> Run (run ids sort by start)
@@ -28,31 +27,40 @@ var (
 // KeepRuns is how many runs of one job are kept (the oldest go first).
 const KeepRuns = 200
 
-// Store keeps copy jobs and their runs in a bbolt database the caller owns.
-// It is safe for concurrent use.
-type Store struct{ db *bolt.DB }
+// Store keeps copy jobs and their runs in state.db. It is safe for
+// concurrent use.
+type Store struct{ db *state.Store }
 
-// NewStore creates the buckets if needed.
-func NewStore(db *bolt.DB) (*Store, error) {
-	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bJobs, bRuns} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// NewStore keeps copy jobs in db, the daemon's state database (state.Open
+// created the buckets).
+func NewStore(db *state.DB) (*Store, error) {
+	st, err := db.Store(schema.OwnerCopyJobs)
 	if err != nil {
 		return nil, fmt.Errorf("copy job store: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: st}, nil
+}
+
+// buckets opens this package's buckets in tx.
+func buckets(tx *state.Tx) (jobs, runs *state.Bucket, err error) {
+	if jobs, err = tx.Bucket(bJobs); err != nil {
+		return nil, nil, err
+	}
+	if runs, err = tx.Bucket(bRuns); err != nil {
+		return nil, nil, err
+	}
+	return jobs, runs, nil
 }
 
 // Jobs returns every copy job, by id.
 func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
 	out := []Job{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error {
+	err := s.db.View(func(tx *state.Tx) error {
+		jobs, _, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		return jobs.ForEach(func(k, v []byte) error {
 			var j Job
 			if err := schema.Decode(v, &j); err != nil {
 				return fmt.Errorf("copy job %q: %w", k, err)
@@ -70,8 +78,12 @@ func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
 // Job returns one copy job; an unknown id matches api.ErrNotFound.
 func (s *Store) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bJobs).Get([]byte(id))
+	err := s.db.View(func(tx *state.Tx) error {
+		jobs, _, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		v := jobs.Get([]byte(id))
 		if v == nil {
 			return fmt.Errorf("copy job %q: %w", id, api.ErrNotFound)
 		}
@@ -86,7 +98,14 @@ func (s *Store) PutJob(ctx context.Context, j Job) error {
 	if err != nil {
 		return fmt.Errorf("encode copy job %s: %w", j.ID, err)
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bJobs).Put([]byte(j.ID), v) }); err != nil {
+	err = s.db.Update(func(tx *state.Tx) error {
+		jobs, _, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		return jobs.Put([]byte(j.ID), v)
+	})
+	if err != nil {
 		return fmt.Errorf("save copy job %s: %w", j.ID, err)
 	}
 	return nil
@@ -94,15 +113,18 @@ func (s *Store) PutJob(ctx context.Context, j Job) error {
 
 // DeleteJob removes a job and its runs; an unknown id matches api.ErrNotFound.
 func (s *Store) DeleteJob(ctx context.Context, id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bJobs)
+	return s.db.Update(func(tx *state.Tx) error {
+		b, runs, err := buckets(tx)
+		if err != nil {
+			return err
+		}
 		if b.Get([]byte(id)) == nil {
 			return fmt.Errorf("copy job %q: %w", id, api.ErrNotFound)
 		}
 		if err := b.Delete([]byte(id)); err != nil {
 			return err
 		}
-		return deletePrefix(tx.Bucket(bRuns), runPrefix(id), 0)
+		return deletePrefix(runs, runPrefix(id), 0)
 	})
 }
 
@@ -119,8 +141,11 @@ func (s *Store) PutRun(ctx context.Context, r Run) error {
 	if err != nil {
 		return fmt.Errorf("encode copy run %s: %w", r.ID, err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bRuns)
+	err = s.db.Update(func(tx *state.Tx) error {
+		_, b, err := buckets(tx)
+		if err != nil {
+			return err
+		}
 		if err := b.Put(append(runPrefix(r.Job), r.ID...), v); err != nil {
 			return err
 		}
@@ -133,7 +158,7 @@ func (s *Store) PutRun(ctx context.Context, r Run) error {
 }
 
 // deletePrefix deletes the keys under prefix but the newest keep.
-func deletePrefix(b *bolt.Bucket, prefix []byte, keep int) error {
+func deletePrefix(b *state.Bucket, prefix []byte, keep int) error {
 	var keys [][]byte
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
@@ -154,8 +179,12 @@ func deletePrefix(b *bolt.Bucket, prefix []byte, keep int) error {
 func (s *Store) Runs(ctx context.Context, job string, limit int) ([]Run, error) {
 	out := []Run{}
 	prefix := runPrefix(job)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bRuns).Cursor()
+	err := s.db.View(func(tx *state.Tx) error {
+		_, runs, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		c := runs.Cursor()
 		var k, v []byte
 		// The last key under prefix: seek past it, step back.
 		if k, _ = c.Seek(append(append([]byte(nil), prefix[:len(prefix)-1]...), 1)); k == nil {
@@ -182,8 +211,12 @@ func (s *Store) Runs(ctx context.Context, job string, limit int) ([]Run, error) 
 // oldest first.
 func (s *Store) RunsSince(ctx context.Context, since time.Time) ([]Run, error) {
 	var out []Run
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bRuns).ForEach(func(k, v []byte) error {
+	err := s.db.View(func(tx *state.Tx) error {
+		_, runs, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		return runs.ForEach(func(k, v []byte) error {
 			var r Run
 			if err := schema.Decode(v, &r); err != nil {
 				return fmt.Errorf("copy run %q: %w", k, err)
@@ -204,11 +237,14 @@ func (s *Store) RunsSince(ctx context.Context, since time.Time) ([]Run, error) {
 // markInterrupted ends every run left running by a previous process.
 func (s *Store) markInterrupted(ctx context.Context, now time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bRuns)
+	err := s.db.Update(func(tx *state.Tx) error {
+		_, b, err := buckets(tx)
+		if err != nil {
+			return err
+		}
 		type kv struct{ k, v []byte }
 		var upd []kv
-		err := b.ForEach(func(k, v []byte) error {
+		err = b.ForEach(func(k, v []byte) error {
 			var r Run
 			if err := schema.Decode(v, &r); err != nil || r.State != RunRunning {
 				return nil

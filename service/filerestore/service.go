@@ -84,7 +84,9 @@ type Config struct {
 	// catalog of every other point.
 	IndexMaxEntries int64
 	IndexMaxTime    time.Duration
-	// Clock measures IndexMaxTime; default the real clock.
+	// Clock measures IndexMaxTime, the TTL of idle points (the janitor's
+	// timer) and how long a located point is trusted; default the real
+	// clock.
 	Clock clock.Clock
 	// Logf reports indexer problems; default: discarded.
 	Logf func(format string, args ...any)
@@ -161,13 +163,14 @@ func (s *Service) Close() error {
 
 func (s *Service) janitor() {
 	defer close(s.janitorDone)
-	t := time.NewTicker(max(s.cfg.TTL/4, 50*time.Millisecond))
-	defer t.Stop()
+	every := max(s.cfg.TTL/4, 50*time.Millisecond)
 	for {
+		t := s.cfg.Clock.NewTimer(every)
 		select {
 		case <-s.stopJanitor:
+			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 			s.evict(false)
 		}
 	}
@@ -176,7 +179,7 @@ func (s *Service) janitor() {
 // evict closes idle points past the TTL, and the least recently used idle
 // points beyond MaxOpen. Points in use are never closed.
 func (s *Service) evict(overOnly bool) {
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	var idle []*openPoint
 	for _, p := range s.points {
@@ -264,9 +267,9 @@ func (s *Service) acquire(ctx context.Context, id string) (*openPoint, func(), e
 	// download, a 10,000-path selection) is not looked up again: Locate
 	// lists every point of every repository.
 	s.mu.Lock()
-	if p := s.points[id]; p != nil && !s.closed && time.Since(p.located) < locateFresh {
+	if p := s.points[id]; p != nil && !s.closed && s.cfg.Clock.Since(p.located) < locateFresh {
 		p.refs++
-		p.lastUsed = time.Now()
+		p.lastUsed = s.cfg.Clock.Now()
 		s.mu.Unlock()
 		return s.ready(ctx, p)
 	}
@@ -286,7 +289,7 @@ func (s *Service) acquire(ctx context.Context, id string) (*openPoint, func(), e
 		s.points[pt.ID] = p
 	}
 	p.refs++
-	p.lastUsed = time.Now()
+	p.lastUsed = s.cfg.Clock.Now()
 	p.located = p.lastUsed
 	s.mu.Unlock()
 	return s.ready(ctx, p)
@@ -302,7 +305,7 @@ func (s *Service) ready(ctx context.Context, p *openPoint) (*openPoint, func(), 
 	release := func() {
 		s.mu.Lock()
 		p.refs--
-		p.lastUsed = time.Now()
+		p.lastUsed = s.cfg.Clock.Now()
 		s.mu.Unlock()
 		s.evict(true)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/clock"
+
 	"github.com/vmvault/vmvault/guestfs"
 	"github.com/vmvault/vmvault/guestfs/guestfstest"
 	"github.com/vmvault/vmvault/repository"
@@ -425,7 +427,24 @@ func checkSkippedReport(t *testing.T, rep string) {
 }
 
 func TestCacheBounds(t *testing.T) {
-	f := newFixture(t, Config{MaxOpen: 1, TTL: 200 * time.Millisecond})
+	clk := clock.NewFake(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	f := newFixture(t, Config{MaxOpen: 1, TTL: 200 * time.Millisecond, Clock: clk})
+	// janitorPass moves the clock past the TTL and returns once the janitor
+	// has looked at the points: its timer (the only one on clk) fired and
+	// it armed the next.
+	janitorPass := func() {
+		t.Helper()
+		giveUp := make(chan struct{})
+		stop := time.AfterFunc(10*time.Second, func() { close(giveUp) })
+		defer stop.Stop()
+		if !clk.BlockUntil(1, giveUp) {
+			t.Fatal("the janitor did not arm its timer")
+		}
+		clk.Advance(500 * time.Millisecond)
+		if !clk.BlockUntil(1, giveUp) {
+			t.Fatal("the janitor did not come back from its pass")
+		}
+	}
 	ctx := context.Background()
 	// A second point of the same disk (all chunks deduplicated).
 	p2 := frtest.Backup(t, f.r, "web01", time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC), frtest.Ext4Disk(t, f.src))
@@ -445,7 +464,7 @@ func TestCacheBounds(t *testing.T) {
 	if n := open(); n != 1 {
 		t.Errorf("%d points open, want 1 (the held one; the idle one evicted over MaxOpen)", n)
 	}
-	time.Sleep(500 * time.Millisecond)
+	janitorPass()
 	if n := open(); n != 1 {
 		t.Errorf("held point evicted: %d open", n)
 	}
@@ -454,10 +473,7 @@ func TestCacheBounds(t *testing.T) {
 		t.Fatalf("read after the TTL: %q %v", b, err)
 	}
 	fh.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for open() != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	janitorPass()
 	if n := open(); n != 0 {
 		t.Errorf("idle point not closed after the TTL: %d open", n)
 	}

@@ -152,6 +152,9 @@ func (s *Set) Remove(name string) (*repository.Repository, error) {
 	s.names, s.repos = names, repos
 	delete(s.ents, name)
 	s.mu.Unlock()
+	if s.removing != nil {
+		s.removing(name)
+	}
 	// No call can acquire it any more; the ones that did finish first.
 	e.calls.Wait()
 	s.idx.forget(name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,12 @@ func TestRemoveWhileReadersHoldIt(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
+		// warm: every reader has gone round round+1 times (Remove lands at
+		// a different point of their loops each round); afterClose: every
+		// reader has gone round once entirely after the repository was
+		// removed and closed.
+		var warm, afterClose sync.WaitGroup
+		var closed atomic.Bool
 		var mu sync.Mutex
 		var bad []error
 		fail := func(what string, err error) {
@@ -43,14 +50,18 @@ func TestRemoveWhileReadersHoldIt(t *testing.T) {
 		}
 		for range 4 {
 			wg.Add(1)
+			warm.Add(1)
+			afterClose.Add(1)
 			go func() {
 				defer wg.Done()
-				for {
+				warmed, seenClosed := false, false
+				for i := 0; ; i++ {
 					select {
 					case <-stop:
 						return
 					default:
 					}
+					after := closed.Load()
 					_, err := f.set.Points(ctx, api.PointFilter{})
 					fail("points", err)
 					_, err = f.set.Repositories(ctx)
@@ -59,10 +70,18 @@ func TestRemoveWhileReadersHoldIt(t *testing.T) {
 					fail("repository", err)
 					_, err = f.set.Point(ctx, p.ID)
 					fail("point", err)
+					if !warmed && i >= round {
+						warmed = true
+						warm.Done()
+					}
+					if after && !seenClosed {
+						seenClosed = true
+						afterClose.Done()
+					}
 				}
 			}()
 		}
-		time.Sleep(time.Duration(round) * 2 * time.Millisecond)
+		warm.Wait()
 		r, err := f.set.Remove("second")
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +93,8 @@ func TestRemoveWhileReadersHoldIt(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		closed.Store(true)
+		afterClose.Wait()
 		close(stop)
 		wg.Wait()
 		if len(bad) > 0 {
@@ -107,17 +127,22 @@ func TestRemoveWaitsForACall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	detached := make(chan struct{})
+	f.set.removing = func(string) { close(detached) }
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.set.Remove("main")
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.set.Has("main") { // detached at once
-		if time.Now().After(deadline) {
-			t.Fatal("Remove did not detach the repository")
-		}
-		time.Sleep(time.Millisecond)
+	select { // detached at once
+	case <-detached:
+	case err := <-done:
+		t.Fatalf("Remove returned (%v) while a call held the repository", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Remove did not detach the repository")
+	}
+	if f.set.Has("main") {
+		t.Fatal("Remove said it detached the repository, but the set still has it")
 	}
 	select {
 	case err := <-done:

@@ -60,6 +60,10 @@ type Set struct {
 
 	// idx is every repository's points in list order (index.go).
 	idx indexCache
+
+	// removing, set by this package's tests, is called by Remove once the
+	// repository is detached, before it waits for the calls that hold it.
+	removing func(name string)
 }
 
 type statsKey struct{ repo, sig string }

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/vmvault/vmvault/internal/state"
 	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
@@ -18,20 +17,21 @@ var (
 	kSettings = schema.KeySettings
 )
 
-// Bolt keeps api.Settings as JSON in a bucket "settings" of a bbolt
-// database the caller owns (the daemon's state.db); it implements
-// web.SettingsStore.
+// Bolt keeps api.Settings as JSON in the bucket "settings" of the daemon's
+// state.db, through this package's state.Store (which refuses every other
+// bucket); it implements web.SettingsStore.
 type Bolt struct {
-	db   *bolt.DB
+	db   *state.Store
 	seal *Sealer // nil: no secret can be saved
 }
 
-// NewBolt creates the bucket if needed.
-func NewBolt(db *bolt.DB, opts ...Option) (*Bolt, error) {
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bSettings); return err }); err != nil {
+// NewBolt keeps the settings in db (state.Open created the bucket).
+func NewBolt(db *state.DB, opts ...Option) (*Bolt, error) {
+	st, err := db.Store(schema.OwnerSettings)
+	if err != nil {
 		return nil, fmt.Errorf("settings store: %w", err)
 	}
-	b := &Bolt{db: db}
+	b := &Bolt{db: st}
 	for _, o := range opts {
 		o(b)
 	}
@@ -42,8 +42,12 @@ func NewBolt(db *bolt.DB, opts ...Option) (*Bolt, error) {
 func (b *Bolt) Settings(ctx context.Context) (api.Settings, bool, error) {
 	var s api.Settings
 	var ok bool
-	err := b.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bSettings).Get(kSettings)
+	err := b.db.View(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
+		v := bk.Get(kSettings)
 		if v == nil {
 			return nil
 		}
@@ -62,7 +66,13 @@ func (b *Bolt) PutSettings(ctx context.Context, s api.Settings) error {
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)
 	}
-	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put(kSettings, v) }); err != nil {
+	if err := b.db.Update(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
+		return bk.Put(kSettings, v)
+	}); err != nil {
 		return fmt.Errorf("save settings: %w", err)
 	}
 	return nil
@@ -70,8 +80,12 @@ func (b *Bolt) PutSettings(ctx context.Context, s api.Settings) error {
 
 func (b *Bolt) get(key string, v any) (bool, error) {
 	var ok bool
-	err := b.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bSettings).Get([]byte(key))
+	err := b.db.View(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
+		raw := bk.Get([]byte(key))
 		if raw == nil {
 			return nil
 		}
@@ -89,7 +103,13 @@ func (b *Bolt) put(key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s settings: %w", key, err)
 	}
-	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Put([]byte(key), raw) }); err != nil {
+	if err := b.db.Update(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(key), raw)
+	}); err != nil {
 		return fmt.Errorf("save %s settings: %w", key, err)
 	}
 	return nil
@@ -103,7 +123,13 @@ func (b *Bolt) DeleteSection(ctx context.Context, section string) error {
 	default:
 		return fmt.Errorf("settings section %q: %w", section, api.ErrNotFound)
 	}
-	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bSettings).Delete([]byte(section)) }); err != nil {
+	if err := b.db.Update(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
+		return bk.Delete([]byte(section))
+	}); err != nil {
 		return fmt.Errorf("reset %s settings: %w", section, err)
 	}
 	return nil
@@ -114,8 +140,11 @@ func (b *Bolt) DeleteSection(ctx context.Context, section string) error {
 // passphrase file; a name not recorded is api.ErrNotFound.
 func (b *Bolt) RemoveRepository(ctx context.Context, name string) (Repo, error) {
 	var gone Repo
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bSettings)
+	err := b.db.Update(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
 		var list []Repo
 		if raw := bk.Get([]byte(keyRepositories)); raw != nil {
 			if err := schema.Decode(raw, &list); err != nil {
@@ -139,8 +168,11 @@ func (b *Bolt) RemoveRepository(ctx context.Context, name string) (Repo, error) 
 // AddRepository records a repository added from the console; a name
 // already recorded is api.ErrConflict.
 func (b *Bolt) AddRepository(ctx context.Context, r Repo) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bSettings)
+	return b.db.Update(func(tx *state.Tx) error {
+		bk, err := tx.Bucket(bSettings)
+		if err != nil {
+			return err
+		}
 		var list []Repo
 		if raw := bk.Get([]byte(keyRepositories)); raw != nil {
 			if err := schema.Decode(raw, &list); err != nil {

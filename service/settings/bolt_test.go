@@ -5,18 +5,50 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/vmvault/vmvault/internal/state"
+	"github.com/vmvault/vmvault/internal/state/schema"
 	"github.com/vmvault/vmvault/web/api"
 )
 
-func openDB(t *testing.T, path string) *bolt.DB {
+func openDB(t *testing.T, path string) *state.DB {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := state.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// rawView and rawUpdate reach the settings bucket itself, as this package's
+// state.Store does.
+func rawView(t *testing.T, db *state.DB, fn func(b *state.Bucket) error) error {
+	t.Helper()
+	st, err := db.Store(schema.OwnerSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.View(func(tx *state.Tx) error {
+		b, err := tx.Bucket(schema.BucketSettings)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+}
+
+func rawUpdate(t *testing.T, db *state.DB, fn func(b *state.Bucket) error) error {
+	t.Helper()
+	st, err := db.Store(schema.OwnerSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Update(func(tx *state.Tx) error {
+		b, err := tx.Bucket(schema.BucketSettings)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
 }
 
 // Settings survive a reopen, and a value written the way web wrote it
@@ -40,8 +72,8 @@ func TestBoltSettings(t *testing.T) {
 	db = openDB(t, path)
 	defer db.Close()
 	var raw string
-	if err := db.View(func(tx *bolt.Tx) error {
-		raw = string(tx.Bucket([]byte("settings")).Get([]byte("settings")))
+	if err := rawView(t, db, func(b *state.Bucket) error {
+		raw = string(b.Get([]byte("settings")))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -49,8 +81,8 @@ func TestBoltSettings(t *testing.T) {
 	if raw != "\x01"+`{"timeZone":"Europe/Paris","eventRetentionDays":30}` { // schema.FormatJSON, then JSON
 		t.Fatalf("stored value %s", raw)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte("\x01"+`{"timeZone":"Asia/Tokyo","eventRetentionDays":7}`))
+	if err := rawUpdate(t, db, func(b *state.Bucket) error {
+		return b.Put([]byte("settings"), []byte("\x01"+`{"timeZone":"Asia/Tokyo","eventRetentionDays":7}`))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +104,8 @@ func TestBoltSettingsCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("settings")).Put([]byte("settings"), []byte("{not json"))
+	if err := rawUpdate(t, db, func(b *state.Bucket) error {
+		return b.Put([]byte("settings"), []byte("{not json"))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/vmvault/vmvault/internal/state"
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/web/api"
@@ -96,8 +96,8 @@ func TestSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	var raw []byte
-	_ = db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bSettings).Cursor()
+	_ = rawView(t, db, func(b *state.Bucket) error {
+		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			raw = append(raw, v...)
 		}

@@ -23,7 +23,7 @@ func TestNotifySourceCopyRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cs, err := copyjob.NewStore(db.Bolt())
+	cs, err := copyjob.NewStore(db)
 	if err != nil {
 		t.Fatal(err)
 	}
