@@ -73,8 +73,8 @@ for pkg in "${fuzzpkgs[@]}"; do
 		n=$((n + 1))
 		start=$(date +%s.%N)
 		(cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${fn}\$" -test.fuzztime "$time" -test.fuzzminimizetime "$minimize" \
-			-test.fuzzcachedir "$fuzzcache/$pkg" -test.paniconexit0 -test.timeout 30m </dev/null) 2>&1 | tee "$log"
-		rc=${PIPESTATUS[0]}
+			-test.fuzzcachedir "$fuzzcache/$pkg" -test.paniconexit0 -test.timeout 30m </dev/null) >"$log" 2>&1
+		rc=$?
 		end=$(date +%s.%N)
 		# The last progress line: "fuzz: elapsed: 30s, execs: 81234 (2707/sec), ..."
 		line=$(grep -E 'fuzz: elapsed: [0-9]+s, execs: [0-9]+' "$log" | tail -1)
@@ -98,6 +98,7 @@ for pkg in "${fuzzpkgs[@]}"; do
 		if [ "$rc" -ne 0 ]; then
 			status=FAIL
 			failed=1
+			cat "$log" # the finding, the failing input's path and how to rerun it
 		elif [ "$rate" -lt "$minrate" ]; then
 			status=SLOW
 		fi
