@@ -1,16 +1,14 @@
 package instant
 
 import (
-	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/vmvault/vmvault/backup"
-	"github.com/vmvault/vmvault/dedup"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/filerestore/frtest"
 	"github.com/vmvault/vmvault/vmconfig"
 )
 
@@ -54,45 +52,14 @@ func image(t testing.TB, size int64, seed uint64) string {
 // configuration when not nil.
 func backupImages(t testing.TB, r *repository.Repository, vm string, cfg *vmconfig.VMConfig, images ...string) repository.Point {
 	t.Helper()
-	ctx := context.Background()
-	cc := r.Config().Chunker
-	ch, err := dedup.New(dedup.Params{Algorithm: cc.Algorithm, Polynomial: cc.Polynomial, MinSize: cc.MinSize, AvgSize: cc.AvgSize, MaxSize: cc.MaxSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := r.NewSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Abort()
-	np := repository.NewPoint{VM: repository.VMIdentity{Name: vm, InstanceUUID: "uuid-" + vm}, Time: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	var config []byte
 	if cfg != nil {
-		if np.Config, err = vmconfig.Encode(*cfg); err != nil {
+		var err error
+		if config, err = vmconfig.Encode(*cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, img := range images {
-		f, err := os.Open(img)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, _ := f.Stat()
-		res, err := backup.WriteDisk(ctx, sess, ch, backup.DiskInput{Source: f, Size: fi.Size()}, backup.Options{Workers: 2})
-		f.Close()
-		if err != nil {
-			t.Fatalf("back up %s: %v", img, err)
-		}
-		root, err := sess.PutDisk(ctx, fi.Size(), res.Extents)
-		if err != nil {
-			t.Fatal(err)
-		}
-		np.Disks = append(np.Disks, repository.NewDisk{Key: int32(2000 + i), Label: filepath.Base(img), Capacity: fi.Size(), Map: root})
-	}
-	p, err := sess.Commit(ctx, np)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return frtest.BackupWithConfig(t, r, vm, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), config, images...)
 }
 
 func testConfig(name string, disks int) *vmconfig.VMConfig {

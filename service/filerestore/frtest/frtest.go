@@ -21,6 +21,13 @@ import (
 // read through the real backup pipeline (chunking, dedup, encryption).
 func Backup(t testing.TB, r *repository.Repository, vm string, at time.Time, images ...string) repository.Point {
 	t.Helper()
+	return BackupWithConfig(t, r, vm, at, nil, images...)
+}
+
+// BackupWithConfig is Backup with config (an encoded vmconfig, or nil) as
+// the point's VM configuration.
+func BackupWithConfig(t testing.TB, r *repository.Repository, vm string, at time.Time, config []byte, images ...string) repository.Point {
+	t.Helper()
 	ctx := context.Background()
 	cc := r.Config().Chunker
 	ch, err := dedup.New(dedup.Params{Algorithm: cc.Algorithm, Polynomial: cc.Polynomial, MinSize: cc.MinSize, AvgSize: cc.AvgSize, MaxSize: cc.MaxSize})
@@ -32,7 +39,7 @@ func Backup(t testing.TB, r *repository.Repository, vm string, at time.Time, ima
 		t.Fatal(err)
 	}
 	defer sess.Abort()
-	np := repository.NewPoint{VM: repository.VMIdentity{Name: vm, InstanceUUID: "uuid-" + vm}, Time: at}
+	np := repository.NewPoint{VM: repository.VMIdentity{Name: vm, InstanceUUID: "uuid-" + vm}, Time: at, Config: config}
 	for i, img := range images {
 		f, err := os.Open(img)
 		if err != nil {
