@@ -26,9 +26,11 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/appliance
 
-test: test-deps vet openapi-lint versitygw fuzz-smoke
-	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 15m $(PLAIN_PKGS)
+# scripts/test.sh runs the race run beside the fuzz smoke + plain run (each
+# ends on one long package; side by side their tails overlap).
+test: test-deps vet openapi-lint versitygw
+	@printf '%s\n' $(RACE_PKGS) > .test-race-pkgs; printf '%s\n' $(PLAIN_PKGS) > .test-plain-pkgs
+	GO=$(GO) FUZZ_SMOKE_TIME=$(FUZZ_SMOKE_TIME) scripts/test.sh .test-race-pkgs .test-plain-pkgs; rc=$$?; rm -f .test-race-pkgs .test-plain-pkgs; exit $$rc
 
 # versitygw: the real S3 server the S3 tests (repository/s3store,
 # internal/s3suite) start on loopback; built once (about 2 minutes) into a
