@@ -14,7 +14,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '$(RACE_RE)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(PKGS))
 
 # Debian packages the tests need, keyed by the command that proves each is installed.
-TEST_TOOLS := qemu-img:qemu-utils qemu-io:qemu-utils nfs-cat:libnfs-utils nfs-ls:libnfs-utils nfs-cp:libnfs-utils mkfs.ext4:e2fsprogs debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd mkfs.xfs:xfsprogs pvcreate:lvm2 mkntfs:ntfs-3g ntfs-3g:ntfs-3g setfattr:attr getfattr:attr sgdisk:gdisk sfdisk:fdisk losetup:mount npx:npm
+TEST_TOOLS := qemu-img:qemu-utils qemu-io:qemu-utils nfs-cat:libnfs-utils nfs-ls:libnfs-utils nfs-cp:libnfs-utils mkfs.ext4:e2fsprogs debugfs:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools chromium:chromium systemd-analyze:systemd mkfs.xfs:xfsprogs pvcreate:lvm2 mkntfs:ntfs-3g ntfs-3g:ntfs-3g setfattr:attr getfattr:attr sgdisk:gdisk sfdisk:fdisk losetup:mount npx:npm mkfs.exfat:exfatprogs mount.exfat-fuse:exfat-fuse
 
 # What `appliance demo` needs (see demo-deps).
 DEMO_TOOLS := mkfs.ext4:e2fsprogs mkfs.vfat:dosfstools mcopy:mtools sgdisk:gdisk pvcreate:lvm2 mkfs.xfs:xfsprogs mkntfs:ntfs-3g ntfs-3g:ntfs-3g losetup:mount

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vmvault/vmvault/guestfs/exfat"
 	"github.com/vmvault/vmvault/guestfs/ext4"
 	"github.com/vmvault/vmvault/guestfs/fat"
 	"github.com/vmvault/vmvault/guestfs/internal/fsutil"
@@ -31,7 +32,7 @@ type backend interface {
 // markCorrupt makes a reader's own corruption error match ErrCorrupt too,
 // keeping its message.
 func markCorrupt(err error) error {
-	for _, c := range []error{ext4.ErrCorrupt, xfs.ErrCorrupt, fat.ErrCorrupt, lvm.ErrCorrupt} {
+	for _, c := range []error{ext4.ErrCorrupt, xfs.ErrCorrupt, fat.ErrCorrupt, lvm.ErrCorrupt, exfat.ErrCorrupt} {
 		if errors.Is(err, c) && !errors.Is(err, ErrCorrupt) {
 			return corruptError{err}
 		}

@@ -179,6 +179,10 @@ func seedImages(t testing.TB) map[string][]byte {
 		try("xfs", 300<<20, []string{"mkfs.xfs", "-q", "-f", "IMG"}, []string{"mount", "-o", "loop", "IMG", mnt}, cp, []string{"umount", mnt})
 		try("ntfs", 8<<20, []string{"mkntfs", "-Q", "-F", "-q", "IMG"}, []string{"mount", "-t", "ntfs-3g", "-o", "loop", "IMG", mnt},
 			[]string{"cp", "-r", src + "/d", mnt + "/"}, []string{"umount", mnt})
+		// exFAT: exfat-fuse wants a block device (see guestfstest.ExFAT);
+		// exFAT has no symlinks, so only d/ and big are copied.
+		sh := fmt.Sprintf("d=$(losetup -f --show %s/exfat.img) && mount.exfat-fuse $d %s && cp -r %s/d %s/big %s/; r=$?; umount %s; losetup -d $d; exit $r", dir, mnt, src, src, mnt, mnt)
+		try("exfat", 1<<20, []string{"mkfs.exfat", "-c", "4K", "-b", "4K", "IMG"}, []string{"sh", "-c", sh})
 		exec.Command("umount", mnt).Run() // if a step failed half-way
 	}
 	return out
@@ -229,7 +233,7 @@ func FuzzVolumes(f *testing.F) {
 // open and walk (so the fuzzer starts from valid structures).
 func TestSeedsRead(t *testing.T) {
 	d := filepath.Join("testdata", "fuzz", "FuzzVolumes")
-	for _, name := range []string{"ext4", "ext4-inline", "fat12"} {
+	for _, name := range []string{"ext4", "ext4-inline", "fat12", "exfat"} {
 		raw, err := os.ReadFile(filepath.Join(d, name))
 		if err != nil {
 			t.Fatal(err)

@@ -364,3 +364,31 @@ func FAT(t testing.TB, img string, bits, sizeKiB int, dir string) {
 	}
 	Run(t, "mcopy", append(args, "::/")...)
 }
+
+// ExFAT makes an exFAT image of sizeMiB with mkfs.exfat (exfatprogs) and
+// fills it from dir through exfat-fuse on a loop device: this kernel has
+// no exfat module, and mount.exfat-fuse wants a block device, not a file.
+// Extra mkfs.exfat options (e.g. "-c", "128K") go first. hook (if any)
+// runs on the mounted tree after the copy.
+func ExFAT(t testing.TB, img string, sizeMiB int, dir, label string, hook func(mnt string), extra ...string) {
+	t.Helper()
+	mkfile(t, img, int64(sizeMiB)<<20)
+	Run(t, "mkfs.exfat", append(append(extra, "-L", label), img)...)
+	dev := strings.TrimSpace(Run(t, "losetup", "-f", "--show", img))
+	defer exec.Command("losetup", "-d", dev).Run()
+	mnt := t.TempDir()
+	Run(t, "mount.exfat-fuse", dev, mnt)
+	mounted := true
+	defer func() {
+		if mounted {
+			exec.Command("umount", mnt).Run()
+		}
+	}()
+	// cp -r then touch -r: exfat-fuse keeps mtimes but not modes or owners.
+	Run(t, "cp", "-r", "--preserve=timestamps", dir+"/.", mnt+"/")
+	if hook != nil {
+		hook(mnt)
+	}
+	Run(t, "umount", mnt)
+	mounted = false
+}
