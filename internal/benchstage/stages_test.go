@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/blake3"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/vmvault/vmvault/backup/imagebackup"
 	"github.com/vmvault/vmvault/dedup"
@@ -105,6 +106,8 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+var profileSeq int
+
 func gcCPU() float64 {
 	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	metrics.Read(s)
@@ -122,14 +125,22 @@ func profiled(b *testing.B, restore bool, fn func() error) (map[string]time.Dura
 	old := debug.SetMemoryLimit(applianceMemoryLimit)
 	defer debug.SetMemoryLimit(old)
 	pf := filepath.Join(b.TempDir(), "cpu.pprof")
+	if d := os.Getenv("VMVAULT_STAGE_PROFILES"); d != "" {
+		// Keep the profiles, for go tool pprof when a row needs explaining.
+		profileSeq++
+		pf = filepath.Join(d, fmt.Sprintf("stage-%d.pprof", profileSeq))
+	}
 	f, err := os.Create(pf)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
+	var ru0 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	g0, c0, w0 := gcCPU(), ProcessCPU(), time.Now()
-	// 500 Hz instead of pprof's 100 (StartCPUProfile keeps a rate set
-	// before it and says so on stderr): 5x the samples to split a second.
-	runtime.SetCPUProfileRate(500)
+	// 250 Hz instead of pprof's 100 (StartCPUProfile keeps a rate set
+	// before it and says so on stderr): the kernel tick here (CONFIG_HZ=250)
+	// bounds the per-thread CPU timers, so a faster rate loses samples.
+	runtime.SetCPUProfileRate(250)
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return nil, 0, 0, 0, err
 	}
@@ -151,6 +162,12 @@ func profiled(b *testing.B, restore bool, fn func() error) (map[string]time.Dura
 	var sum time.Duration
 	for _, v := range st {
 		sum += v
+	}
+	if os.Getenv("VMVAULT_STAGE_DEBUG") != "" {
+		var ru unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &ru)
+		fmt.Fprintf(os.Stderr, "profile %v of cpu %v: user %v sys %v\n", sum, cpu,
+			time.Duration(ru.Utime.Nano()-ru0.Utime.Nano()), time.Duration(ru.Stime.Nano()-ru0.Stime.Nano()))
 	}
 	if sum > 0 {
 		for k, v := range st {
