@@ -93,6 +93,14 @@ bench: bench-deps build $(VERSITYGW)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2x ./dedup/... ./repository/... ./disk/... ./backup/...
 	$(GO) test -run '^$$' -bench S3VsLocal -benchtime 1x ./internal/s3suite/
 	scripts/bench.sh $(BIN)
+	$(MAKE) bench-stages
+
+# The stage table (docs/PERFORMANCE.md §13): each backup and restore stage's
+# CPU-seconds per GB, alone and inside the pipeline, on make bench's images.
+.PHONY: bench-stages
+bench-stages: test-deps
+	BENCH_ONLY=data scripts/bench.sh
+	$(GO) test -run '^$$' -bench Stages -benchtime 1x -timeout 30m ./internal/benchstage/
 
 # A lab vCenter with sample VMs (real ext4/FAT disks, so demo-deps), a
 # repository, a job with a first backup, and the console on 127.0.0.1:8080.

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -300,5 +301,39 @@ func TestConcurrentCalls(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestCutKernel: the bare cut search finds the chunks Split cuts.
+func TestCutKernel(t *testing.T) {
+	for _, alg := range []string{AlgorithmCDC, AlgorithmFixed} {
+		t.Run(alg, func(t *testing.T) {
+			p, err := DefaultParams()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Algorithm, p.MinSize, p.AvgSize, p.MaxSize = alg, 64<<10, 128<<10, 512<<10
+			c, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, 5<<20+12345)
+			rand.New(rand.NewSource(7)).Read(data)
+			var want int
+			if err := c.Split(context.Background(), bytes.NewReader(data), int64(len(data)), nil, func(ch Chunk) error {
+				want++
+				ReleaseBuffer(ch.Data)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := CutKernel(c, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want || want < 5 {
+				t.Fatalf("CutKernel: %d chunks, Split: %d", got, want)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -69,8 +68,6 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	return s, nil
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20+64); return &b }}
-
 // PutChunk stores one data chunk, deduplicated against the catalog and every
 // open session's pending blobs. It returns the id, whether the blob was
 // newly added, and the stored (on-disk) bytes added.
@@ -121,13 +118,12 @@ func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 	r.mu.Unlock()
 
 	// Compression and sealing run in the caller's goroutine.
-	bp, sp := bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
-	enc, scratch, flags := r.codec.encode(*bp, *sp, t, id, data)
+	bound := encBound(len(data))
+	enc, scratch, flags := r.codec.encode(encBufs.get(bound), encBufs.get(bound), t, id, data)
 	pw, err := r.appendBlob(packEntry{Type: t, Flags: flags, RawLen: uint32(len(data)), StoredLen: uint32(len(enc)), ID: id}, enc, pb)
 	n := len(enc)
-	*bp, *sp = enc[:0], scratch[:0]
-	bufPool.Put(bp)
-	bufPool.Put(sp)
+	encBufs.put(enc)
+	encBufs.put(scratch)
 
 	r.mu.Lock()
 	if err != nil {

@@ -12,13 +12,13 @@
 #   random.img  1 GiB of random data (dense, incompressible)
 #   big.img     64 GiB sparse with 4 GiB of data, for peak memory
 set -euo pipefail
-APPLIANCE=$(readlink -f "${1:-bin/appliance}")
+APPLIANCE=$(readlink -f "${1:-bin/appliance}" || true) # BENCH_ONLY=data needs no binary
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${BENCH_DIR:-$ROOT/.bench}
 RESTIC=${RESTIC:-$WORK/bin/restic}
 export PATH="$PATH:/usr/sbin:/sbin"
 mkdir -p "$WORK/bin"
-if [ ! -x "$RESTIC" ]; then
+if [ ! -x "$RESTIC" ] && [ "${BENCH_ONLY:-}" != data ]; then
 	echo "building restic 0.18.0 (the peer) into $RESTIC" >&2
 	GOBIN="$WORK/bin" go install github.com/restic/restic/cmd/restic@v0.18.0
 fi
@@ -38,7 +38,7 @@ if [ ! -f "$IMG/vm.img" ]; then
 	mkfs.ext4 -q -F -U 11111111-2222-4333-8444-555555555555 -E root_owner=0:0 -d "$IMG/tree" "$IMG/vm.img" 4G
 	rm -rf "$IMG/tree"
 fi
-ONLY_CLASSES=; [ "${BENCH_ONLY:-}" = classes ] && ONLY_CLASSES=1
+ONLY_CLASSES=; case "${BENCH_ONLY:-}" in classes | data) ONLY_CLASSES=1 ;; esac
 if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/vm2.img" ]; then
 	log "making vm2.img (debugfs -w: ~50 MB new files, rewrites)"
 	cp --sparse=always "$IMG/vm.img" "$IMG/vm2.img"
@@ -89,6 +89,10 @@ if [ -z "$ONLY_CLASSES" ] && [ ! -f "$IMG/big.img" ]; then
 		dd if="$IMG/random.img" of="$IMG/big.img" bs=16M count=16 seek=$((i * 256 + 7)) conv=notrunc status=none
 	done
 fi
+
+# BENCH_ONLY=data: only the three class images (vm.img, os.img, random.img),
+# for the stage table (internal/benchstage, `make bench-stages`).
+[ "${BENCH_ONLY:-}" = data ] && exit 0
 
 # --- helpers -------------------------------------------------------------
 # timed CMD...: runs CMD, sets SECS, CPU (user + system seconds) and RSS_MB
