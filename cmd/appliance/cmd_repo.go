@@ -111,6 +111,7 @@ type pointJSON struct {
 	Partial      bool           `json:"partial"`
 	Consistency  string         `json:"consistency,omitempty"`
 	Warnings     []string       `json:"warnings,omitempty"`
+	Writer       string         `json:"writer,omitempty"` // the appliance that wrote it (shared repositories)
 }
 
 // vmIdentityJSON is repository.VMIdentity in the CLI's camelCase (the
@@ -132,7 +133,7 @@ type diskJSON struct {
 func toPointJSON(p repository.Point) pointJSON {
 	out := pointJSON{ID: p.ID, VM: p.VM.Name, VMIdentity: vmIdentityJSON(p.VM), Time: p.Time, Parent: p.Parent,
 		LogicalBytes: p.LogicalBytes, Locked: p.Locked, Partial: p.Partial, Consistency: p.Consistency,
-		Warnings: p.Warnings, Disks: []diskJSON{}}
+		Warnings: p.Warnings, Disks: []diskJSON{}, Writer: p.Writer.Appliance}
 	for _, d := range p.Disks {
 		out.Disks = append(out.Disks, diskJSON{Label: d.Label, Capacity: d.Capacity, ChangeID: d.ChangeID, Map: d.Map.String()})
 	}
@@ -170,7 +171,12 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 		return writeJSON(env.stdout, out)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS")
+	multi := r.MultiWriter() // a shared repository: each point's appliance
+	head := "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS"
+	if multi {
+		head = "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tWRITER\tFLAGS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range points {
 		flags := ""
 		switch {
@@ -181,6 +187,15 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		if p.Partial {
 			flags += "partial"
+		}
+		if multi {
+			w := p.Writer.Appliance
+			if w == "" {
+				w = "-" // written before the repository had several writers
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", short(p.ID), p.VM.Name, p.Time.Local().Format(time.DateTime),
+				len(p.Disks), humanBytes(p.LogicalBytes), short(p.Parent), w, flags)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", short(p.ID), p.VM.Name, p.Time.Local().Format(time.DateTime),
 			len(p.Disks), humanBytes(p.LogicalBytes), short(p.Parent), flags)
