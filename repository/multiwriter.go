@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/vmvault/vmvault/internal/failpoint"
 	"github.com/vmvault/vmvault/repository/storage"
 )
 
@@ -235,6 +236,9 @@ func (r *Repository) mwPutLease(ctx context.Context, edit func(*writerLease)) er
 	if edit != nil {
 		edit(&mw.lease)
 	}
+	if err := failpoint.Hit("mw.lease"); err != nil {
+		return err
+	}
 	now := r.now().UTC()
 	mw.lease.Renewed, mw.lease.Expires = now, now.Add(WriterLeaseTTL)
 	b, _ := json.Marshal(mw.lease)
@@ -394,6 +398,9 @@ func (r *Repository) mwApply(ctx context.Context, e indexEntry) error {
 		if err := r.db.Update(func(tx *bolt.Tx) error { return dropPacksTx(tx, gone) }); err != nil {
 			return err
 		}
+		if err := r.reindexShortPacks(ctx); err != nil {
+			return err
+		}
 	}
 	for _, p := range e.Reindex {
 		id, err := parsePackID(p)
@@ -468,6 +475,12 @@ func (r *Repository) mwPublish(ctx context.Context, deleted []string) error {
 		return nil
 	}
 	b, _ := json.Marshal(indexEntry{Writer: mw.id, Packs: packs, Deleted: deleted})
+	if err := failpoint.Hit("mw.publish"); err != nil {
+		mw.pubMu.Lock()
+		mw.unpublished = append(packs, mw.unpublished...)
+		mw.pubMu.Unlock()
+		return fmt.Errorf("publish to index log: %w", err)
+	}
 	for {
 		err := ex.PutExclusive(ctx, seqName(mw.seq+1), b)
 		if err == nil {
@@ -869,6 +882,9 @@ func (m *mwReclaim) condemn(ctx context.Context, pl *ReclaimPlan) error {
 		return err
 	}
 	m.wrote = true
+	if err := failpoint.Hit("mw.condemned"); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -945,6 +961,9 @@ func (m *mwReclaim) survivors(pl *ReclaimPlan, gone map[packID]bool) []string {
 // finish publishes the deletions, then drops the condemned set.
 func (m *mwReclaim) finish(ctx context.Context, gone map[packID]bool, reindex []string) error {
 	r := m.r
+	if err := failpoint.Hit("mw.finish"); err != nil {
+		return err
+	}
 	if len(gone) > 0 {
 		del := make([]string, 0, len(gone))
 		for id := range gone {
@@ -989,4 +1008,46 @@ func (r *Repository) mwPublishReclaim(ctx context.Context, deleted, reindex []st
 		}
 		mw.seq++
 	}
+}
+
+// reindexShortPacks re-reads the headers of the packs that hold more blobs
+// than the catalog places in them: copies of blobs stored twice (two
+// writers racing), skipped when indexed because another copy was known.
+// After that other copy's pack was deleted the catalog lacks the blob,
+// although the pack it still knows holds it. Called after packs were
+// dropped (a reclaim by another writer).
+func (r *Repository) reindexShortPacks(ctx context.Context) error {
+	var short []packID
+	if err := r.db.View(func(tx *bolt.Tx) error {
+		n := map[packID]uint32{}
+		if err := tx.Bucket(bucketBlobs).ForEach(func(_, v []byte) error {
+			if l, err := decodeBlobLoc(v); err == nil {
+				n[l.Pack]++
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPacks).ForEach(func(k, v []byte) error {
+			if pi, err := decodePackInfo(v); err == nil && len(k) == len(packID{}) && n[packID(k)] < pi.Count {
+				short = append(short, packID(k))
+			}
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	for _, id := range short {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entries, size, err := r.readPackHeader(id)
+		if err != nil {
+			continue // gone or damaged: check's business
+		}
+		if err := r.db.Update(func(tx *bolt.Tx) error { return indexPackTx(tx, id, uint64(size), entries) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
