@@ -186,4 +186,3 @@ func mwChild(ctx context.Context, op string) error {
 	}
 	return r.Close()
 }
-
