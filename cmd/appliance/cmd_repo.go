@@ -44,6 +44,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
 	immutable := fs.Int("immutable", 0, "s3: only: write packs and commit records with an Object Lock retention of this many days; nothing is deleted before it ends")
 	lockMode := fs.String("lock-mode", "governance", "Object Lock mode with --immutable: governance or compliance")
+	multiWriter := fs.Bool("multi-writer", false, "let several appliances back up into this repository at once (format 2.0: vmvault before it cannot open the repository)")
 	createBucket := fs.Bool("create-bucket", false, "s3: only: create the bucket when it does not exist (with Object Lock under --immutable); without it a missing bucket is an error")
 	idFn := fs.String("id-function", "", "blob id function of an encrypted repository: blake3-keyed (default) or hmac-sha256 (readable by vmvault before repository format 1.3)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -69,7 +70,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("%w: --id-function is for encrypted repositories (an unencrypted one uses SHA-256)", errUsage)
 	}
 	req := repos.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
-		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn, CreateBucket: *createBucket}
+		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn, CreateBucket: *createBucket, MultiWriter: *multiWriter}
 	if *pol != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
 		if err != nil {
