@@ -412,3 +412,35 @@ func TestMultiWriterVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiWriterLocksAcrossWriters: a point locked or time-locked by one
+// appliance cannot be deleted by another, even when that one's catalog
+// learnt of the point before the lock.
+func TestMultiWriterLocksAcrossWriters(t *testing.T) {
+	ctx := context.Background()
+	dir := mwInit(t)
+	a, b := mwOpen(t, dir, "a"), mwOpen(t, dir, "b")
+	p1, err := mwBackup(ctx, a, "vm1", testTime, testDisk(41, 1<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := mwBackup(ctx, a, "vm2", testTime, testDisk(42, 1<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.List(ctx); err != nil { // b knows both, unlocked
+		t.Fatal(err)
+	}
+	if err := a.Lock(ctx, p1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LockUntil(ctx, p2.ID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var le *PointLockedError
+	for _, id := range []string{p1.ID, p2.ID} {
+		if err := b.Delete(ctx, id); !errors.As(err, &le) {
+			t.Errorf("delete by another writer of a point it locked: %v, want PointLockedError", err)
+		}
+	}
+}

@@ -359,6 +359,18 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 		return err
 	}
 	defer leave()
+	if r.mw != nil {
+		// Another appliance may have locked or time-locked it since this
+		// catalog learnt of it: ask the objects themselves.
+		if err := r.loadHolds(ctx); err != nil {
+			return fmt.Errorf("delete %s: %w", p.ID, err)
+		}
+		rec, err := r.readRecord(pid)
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", p.ID, err)
+		}
+		p.Locked = rec.Locked
+	}
 	if err := r.checkDeletable(ctx, p, pid); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}
