@@ -713,7 +713,7 @@ func (r *Repository) mwReclaimLock(ctx context.Context) (release func(), err err
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	obj := reclaimLockObj{Writer: r.mw.id, Host: host, PID: os.Getpid(), Expires: r.now().UTC().Add(24 * time.Hour)}
+	obj := reclaimLockObj{Writer: r.mw.id, Host: host, PID: os.Getpid(), Expires: r.now().UTC().Add(WriterLeaseTTL)}
 	b, _ := json.Marshal(obj)
 	for attempt := 0; ; attempt++ {
 		err := ex.PutExclusive(ctx, reclaimLock, b)
@@ -736,7 +736,31 @@ func (r *Repository) mwReclaimLock(ctx context.Context) (release func(), err err
 		}
 		return nil, fmt.Errorf("%w (writer %s, pid %d on %s)", ErrReclaimRunning, cur.Writer, cur.PID, cur.Host)
 	}
-	return func() { r.store.Delete(context.Background(), reclaimLock) }, nil
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // renews the lock like a lease; owned by release
+		defer wg.Done()
+		t := time.NewTicker(WriterLeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				obj.Expires = r.now().UTC().Add(WriterLeaseTTL)
+				b, _ := json.Marshal(obj)
+				if err := storage.PutBytes(context.Background(), r.store, reclaimLock, b, storage.Steps{}); err != nil {
+					r.warn(fmt.Sprintf("renew reclaim lock: %v", err))
+				}
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		wg.Wait()
+		r.store.Delete(context.Background(), reclaimLock)
+	}, nil
 }
 
 // mwWriteCondemned publishes the condemned set of this reclaim.
@@ -896,6 +920,12 @@ func (m *mwReclaim) remark(ctx context.Context, pl *ReclaimPlan, keep map[packID
 	r := m.r
 	if len(pl.packs) == 0 {
 		return nil
+	}
+	// Two writers taking over one stale lock at once: the later create
+	// wins and the other stops here, before it deletes anything.
+	var cur reclaimLockObj
+	if err := r.readSmall(ctx, reclaimLock, &cur); err != nil || cur.Writer != r.mw.id {
+		return fmt.Errorf("%w: the reclaim lock is no longer ours (%v, held by %q)", ErrReclaimRunning, err, cur.Writer)
 	}
 	// Records before the log: a record's packs were published before it.
 	recs, err := r.listRecords()
