@@ -114,8 +114,11 @@ demo: build demo-deps
 # make crashwalk KILLS=20000 CRASHWALK_SEED=... reruns a seed.
 KILLS ?= 5000
 S3HITS ?= 6
+# Rounds of the several-writers crash test (about 1.2 kills a round).
+MWROUNDS ?= 500
 crashwalk: $(VERSITYGW)
 	CRASHWALK_KILLS=$(KILLS) S3CRASHWALK_HITS=$(S3HITS) $(GO) test -count=1 -timeout 120m -run '^TestCrashWalk' -v ./internal/crashtest/
+	CRASHTEST_MW_KILLS=$(MWROUNDS) $(GO) test -count=1 -timeout 60m -run '^TestMultiWriterCrash$$' -v ./internal/crashtest/
 
 # Every parser fuzz target (func Fuzz* in a _test.go) for FUZZTIME each,
 # starting from its committed corpus in testdata/fuzz: `make fuzz` for a

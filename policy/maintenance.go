@@ -158,7 +158,7 @@ func PlanRetention(ctx context.Context, m Maintainer, j Job, loc *time.Location)
 func pointsOf(points []Point, job string) []Point {
 	var out []Point
 	for _, p := range points {
-		if p.Job == job {
+		if p.Job == job && !p.Foreign { // another appliance's job of the same name is not ours
 			out = append(out, p)
 		}
 	}

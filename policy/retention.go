@@ -82,6 +82,12 @@ type Point struct {
 	Status     PointStatus
 	Locked     bool
 	Bytes      int64 // bytes removing this point would free (as computed by the repository)
+	// Writer is the appliance that wrote the point into a repository
+	// several appliances share ("" otherwise); Foreign is set when that
+	// is another appliance than the one deciding: such points are
+	// read-only to it and its retention never considers them.
+	Writer  string
+	Foreign bool
 }
 
 // Decision is retention's verdict on one point, with every reason that applies.

@@ -161,6 +161,13 @@ func (r *Repository) Check(ctx context.Context, opts CheckOptions, progress func
 		return nil, err
 	}
 	defer r.leave()
+	if r.mw != nil {
+		// Several writers: learn every writer's packs and points first, so
+		// that check judges the repository, not this writer's view of it.
+		if err := r.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("check: %w", err)
+		}
+	}
 	c := &checker{r: r, rep: &CheckReport{}, bad: map[ID]int{}, touched: map[int]map[string]bool{}, cleanSegs: map[ID]bool{}}
 	report := func(phase string, done, total int64) {
 		if progress != nil {

@@ -88,6 +88,9 @@ type InitOptions struct {
 	// when ObjectLock is set); without it a missing bucket is an error, so
 	// a mistyped name creates nothing (see openInitStore).
 	CreateBucket bool
+	// MultiWriter makes a repository several appliances write at once
+	// (format 2.0, FORMAT.md §12a); without it Init writes 1.4.
+	MultiWriter bool
 }
 
 // Blob id functions of an encrypted repository (config encryption.id_mac).
@@ -145,6 +148,8 @@ type Config struct {
 	// IDMAC is the keyed blob id function of an encrypted repository
 	// ("" when unencrypted: SHA-256).
 	IDMAC string `json:"id_mac,omitempty"`
+	// MultiWriter: format 2.0, several writers at once (FORMAT.md §12a).
+	MultiWriter bool `json:"multi_writer,omitempty"`
 }
 
 // configFile is the JSON stored in <dir>/config (FORMAT.md "Config").
@@ -159,6 +164,7 @@ type configFile struct {
 	Level       string          `json:"compression_level,omitempty"`
 	Encryption  *encryptionFile `json:"encryption,omitempty"`
 	ObjectLock  *ObjectLock     `json:"object_lock,omitempty"` // v1.2
+	Writers     string          `json:"writers,omitempty"`     // v2.0: "multi" (§12a)
 }
 
 type encryptionFile struct {
@@ -281,6 +287,9 @@ func initStore(ctx context.Context, store storage.Storage, dir string, password 
 	if cf.Level == "" {
 		cf.Level = DefaultCompressionLevel
 	}
+	if opts.MultiWriter {
+		cf.Version, cf.Writers = MultiWriterVersion, writersMulti
+	}
 	if !validLevel(cf.Level) {
 		return fmt.Errorf("init %s: unknown compression level %q (want fastest, default or better)", dir, cf.Level)
 	}
@@ -379,9 +388,9 @@ func decodeConfig(b []byte) (configFile, error) {
 	if head.Format != formatName {
 		return cf, formatErr("config", "format %q is not %q", head.Format, formatName)
 	}
-	if head.Version.Major > FormatMajor {
+	if head.Version.Major > MaxFormatMajor {
 		return cf, fmt.Errorf("%w: repository format %s is newer than this vmvault supports (%s); upgrade vmvault",
-			ErrNewerFormat, head.Version, FormatVersion{FormatMajor, FormatMinor})
+			ErrNewerFormat, head.Version, MultiWriterVersion)
 	}
 	if head.Version.Major < 1 {
 		return cf, formatErr("config", "unsupported version %s", head.Version)
@@ -403,6 +412,9 @@ func decodeConfig(b []byte) (configFile, error) {
 	}
 	if cf.Compression != "zstd" {
 		return cf, formatErr("config", "unknown compression %q", cf.Compression)
+	}
+	if err := checkWriters(cf); err != nil {
+		return cf, err
 	}
 	if cf.Level == "" {
 		cf.Level = "fastest"
@@ -438,11 +450,32 @@ func (cf configFile) public() Config {
 	if cf.Encryption != nil {
 		idMAC = cf.Encryption.IDMAC
 	}
-	return Config{IDMAC: idMAC, ID: cf.ID, Version: cf.Version, Created: cf.Created, Chunker: cf.Chunker,
+	return Config{MultiWriter: cf.Writers == writersMulti, IDMAC: idMAC, ID: cf.ID, Version: cf.Version, Created: cf.Created, Chunker: cf.Chunker,
 		Encrypted: cf.Encryption != nil, PackSize: cf.PackSize, Compression: cf.Compression, CompressionLevel: cf.Level, ObjectLock: cf.ObjectLock}
 }
 
 func jsonIndent(cf configFile) ([]byte, error) {
 	b, err := json.MarshalIndent(cf, "", "  ")
 	return append(b, '\n'), err
+}
+
+// MaxFormatMajor is the newest major version this vmvault reads: 2, the
+// multi-writer format (FORMAT.md §12a). Init writes FormatMajor.FormatMinor
+// (1.4) unless InitOptions.MultiWriter.
+const MaxFormatMajor = 2
+
+// MultiWriterVersion is the version of a multi-writer repository.
+var MultiWriterVersion = FormatVersion{2, 0}
+
+const writersMulti = "multi"
+
+// checkWriters validates the config's writers field against its version.
+func checkWriters(cf configFile) error {
+	switch {
+	case cf.Version.Major >= 2 && cf.Writers != writersMulti:
+		return formatErr("config", "version %s needs \"writers\":\"multi\", got %q", cf.Version, cf.Writers)
+	case cf.Version.Major < 2 && cf.Writers != "":
+		return formatErr("config", "version %s has a writers field (%q); several writers need 2.0", cf.Version, cf.Writers)
+	}
+	return nil
 }

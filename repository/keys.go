@@ -353,7 +353,7 @@ func (r *Repository) keyWritable(op string) error {
 	if r.cfile.Encryption == nil {
 		return fmt.Errorf("%s: %w: it has no keys", op, ErrNotEncrypted)
 	}
-	if r.cfile.Version.Major != FormatMajor || r.cfile.Version.Minor > FormatMinor {
+	if (r.cfile.Version.Major != FormatMajor || r.cfile.Version.Minor > FormatMinor) && r.cfile.Version != MultiWriterVersion {
 		return fmt.Errorf("%s: repository format %s is newer than this vmvault (%s): upgrade vmvault to change its keys",
 			op, r.cfile.Version, FormatVersion{FormatMajor, FormatMinor})
 	}

@@ -162,6 +162,11 @@ func (r *Repository) finalizer() {
 	defer r.finWG.Done()
 	for pw := range r.finq {
 		r.finalize(pw)
+		if r.mw != nil { // other writers learn of the pack at once (FORMAT.md §12a)
+			if err := r.mwPublish(context.Background(), nil); err != nil {
+				r.warn(fmt.Sprintf("publish pack %s: %v (published again at commit)", pw.id, err))
+			}
+		}
 	}
 }
 
@@ -204,6 +209,9 @@ func (r *Repository) finalize(pw *packWriter) {
 	// session that finds one of these blobs missing (under r.mu) must also
 	// find the pack done with its error, or it reports "not found" instead
 	// of the disk's error (packFailure).
+	if indexed && r.mw != nil {
+		r.mwNotePack(pw.id, pw.size)
+	}
 	pw.err = r.diskFull(err)
 	close(pw.done)
 	r.mu.Unlock()

@@ -78,6 +78,9 @@ type Point struct {
 	Tags         map[string]string `json:"tags,omitempty"`
 	LogicalBytes int64             `json:"logical_bytes"`
 	ConfigID     ID                `json:"config_id"`
+	// Writer is the appliance that committed the point (multi-writer
+	// repositories, format 2.0; zero otherwise).
+	Writer PointWriter `json:"writer,omitzero"`
 }
 
 // manifest is the JSON body of a manifest blob (FORMAT.md "Manifest").
@@ -91,6 +94,7 @@ type manifest struct {
 	Warnings    []string          `json:"warnings,omitempty"`
 	Partial     bool              `json:"partial,omitempty"`
 	Tags        map[string]string `json:"tags,omitempty"`
+	Writer      *PointWriter      `json:"writer,omitempty"` // v2.0 (§12a)
 }
 
 func encodeManifest(m manifest) ([]byte, error) {
@@ -123,6 +127,9 @@ func decodeManifest(b []byte) (manifest, error) {
 func pointFrom(id ID, m manifest, locked bool) Point {
 	p := Point{ID: id.String(), VM: m.VM, Time: m.Time, Parent: m.Parent, Consistency: m.Consistency,
 		Disks: m.Disks, Warnings: m.Warnings, Partial: m.Partial, Locked: locked, Tags: m.Tags, ConfigID: m.Config}
+	if m.Writer != nil {
+		p.Writer = *m.Writer
+	}
 	for _, d := range m.Disks {
 		p.LogicalBytes += d.Capacity
 	}
@@ -207,6 +214,12 @@ func putPointTx(tx *bolt.Tx, p Point) error {
 // List returns every committed restore point, oldest first, with their
 // time locks.
 func (r *Repository) List(ctx context.Context) ([]Point, error) {
+	if r.mw != nil && !refreshed(ctx) {
+		// Points of the other writers (and their deletions).
+		if err := r.mwRefreshPoints(ctx); err != nil {
+			return nil, fmt.Errorf("list points: %w", err)
+		}
+	}
 	pts, err := r.listCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -261,6 +274,12 @@ func (r *Repository) Point(ctx context.Context, idOrPrefix string) (Point, error
 	}
 	switch len(found) {
 	case 0:
+		if r.mw != nil && !refreshed(ctx) {
+			if err := r.mwRefreshPoints(ctx); err != nil {
+				return Point{}, err
+			}
+			return r.Point(context.WithValue(ctx, refreshedKey{}, true), idOrPrefix)
+		}
 		if r.opts.ReadOnly && !refreshed(ctx) {
 			// The owner may have committed it since our last look.
 			if err := r.Refresh(ctx); err != nil {
@@ -340,6 +359,18 @@ func (r *Repository) deletePoint(ctx context.Context, id string) error {
 		return err
 	}
 	defer leave()
+	if r.mw != nil {
+		// Another appliance may have locked or time-locked it since this
+		// catalog learnt of it: ask the objects themselves.
+		if err := r.loadHolds(ctx); err != nil {
+			return fmt.Errorf("delete %s: %w", p.ID, err)
+		}
+		rec, err := r.readRecord(pid)
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", p.ID, err)
+		}
+		p.Locked = rec.Locked
+	}
 	if err := r.checkDeletable(ctx, p, pid); err != nil {
 		return fmt.Errorf("delete %s: %w", p.ID, err)
 	}

@@ -80,6 +80,14 @@ func (r *Repository) refreshAfterMissingPack(ctx context.Context) error {
 // behind the lock holder, and there a missing record is damage that check
 // reports, not a deletion.
 func (r *Repository) pruneReplica(onDisk map[packID]int64, records []ID) error {
+	dropped := false
+	defer func() {
+		if dropped { // a blob whose kept copy is in a pack we know
+			if err := r.reindexShortPacks(context.Background()); err != nil {
+				r.warn(fmt.Sprintf("re-index packs after a reclaim: %v", err))
+			}
+		}
+	}()
 	recs := make(map[ID]bool, len(records))
 	for _, id := range records {
 		recs[id] = true
@@ -96,6 +104,7 @@ func (r *Repository) pruneReplica(onDisk map[packID]int64, records []ID) error {
 			return err
 		}
 		if len(gone) > 0 {
+			dropped = true
 			for id := range gone {
 				if err := packs.Delete(id[:]); err != nil {
 					return err

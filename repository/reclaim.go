@@ -282,6 +282,15 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		}
 	}
 
+	var mwr *mwReclaim
+	if r.mw != nil {
+		var err error
+		if mwr, err = r.mwReclaimBegin(ctx); err != nil {
+			return nil, fmt.Errorf("reclaim (nothing deleted): %w", err)
+		}
+		defer mwr.release()
+	}
+
 	// 1. Mark.
 	endMark := r.startMark()
 	defer endMark()
@@ -299,7 +308,13 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 		return nil, err
 	}
 	rep.LiveBlobs, rep.PacksDeferred = pl.LiveBlobs, pl.PacksDeferred
-	if err := r.findOrphans(&pl, live); err != nil {
+	if mwr != nil {
+		// Another writer's pack can land at any moment: no orphans here
+		// (reconcile indexed every pack listed before the mark).
+		if err := mwr.condemn(ctx, &pl); err != nil {
+			return nil, fmt.Errorf("reclaim (nothing deleted): %w", err)
+		}
+	} else if err := r.findOrphans(&pl, live); err != nil {
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
 	rep.OrphanFilesKept = pl.OrphanFilesKept
@@ -314,6 +329,17 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err := r.reclaimBarrier(ctx, gen, phase); err != nil {
 		return rep, err
 	}
+	if mwr != nil {
+		if err := r.mwPublish(ctx, nil); err != nil { // the repacked packs
+			return rep, fmt.Errorf("reclaim: %w", err)
+		}
+		if err := r.mwBarrier(ctx, phase); err != nil {
+			return rep, err
+		}
+		if err := mwr.remark(ctx, &pl, keep); err != nil {
+			return rep, fmt.Errorf("reclaim: re-mark (nothing deleted): %w", err)
+		}
+	}
 
 	// 5. Delete: files first, then catalog entries.
 	r.gcMu.Lock()
@@ -322,9 +348,18 @@ func (r *Repository) reclaim(ctx context.Context, progress func(Progress)) (*Rec
 	if err != nil {
 		return rep, err
 	}
+	var reindex []string
+	if mwr != nil {
+		reindex = mwr.survivors(&pl, gone)
+	}
 	removed, err := r.reclaimDropEntries(&pl, gone)
 	if err != nil {
 		return rep, err
+	}
+	if mwr != nil {
+		if err := mwr.finish(ctx, gone, reindex); err != nil {
+			return rep, fmt.Errorf("reclaim: %w", err)
+		}
 	}
 	rep.DeadBlobs, rep.DeadBlobsKept = removed, max(pl.DeadBlobs+pl.DeadBlobsKept-removed, 0)
 	r.mu.Lock()

@@ -31,7 +31,7 @@ func (r *Repository) reconcile(ctx context.Context, progress func(Progress)) err
 	if err != nil {
 		return fmt.Errorf("list packs: %w", err)
 	}
-	if r.opts.ReadOnly {
+	if r.opts.ReadOnly || r.mw != nil { // another writer's deletions and reclaims
 		if err := r.pruneReplica(onDisk, recs); err != nil {
 			return fmt.Errorf("refresh read-only catalog: %w", err)
 		}

@@ -53,6 +53,10 @@ type OpenOptions struct {
 	// found. A second read-only Open with the same cache directory waits
 	// for the first (RetryLock) or fails with ErrLocked.
 	ReadOnly bool
+	// Appliance names this writer in the points it commits into a
+	// multi-writer repository (manifest "writer", FORMAT.md §12a); "" =
+	// the host name.
+	Appliance string
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -67,6 +71,7 @@ type Repository struct {
 	opts     OpenOptions
 	lockFile *os.File
 	lease    func() error // releases a remote repository's lease (nil when local)
+	mw       *multiWriter // several writers (format 2.0; nil otherwise)
 	db       *bolt.DB
 	files    *fileCache
 	log      *slog.Logger
@@ -183,6 +188,19 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		}
 		encKey, idKey = master[:32], master[32:]
 	}
+	multi := cf.Writers == writersMulti && !opts.ReadOnly
+	if l, ok := store.(*storage.Local); ok && multi && dir == l.Dir() {
+		// Several processes write this directory: each keeps its catalog
+		// in a cache of its own, as for a remote repository.
+		d, err := cacheDir(opts.CacheDir, Location{Raw: l.Dir(), Local: l.Dir()})
+		if err != nil {
+			return nil, fmt.Errorf("open repository %s: %w", dir, err)
+		}
+		if opts.CacheDir == "" {
+			d += "-w"
+		}
+		dir = d
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "locks"), 0o700); err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
@@ -192,7 +210,7 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	var lease func() error
-	if ls, ok := store.(leaser); ok && !opts.ReadOnly {
+	if ls, ok := store.(leaser); ok && !opts.ReadOnly && !multi {
 		// A remote repository is shared by every appliance that can reach
 		// it: the local flock guards the catalog cache, the lease the
 		// bucket.
@@ -256,13 +274,30 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		unlock()
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
-	if !opts.ReadOnly { // the owner's staging and uploads in flight are not ours
+	if !opts.ReadOnly && !multi { // the owner's staging and uploads in flight are not ours
 		if err := r.removeTemp(); err != nil {
 			return fail(err)
 		}
 	}
+	if multi {
+		// The lease first (nothing is written before it), and the log's
+		// last entry before the catalog reconciles with the listings.
+		if err := r.mwStart(ctx); err != nil {
+			return fail(err)
+		}
+		prev := fail
+		fail = func(err error) (*Repository, error) {
+			r.mwStop()
+			return prev(err)
+		}
+	}
 	if err := r.loadCatalog(ctx); err != nil {
 		return fail(err)
+	}
+	if multi {
+		if err := r.mwSync(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	if err := r.setupObjectLock(); err != nil {
 		return fail(err)
@@ -337,6 +372,14 @@ func (r *Repository) Close() error {
 	}
 	close(r.finq)
 	r.finWG.Wait()
+	if r.mw != nil {
+		if err := r.mwPublish(context.Background(), nil); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.mwStop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	r.files.closeAll()
 	r.codec.close()
 	if err := r.db.Close(); err != nil {

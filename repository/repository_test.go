@@ -150,14 +150,14 @@ func TestNewerFormatRefused(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	var m map[string]any
 	json.Unmarshal(b, &m)
-	m["version"] = map[string]int{"major": 2, "minor": 3}
+	m["version"] = map[string]int{"major": 3, "minor": 1}
 	b, _ = json.Marshal(m)
 	os.WriteFile(path, b, 0o600)
 	_, err := Open(context.Background(), dir, []byte(TestPassword), OpenOptions{NoFsync: true})
 	if !errors.Is(err, ErrNewerFormat) {
 		t.Fatalf("Open: %v, want ErrNewerFormat", err)
 	}
-	want := "repository format v2.3 is newer than this vmvault supports (v1.4); upgrade vmvault"
+	want := "repository format v3.1 is newer than this vmvault supports (v2.0); upgrade vmvault"
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}

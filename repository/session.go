@@ -48,6 +48,8 @@ type Session struct {
 	waits map[*pendingBlob]struct{} // other sessions' pending blobs it deduplicated against
 	roots map[ID]bool               // disk maps built by PutDisk in this session
 	done  bool
+
+	mwID string // session id in the writer lease (several writers)
 }
 
 // NewSession starts a backup session.
@@ -65,6 +67,20 @@ func (r *Repository) NewSession(ctx context.Context) (*Session, error) {
 	}
 	s := &Session{r: r, gen: r.gen, started: r.now(), packs: map[*packWriter]struct{}{}, waits: map[*pendingBlob]struct{}{}, roots: map[ID]bool{}}
 	r.sessions[s] = struct{}{}
+	if r.mw != nil {
+		r.mu.Unlock()
+		err := r.mwSessionStart(ctx, s)
+		r.mu.Lock()
+		if err != nil {
+			delete(r.sessions, s)
+			s.done = true
+			r.sessDone.Broadcast()
+			r.mu.Unlock()
+			r.mwSessionEnd(s)
+			r.mu.Lock()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -79,6 +95,9 @@ func (s *Session) PutChunk(ctx context.Context, data []byte) (id ID, added bool,
 		return id, false, 0, fmt.Errorf("put chunk: size %d out of range (0, %d]", len(data), MaxBlobSize)
 	}
 	id = s.r.codec.id(data)
+	if s.r.mw != nil {
+		s.r.mwMaybeCatchUp(ctx)
+	}
 	added, stored, err = s.put(BlobData, id, data)
 	return id, added, stored, err
 }
@@ -106,7 +125,7 @@ func (s *Session) put(t BlobType, id ID, data []byte) (bool, int, error) {
 			return false, 0, err
 		}
 		// A blob check found corrupt is written afresh (self-healing).
-		if ok && loc.State != blobStateCorrupt {
+		if ok && loc.State != blobStateCorrupt && !r.mwCondemnedPack(loc.Pack) {
 			s.used = append(s.used, id)
 			r.mu.Unlock()
 			return false, 0, nil
@@ -182,7 +201,7 @@ func (s *Session) reference(ids []ID) ([]refInfo, error) {
 				out[i].state = refMissing
 			default:
 				out[i] = refInfo{typ: loc.Type, raw: int64(loc.RawLen)}
-				if _, c := r.condemned[id]; c {
+				if _, c := r.condemned[id]; c || r.mwCondemnedPack(loc.Pack) {
 					out[i].state = refCondemned
 				} else {
 					s.used = append(s.used, id)
@@ -463,6 +482,9 @@ func (s *Session) commit(ctx context.Context, p NewPoint) (Point, error) {
 	}
 	m := manifest{VM: p.VM, Time: p.Time.UTC(), Parent: p.Parent, Consistency: p.Consistency,
 		Disks: make([]Disk, len(p.Disks)), Warnings: p.Warnings, Partial: p.Partial, Tags: p.Tags}
+	if r.mw != nil {
+		m.Writer = &PointWriter{ID: r.mw.id, Appliance: r.mw.appliance}
+	}
 	if len(p.Config) > 0 {
 		if len(p.Config) > MaxBlobSize {
 			return Point{}, fmt.Errorf("commit: VM configuration of %d bytes is too large", len(p.Config))
@@ -499,15 +521,20 @@ func (s *Session) commit(ctx context.Context, p NewPoint) (Point, error) {
 	if err := s.flush(ctx); err != nil {
 		return Point{}, fmt.Errorf("commit: flush: %w", err)
 	}
+	if r.mw != nil {
+		if err := s.mwBeforeCommit(ctx); err != nil {
+			return Point{}, fmt.Errorf("commit: %w", err)
+		}
+	}
 	// Every referenced blob must still be indexed and not condemned: reclaim
 	// keeps our used set alive, so this is a safety net, not a code path.
 	r.mu.Lock()
 	var bad []ID
 	verr := r.db.View(func(tx *bolt.Tx) error {
 		for _, id := range s.used {
-			if _, ok := lookupTx(tx, id); !ok {
+			if loc, ok := lookupTx(tx, id); !ok {
 				bad = append(bad, id)
-			} else if _, c := r.condemned[id]; c {
+			} else if _, c := r.condemned[id]; c || r.mwCondemnedPack(loc.Pack) {
 				bad = append(bad, id)
 			}
 		}
@@ -535,13 +562,17 @@ func (s *Session) commit(ctx context.Context, p NewPoint) (Point, error) {
 		return pt, fmt.Errorf("commit: catalog (point %s is committed; reopen to repair): %w", pt.ID, err)
 	}
 	s.end()
+	r.mwSessionEnd(s)
 	return pt, nil
 }
 
 // Abort ends the session without a restore point. Blobs already written stay
 // (indexed per pack) for reuse by the next backup or removal by reclaim.
 // Idempotent; safe after Commit.
-func (s *Session) Abort() { s.end() }
+func (s *Session) Abort() {
+	s.end()
+	s.r.mwSessionEnd(s)
+}
 
 func (s *Session) end() {
 	r := s.r

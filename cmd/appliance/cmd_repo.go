@@ -44,6 +44,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 	kdfTime := fs.Uint("kdf-time", 0, "Argon2id passes (default chosen by the repository)")
 	immutable := fs.Int("immutable", 0, "s3: only: write packs and commit records with an Object Lock retention of this many days; nothing is deleted before it ends")
 	lockMode := fs.String("lock-mode", "governance", "Object Lock mode with --immutable: governance or compliance")
+	multiWriter := fs.Bool("multi-writer", false, "let several appliances back up into this repository at once (format 2.0: vmvault before it cannot open the repository)")
 	createBucket := fs.Bool("create-bucket", false, "s3: only: create the bucket when it does not exist (with Object Lock under --immutable); without it a missing bucket is an error")
 	idFn := fs.String("id-function", "", "blob id function of an encrypted repository: blake3-keyed (default) or hmac-sha256 (readable by vmvault before repository format 1.3)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -69,7 +70,7 @@ func runRepoInit(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("%w: --id-function is for encrypted repositories (an unencrypted one uses SHA-256)", errUsage)
 	}
 	req := repos.InitRequest{NoEncryption: *noEnc, Algorithm: *algo, ChunkSize: *avg, PackSize: *packSize,
-		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn, CreateBucket: *createBucket}
+		CompressionLevel: *level, KDFTime: uint32(*kdfTime), KDFMemoryKiB: uint32(*kdfMem), IDFunction: *idFn, CreateBucket: *createBucket, MultiWriter: *multiWriter}
 	if *pol != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(*pol, "0x"), 16, 64)
 		if err != nil {
@@ -111,6 +112,7 @@ type pointJSON struct {
 	Partial      bool           `json:"partial"`
 	Consistency  string         `json:"consistency,omitempty"`
 	Warnings     []string       `json:"warnings,omitempty"`
+	Writer       string         `json:"writer,omitempty"` // the appliance that wrote it (shared repositories)
 }
 
 // vmIdentityJSON is repository.VMIdentity in the CLI's camelCase (the
@@ -132,7 +134,7 @@ type diskJSON struct {
 func toPointJSON(p repository.Point) pointJSON {
 	out := pointJSON{ID: p.ID, VM: p.VM.Name, VMIdentity: vmIdentityJSON(p.VM), Time: p.Time, Parent: p.Parent,
 		LogicalBytes: p.LogicalBytes, Locked: p.Locked, Partial: p.Partial, Consistency: p.Consistency,
-		Warnings: p.Warnings, Disks: []diskJSON{}}
+		Warnings: p.Warnings, Disks: []diskJSON{}, Writer: p.Writer.Appliance}
 	for _, d := range p.Disks {
 		out.Disks = append(out.Disks, diskJSON{Label: d.Label, Capacity: d.Capacity, ChangeID: d.ChangeID, Map: d.Map.String()})
 	}
@@ -170,7 +172,12 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 		return writeJSON(env.stdout, out)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS")
+	multi := r.MultiWriter() // a shared repository: each point's appliance
+	head := "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tFLAGS"
+	if multi {
+		head = "ID\tVM\tTIME\tDISKS\tSIZE\tPARENT\tWRITER\tFLAGS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range points {
 		flags := ""
 		switch {
@@ -181,6 +188,15 @@ func runRepoList(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		if p.Partial {
 			flags += "partial"
+		}
+		if multi {
+			w := p.Writer.Appliance
+			if w == "" {
+				w = "-" // written before the repository had several writers
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", short(p.ID), p.VM.Name, p.Time.Local().Format(time.DateTime),
+				len(p.Disks), humanBytes(p.LogicalBytes), short(p.Parent), w, flags)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", short(p.ID), p.VM.Name, p.Time.Local().Format(time.DateTime),
 			len(p.Disks), humanBytes(p.LogicalBytes), short(p.Parent), flags)

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 
 func runChild(ctx context.Context, op string) error {
 	dir := os.Getenv(envRepo)
+	if strings.HasPrefix(op, "mw") { // several writers (multiwriter_test.go)
+		return mwChild(ctx, op)
+	}
 	if op == "state" {
 		return stateChild(ctx, dir)
 	}

@@ -33,6 +33,7 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -247,7 +248,7 @@ func (s *Store) mapErr(op, name string, err error) error {
 
 // ErrExists is returned when a write that must not overwrite finds the
 // name taken.
-var ErrExists = errors.New("object already exists")
+var ErrExists = storage.ErrExists
 
 func isPreconditionFailed(err error) bool {
 	var er minio.ErrorResponse
@@ -291,6 +292,12 @@ func (s *Store) put(ctx context.Context, name string, r io.Reader, size int64, e
 		return fmt.Errorf("put %s/%s: %w", s.t.URL(), name, ErrExists)
 	}
 	return s.mapErr("put", name, err)
+}
+
+// PutExclusive creates name with If-None-Match: * (FORMAT.md §12a): of
+// several writers exactly one succeeds; the others get ErrExists.
+func (s *Store) PutExclusive(ctx context.Context, name string, b []byte) error {
+	return s.put(ctx, name, bytes.NewReader(b), int64(len(b)), true, nil)
 }
 
 // Put uploads r; the object appears whole or not at all. Records and the

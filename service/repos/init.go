@@ -34,6 +34,9 @@ type InitRequest struct {
 	// (with Object Lock when ObjectLock is set); without it a mistyped
 	// bucket is an error, not a new bucket.
 	CreateBucket bool
+	// MultiWriter makes a repository several appliances write at once
+	// (format 2.0; readers before it refuse the repository).
+	MultiWriter bool
 }
 
 // Init creates the repository at dir (encrypted with pw unless
@@ -70,6 +73,7 @@ func Init(ctx context.Context, dir string, pw []byte, req InitRequest) (dedup.Pa
 		CompressionLevel: req.CompressionLevel,
 		ObjectLock:       req.ObjectLock,
 		IDMAC:            req.IDFunction,
+		MultiWriter:      req.MultiWriter,
 		CreateBucket:     req.CreateBucket,
 	}
 	return p, repository.Init(ctx, dir, pw, opts) // its errors say "init DIR"

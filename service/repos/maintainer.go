@@ -120,7 +120,8 @@ func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, er
 			// retention governs it (copyjob), never the backup job's.
 			job = ""
 		}
-		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: job, Time: p.Time, Status: status, Locked: p.Locked, Bytes: unique[p.ID]}
+		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: job, Time: p.Time, Status: status, Locked: p.Locked, Bytes: unique[p.ID],
+			Writer: p.Writer.Appliance, Foreign: p.Writer.ID != "" && p.Writer.Appliance != r.Appliance()}
 	}
 	return out, nil
 }
