@@ -644,11 +644,11 @@ func (s *Session) mwBeforeCommit(ctx context.Context) error {
 // mwRefreshPoints brings the catalog's points up to date with every
 // writer's commit records (new ones added, deleted ones dropped).
 func (r *Repository) mwRefreshPoints(ctx context.Context) error {
-	if err := r.mwCatchUp(ctx); err != nil {
+	recs, err := r.listRecords() // records before the log: their packs were published first
+	if err != nil {
 		return err
 	}
-	recs, err := r.listRecords()
-	if err != nil {
+	if err := r.mwCatchUp(ctx); err != nil {
 		return err
 	}
 	files := map[ID]bool{}

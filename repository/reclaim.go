@@ -67,6 +67,13 @@ func (r *Repository) markPoints(ctx context.Context, live *liveSet, progress fun
 	if err != nil {
 		return err
 	}
+	if r.mw != nil {
+		// Several writers: the packs of every record listed were published
+		// before it (FORMAT.md §12a), so reading the log now finds them.
+		if err := r.mwCatchUp(ctx); err != nil {
+			return err
+		}
+	}
 	onDisk := map[ID]bool{}
 	var pts []markTarget
 	for _, id := range ids {

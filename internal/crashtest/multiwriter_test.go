@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/repository/s3store"
 )
 
 // Several writers (format 2.0, FORMAT.md §12a): each round three child
@@ -44,11 +45,28 @@ func TestMultiWriterCrash(t *testing.T) {
 		}
 		rounds = n
 	}
-	ctx := context.Background()
 	root := fastDir(t)
-	dir := filepath.Join(root, "repo")
+	mwCrashRounds(t, root, filepath.Join(root, "repo"), rounds)
+}
+
+// TestS3MultiWriterCrash is TestMultiWriterCrash on S3 (versitygw): the
+// leases, the log and the reclaim lock are conditional PUTs.
+func TestS3MultiWriterCrash(t *testing.T) {
+	srv := s3store.StartTestServer(t) // sets the AWS_* variables the children inherit
+	loc := srv.Location("vmvault-mwcrash", "r")
+	rounds := 4
+	if s := os.Getenv("CRASHTEST_MW_KILLS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			rounds = max(n/10, 4)
+		}
+	}
+	mwCrashRounds(t, t.TempDir(), loc, rounds)
+}
+
+func mwCrashRounds(t *testing.T, root, dir string, rounds int) {
+	ctx := context.Background()
 	err := repository.Init(ctx, dir, password, repository.InitOptions{
-		Chunker: testChunker, KDF: repository.TestKDF, PackSize: testPackSize, CompressionLevel: "fastest", MultiWriter: true})
+		Chunker: testChunker, KDF: repository.TestKDF, PackSize: testPackSize, CompressionLevel: "fastest", MultiWriter: true, CreateBucket: strings.HasPrefix(dir, "s3:")})
 	if err != nil {
 		t.Fatal(err)
 	}
