@@ -33,6 +33,7 @@ var timeNowExceptions = map[string]timeNowException{
 	"repository/catalogopen.go":              {1, "name of the quarantined copy of a damaged index.db"},
 	"repository/config.go":                   {1, "the repository's creation stamp in its config"},
 	"repository/keys.go":                     {1, "a key object's creation stamp (informative: repo key list shows it)"},
+	"repository/multiwriter.go":              {1, "throttles catch-ups on the index log (a monotonic interval in memory, never stored or shared)"},
 	"repository/s3store/objectlock.go":       {1, "the retain-until date of an Object Lock PUT: the server checks it against its own clock"},
 	"repository/s3store/lease.go":            {6, "lease expiry is wall-clock time shared with other hosts through the bucket"},
 	"repository/s3store/s3test.go":           {3, "test support (non-test file): starts a local S3 server with a deadline"},
