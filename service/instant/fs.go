@@ -15,7 +15,8 @@ import (
 )
 
 // exportFS is a session as the billy.Filesystem go-nfs serves: one flat
-// directory, nothing created, removed or renamed.
+// directory; the point's files are never created, removed or renamed,
+// other names are scratch files (scratch.go).
 type exportFS struct{ s *Session }
 
 var errReadOnly = &os.PathError{Op: "write", Path: "export", Err: os.ErrPermission}
@@ -33,17 +34,16 @@ func (f *exportFS) Capabilities() billy.Capability {
 	return billy.WriteCapability | billy.ReadCapability | billy.ReadAndWriteCapability | billy.SeekCapability
 }
 
-func (f *exportFS) Create(string) (billy.File, error) { return nil, errReadOnly }
+func (f *exportFS) Create(name string) (billy.File, error) {
+	return f.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+}
 
 func (f *exportFS) Open(name string) (billy.File, error) { return f.OpenFile(name, os.O_RDONLY, 0) }
 
-func (f *exportFS) OpenFile(name string, flag int, _ os.FileMode) (billy.File, error) {
+func (f *exportFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, error) {
 	n, err := f.node(name)
 	if err != nil {
-		if flag&os.O_CREATE != 0 {
-			return nil, errReadOnly
-		}
-		return nil, err
+		return f.s.scratch.open(strings.TrimPrefix(name, "/"), flag, perm)
 	}
 	if n.dir {
 		return nil, &os.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
@@ -58,16 +58,28 @@ func (f *exportFS) OpenFile(name string, flag int, _ os.FileMode) (billy.File, e
 func (f *exportFS) Stat(name string) (os.FileInfo, error) {
 	n, err := f.node(name)
 	if err != nil {
-		return nil, err
+		return f.s.scratch.stat(strings.TrimPrefix(name, "/"))
 	}
 	return info{n: n, mod: f.s.mod}, nil
 }
 
 func (f *exportFS) Lstat(name string) (os.FileInfo, error) { return f.Stat(name) }
 
-func (f *exportFS) Rename(string, string) error { return errReadOnly }
-func (f *exportFS) Remove(string) error         { return errReadOnly }
-func (f *exportFS) Join(elem ...string) string  { return strings.Join(elem, "/") }
+func (f *exportFS) Rename(from, to string) error {
+	if f.s.lookup(from) != nil {
+		return errReadOnly
+	}
+	return f.s.scratch.rename(strings.TrimPrefix(from, "/"), strings.TrimPrefix(to, "/"))
+}
+
+func (f *exportFS) Remove(name string) error {
+	if f.s.lookup(name) != nil {
+		return errReadOnly
+	}
+	return f.s.scratch.remove(strings.TrimPrefix(name, "/"))
+}
+
+func (f *exportFS) Join(elem ...string) string { return strings.Join(elem, "/") }
 
 func (f *exportFS) TempFile(string, string) (billy.File, error) { return nil, errReadOnly }
 
@@ -82,6 +94,11 @@ func (f *exportFS) ReadDir(name string) ([]os.FileInfo, error) {
 	var out []os.FileInfo
 	for _, c := range f.s.nodes[1:] {
 		out = append(out, info{n: c, mod: f.s.mod})
+	}
+	for _, name := range f.s.scratch.names() {
+		if fi, err := f.s.scratch.stat(name); err == nil {
+			out = append(out, fi)
+		}
 	}
 	return out, nil
 }
@@ -132,8 +149,10 @@ func (i info) Sys() any {
 	if i.n.dir {
 		nlink = 2
 	}
-	return &nfsfile.FileInfo{Nlink: nlink, Fileid: uint64(i.n.idx) + 1}
+	return nfsFileInfo(nlink, uint64(i.n.idx)+1)
 }
+
+func nfsFileInfo(nlink uint32, id uint64) any { return &nfsfile.FileInfo{Nlink: nlink, Fileid: id} }
 
 func (n *node) readAt(p []byte, off int64) (int, error) {
 	if n.disk != nil {
@@ -219,13 +238,18 @@ func (o *openFile) Truncate(size int64) error {
 // fixed.
 type change struct{ s *Session }
 
-func (c change) Chmod(name string, _ os.FileMode) error { return errReadOnly }
-func (c change) Lchown(string, int, int) error          { return errReadOnly }
-func (c change) Chown(string, int, int) error           { return errReadOnly }
+func (c change) Chmod(name string, mode os.FileMode) error {
+	if c.s.lookup(name) != nil {
+		return errReadOnly
+	}
+	return c.s.scratch.chmod(strings.TrimPrefix(name, "/"), mode)
+}
+func (c change) Lchown(string, int, int) error { return errReadOnly }
+func (c change) Chown(string, int, int) error  { return errReadOnly }
 func (c change) Chtimes(name string, _, mtime time.Time) error {
 	n := c.s.lookup(name)
 	if n == nil {
-		return &os.PathError{Op: "chtimes", Path: name, Err: os.ErrNotExist}
+		return c.s.scratch.chtimes(strings.TrimPrefix(name, "/"), mtime)
 	}
 	if n.disk == nil {
 		return errReadOnly

@@ -157,11 +157,18 @@ func TestGoClientReadsAndWrites(t *testing.T) {
 			t.Fatal("wrote into the descriptor")
 		}
 	}
-	if _, err := v.Create("evil", 0o644); err == nil {
-		t.Fatal("created a file")
+	if _, err := v.Create("web01.vmx", 0o644); err == nil {
+		t.Fatal("re-created the point's .vmx")
 	}
 	if err := v.Remove("web01.vmx"); err == nil {
 		t.Fatal("removed a file")
+	}
+	// Other names are scratch files (what ESXi writes beside the disks).
+	if _, err := v.Create(".lck-0001", 0o644); err != nil {
+		t.Fatalf("create a scratch file: %v", err)
+	}
+	if err := v.Remove(".lck-0001"); err != nil {
+		t.Fatalf("remove a scratch file: %v", err)
 	}
 	// The repository is unchanged.
 	if diskDigest(t, r, s.Point.ID) != before {

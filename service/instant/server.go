@@ -275,6 +275,8 @@ func (h *handler) FSStat(_ context.Context, f billy.Filesystem, st *nfs.FSStat) 
 		return nil
 	}
 	used, limit := ef.s.Overlays()
+	used += ef.s.scratch.used.Load()
+	limit += ef.s.scratch.limit
 	st.TotalSize = uint64(limit)
 	st.FreeSize = uint64(max(limit-used, 0))
 	st.AvailableSize = st.FreeSize
@@ -294,14 +296,19 @@ func (h *handler) ToHandle(f billy.Filesystem, path []string) []byte {
 	if !ok {
 		return nil
 	}
-	n := ef.s.lookup(ef.Join(path...))
-	if n == nil {
+	name := ef.Join(path...)
+	var idx uint32
+	if n := ef.s.lookup(name); n != nil {
+		idx = n.idx
+	} else if i, ok := ef.s.scratch.lookup(strings.TrimPrefix(name, "/")); ok {
+		idx = i
+	} else {
 		return nil
 	}
 	b := make([]byte, 0, handleLen)
 	b = append(b, ef.s.hid[:]...)
-	b = binary.BigEndian.AppendUint32(b, n.idx)
-	return append(b, mac(ef.s.key, ef.s.hid, n.idx)...)
+	b = binary.BigEndian.AppendUint32(b, idx)
+	return append(b, mac(ef.s.key, ef.s.hid, idx)...)
 }
 
 var errStale = &nfs.NFSStatusError{NFSStatus: nfs.NFSStatusStale}
@@ -319,7 +326,17 @@ func (h *handler) FromHandle(fh []byte) (billy.Filesystem, []string, error) {
 		return nil, nil, errStale
 	}
 	idx := binary.BigEndian.Uint32(fh[16:])
-	if !hmac.Equal(fh[20:], mac(sess.key, hid, idx)) || int(idx) >= len(sess.nodes) {
+	if !hmac.Equal(fh[20:], mac(sess.key, hid, idx)) {
+		return nil, nil, errStale
+	}
+	if idx&scratchBit != 0 {
+		name, ok := sess.scratch.nameOf(idx)
+		if !ok {
+			return nil, nil, errStale
+		}
+		return &exportFS{s: sess}, []string{name}, nil
+	}
+	if int(idx) >= len(sess.nodes) {
 		return nil, nil, errStale
 	}
 	if idx == 0 {

@@ -39,6 +39,9 @@ type Options struct {
 	Dir string
 	// OverlayLimit caps the bytes written per disk (0: 1 GiB).
 	OverlayLimit int64
+	// ScratchLimit caps the bytes of the files clients create beside the
+	// point's (0: DefaultScratchLimit).
+	ScratchLimit int64
 	// NoSync skips fsync (tests only).
 	NoSync bool
 }
@@ -68,6 +71,8 @@ type Session struct {
 	Point  repository.Point
 	Export string // the export path, e.g. /vmvault/AB12...
 	Dir    string
+
+	scratch *scratchDir
 
 	hid   [16]byte
 	key   []byte
@@ -143,6 +148,13 @@ func Open(ctx context.Context, r *repository.Repository, opts Options) (*Session
 	copy(s.hid[:], hb)
 	s.key = kb
 	if err := s.build(ctx, r, opts); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.scratch, err = openScratch(filepath.Join(opts.Dir, "scratch"), opts.ScratchLimit, func(n string) bool {
+		return n == "" || s.lookup(n) != nil
+	})
+	if err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -381,7 +393,7 @@ func (s *Session) Close() error {
 // Remove closes the session and deletes its files, and its directory
 // when nothing else is left in it: what clients wrote is gone.
 func (s *Session) Remove() error {
-	errs := []error{s.Close()}
+	errs := []error{s.Close(), s.scratch.removeAll()}
 	for i := range s.Point.Disks {
 		errs = append(errs, overlay.Remove(s.Dir, fmt.Sprintf("disk%d", i)))
 	}

@@ -156,11 +156,11 @@ func TestSessionReadOnlyAndNoSpace(t *testing.T) {
 			t.Errorf("%s opened for writing: %v", name, err)
 		}
 	}
-	if _, err := fs.OpenFile("new", os.O_RDWR|os.O_CREATE, 0o644); !errors.Is(err, os.ErrPermission) {
-		t.Errorf("create: %v", err)
+	if _, err := fs.OpenFile("vm.vmx", os.O_RDWR|os.O_CREATE, 0o644); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("create over the .vmx: %v", err)
 	}
 	if fs.Remove("vm.vmx") == nil || fs.Rename("vm.vmx", "x") == nil || fs.MkdirAll("d", 0o755) == nil {
-		t.Error("namespace change accepted")
+		t.Error("namespace change of the point's files accepted")
 	}
 	f, _ := fs.OpenFile("vm-flat.vmdk", os.O_RDWR, 0)
 	if _, err := f.Write(make([]byte, 60<<10)); err != nil {
