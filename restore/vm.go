@@ -51,6 +51,11 @@ type VMRequest struct {
 	// does not, e.g. vSAN). Restores over the original always use PUT.
 	Transport string
 	Progress  func(Progress)
+
+	// existing (instant recovery) maps disk indexes to files to attach
+	// instead of disks to create; isolated disconnects every NIC.
+	existing map[int]string
+	isolated bool
 }
 
 // Transports of VMRequest.Transport.
@@ -324,10 +329,11 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		}
 		pd := p.Disks[d.Index]
 		ds := dsFor(d.Index, d.Datastore)
-		if ds == "" {
+		attach := req.existing[d.Index] != ""
+		if ds == "" && !attach {
 			return nil, fmt.Errorf("%w: disk %d has no original datastore on record; name one with --datastore", ErrInvalidRequest, d.Index)
 		}
-		if !hasDatastore(inv, ds) {
+		if !attach && !hasDatastore(inv, ds) {
 			if req.Datastore == "" && req.DiskDatastores[d.Index] == "" {
 				return nil, fmt.Errorf("%w: datastore %q of disk %d (the original's) does not exist; choose one with --datastore", ErrTargetNotFound, ds, d.Index)
 			}
@@ -361,9 +367,14 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		if d.Mode != "" && d.Mode != "persistent" {
 			warn("disk %d was %s; restored as persistent", d.Index, d.Mode)
 		}
+		pl.diskIdx = append(pl.diskIdx, d.Index)
+		if f := req.existing[d.Index]; f != "" {
+			// The disk is the export's file: nothing to create or to fit.
+			spec.Disks = append(spec.Disks, vsphere.DiskSpec{CapacityBytes: pd.Capacity, Controller: ci, Unit: d.Unit, ExistingFile: f})
+			continue
+		}
 		spec.Disks = append(spec.Disks, vsphere.DiskSpec{CapacityBytes: pd.Capacity, Thin: req.Thin || d.Thin,
 			Controller: ci, Unit: d.Unit, Datastore: ds})
-		pl.diskIdx = append(pl.diskIdx, d.Index)
 		// The full-file PUT writes every byte, so even a thin disk ends up
 		// using its capacity.
 		need[ds] += pd.Capacity
@@ -377,6 +388,14 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 	spec.Datastore = req.Datastore
 	if spec.Datastore == "" && len(spec.Disks) > 0 {
 		spec.Datastore = spec.Disks[0].Datastore
+	}
+	if spec.Datastore == "" && len(req.existing) > 0 {
+		for _, d := range cfg.Disks {
+			if d.Index >= 0 && d.Datastore != "" && hasDatastore(inv, d.Datastore) {
+				spec.Datastore = d.Datastore
+				break
+			}
+		}
 	}
 	if spec.Datastore == "" {
 		if len(cfg.Datastores) == 0 || !hasDatastore(inv, cfg.Datastores[0]) {
@@ -425,7 +444,7 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 			warn("NIC %q of type %q cannot be created; restored as vmxnet3", n.Label, typ)
 			typ = "vmxnet3"
 		}
-		spec.NICs = append(spec.NICs, vsphere.NICSpec{Network: net, Type: typ, Disconnected: req.Rehearsal})
+		spec.NICs = append(spec.NICs, vsphere.NICSpec{Network: net, Type: typ, Disconnected: req.Rehearsal || req.isolated})
 	}
 	for src := range req.NetworkMap {
 		used := false

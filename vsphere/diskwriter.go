@@ -60,6 +60,11 @@ type DiskSpec struct {
 	Unit       int32
 	// Datastore places this disk on another datastore than VMSpec.Datastore.
 	Datastore string
+	// ExistingFile, a datastore path ("[ds] name.vmdk"), attaches that
+	// disk instead of creating one (instant recovery: the appliance's NFS
+	// export holds it). CapacityBytes must be its size; Thin and
+	// Datastore are ignored.
+	ExistingFile string
 }
 
 // NICSpec is one network adapter. Network is the target network or port
@@ -148,6 +153,7 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		return nil, fmt.Errorf("%s: datastore: %w: %v", op, ErrNotFound, err)
 	}
 	var devs object.VirtualDeviceList
+	existing := map[*types.VirtualDisk]bool{}
 	dsRef := map[string]types.ManagedObjectReference{ds.Name(): ds.Reference()}
 	diskDS := func(name string) (types.ManagedObjectReference, error) {
 		if name == "" {
@@ -172,7 +178,23 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		if d.Datastore != "" && d.Datastore != ds.Name() {
 			name = "[" + d.Datastore + "]"
 		}
+		if d.ExistingFile != "" {
+			var dp object.DatastorePath
+			if !dp.FromString(d.ExistingFile) {
+				return fmt.Errorf("%s: bad disk path %q", op, d.ExistingFile)
+			}
+			if ref, err = diskDS(dp.Datastore); err != nil {
+				return err
+			}
+			name = d.ExistingFile
+		}
 		disk := devs.CreateDisk(ctl, ref, name)
+		if d.ExistingFile != "" {
+			existing[disk] = true
+			// An instant VM's disk is the export's: never snapshotted into
+			// CBT files there, never thin-converted.
+			disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).DiskMode = string(types.VirtualDiskModePersistent)
+		}
 		disk.CapacityInBytes = d.CapacityBytes
 		disk.CapacityInKB = (d.CapacityBytes + 1023) / 1024
 		disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(d.Thin)
@@ -242,7 +264,7 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 	}
 	for _, ch := range changes {
 		s := ch.GetVirtualDeviceConfigSpec()
-		if _, ok := s.Device.(*types.VirtualDisk); ok {
+		if d, ok := s.Device.(*types.VirtualDisk); ok && !existing[d] {
 			s.FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
 		}
 	}

@@ -43,6 +43,9 @@ var (
 	// ErrNotServed: a datastore file-service read answered 403 or 404 (after
 	// a re-login); the disk may still be readable through NFC export.
 	ErrNotServed = errors.New("vsphere: datastore file service does not serve the disk")
+	// ErrInUse: the name is taken by something else (a datastore of that
+	// name mounted from another export).
+	ErrInUse = errors.New("vsphere: name in use")
 	// ErrTransient marks errors the retry policy gave up on after retrying.
 	ErrTransient = errors.New("vsphere: transient failure")
 )
