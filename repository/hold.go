@@ -245,6 +245,9 @@ func (r *Repository) LockedUntil(ctx context.Context, id string) (time.Time, err
 // checkDeletable refuses to delete a point that is locked, time-locked or
 // whose commit record is under an object lock that has not expired.
 func (r *Repository) checkDeletable(ctx context.Context, p Point, pid ID) error {
+	if why, ok := r.inUseBy(pid); ok {
+		return &PointLockedError{Point: p.ID, By: "in use: " + why}
+	}
 	if u := r.heldUntil(pid); u.After(r.now()) {
 		return &PointLockedError{Point: p.ID, Until: u, By: "time lock"}
 	}

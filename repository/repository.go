@@ -103,7 +103,9 @@ type Repository struct {
 	markExtra map[ID]struct{}
 	openPacks map[packID]*packWriter
 	closed    bool
-	holds     map[ID]time.Time     // time locks: point → latest hold (hold.go)
+	holds     map[ID]time.Time         // time locks: point → latest hold (hold.go)
+	inUse     map[ID]map[uint64]string // points held in use by this process (inuse.go)
+	inUseSeq  uint64
 	packLocks map[packID]time.Time // immutable repositories: a known lower bound of each pack's retention (lockextend.go)
 
 	inflight sync.WaitGroup // puts in progress (Close waits for them)

@@ -120,7 +120,7 @@ func (m Maintainer) Points(ctx context.Context, repo string) ([]policy.Point, er
 			// retention governs it (copyjob), never the backup job's.
 			job = ""
 		}
-		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: job, Time: p.Time, Status: status, Locked: p.Locked, Bytes: unique[p.ID],
+		out[i] = policy.Point{ID: p.ID, Repository: repo, VM: vm, Job: job, Time: p.Time, Status: status, Locked: p.Locked || inUse(r, p.ID), Bytes: unique[p.ID],
 			Writer: p.Writer.Appliance, Foreign: p.Writer.ID != "" && p.Writer.Appliance != r.Appliance()}
 	}
 	return out, nil
@@ -156,4 +156,11 @@ func (m Maintainer) Reclaim(ctx context.Context, repo string) (int64, error) {
 		return 0, fmt.Errorf("reclaim %s: %w", repo, err)
 	}
 	return rep.BytesFreed, nil
+}
+
+// inUse: a point an instant recovery or a verification runs from is kept
+// by retention as if locked (Delete would refuse it anyway).
+func inUse(r *repository.Repository, id string) bool {
+	_, ok := r.InUse(id)
+	return ok
 }
