@@ -195,9 +195,14 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 			// CBT files there, never thin-converted.
 			disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).DiskMode = string(types.VirtualDiskModePersistent)
 		}
-		disk.CapacityInBytes = d.CapacityBytes
-		disk.CapacityInKB = (d.CapacityBytes + 1023) / 1024
-		disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(d.Thin)
+		if d.ExistingFile == "" {
+			disk.CapacityInBytes = d.CapacityBytes
+			disk.CapacityInKB = (d.CapacityBytes + 1023) / 1024
+			disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(d.Thin)
+		} else {
+			// An existing disk's size is its descriptor's: vSphere reads it.
+			disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = nil
+		}
 		if len(spec.Controllers) > 0 {
 			disk.UnitNumber = types.NewInt32(d.Unit)
 		}
@@ -264,8 +269,11 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 	}
 	for _, ch := range changes {
 		s := ch.GetVirtualDeviceConfigSpec()
-		if d, ok := s.Device.(*types.VirtualDisk); ok && !existing[d] {
+		if d, ok := s.Device.(*types.VirtualDisk); ok {
 			s.FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+			if existing[d] {
+				s.FileOperation = "" // attach the file as it is
+			}
 		}
 	}
 	guest := spec.GuestID

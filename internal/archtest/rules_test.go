@@ -217,7 +217,7 @@ var importerRules = []importerRule{
 	{name: "backup-imported-from-above", source: "docs/ARCHITECTURE.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "backup/...",
 		from: []string{"cmd/...", "daemon/...", "service/backups", "vcsim-tests/...", "service/filerestore/frtest"}},
 	{name: "restore-imported-from-above", source: "docs/ARCHITECTURE.md (policy -> backup/restore -> vsphere, dedup, repository)", target: "restore/...",
-		from: []string{"cmd/...", "daemon/...", "service/restores", "vcsim-tests/..."}},
+		from: []string{"cmd/...", "daemon/...", "service/restores", "service/instantvm", "vcsim-tests/..."}},
 	// vSphere is spoken in one package: the rest of the product sees
 	// vsphere's types, never govmomi's, so a govmomi upgrade or a vCenter
 	// quirk is fixed in one place (the lab, test support, drives vcsim).

@@ -46,6 +46,7 @@ var timeNowExceptions = map[string]timeNowException{
 	"restore/engine.go":       {3, "default Options.Now and elapsed time of a restore"},
 	"restore/disk.go":         {2, "elapsed time of a disk restore"},
 	"restore/vm.go":           {1, "elapsed time of a VM restore"},
+	"restore/instant.go":      {1, "elapsed time of an instant VM's start"},
 	"vsphere/snapshot.go":     {1, "the snapshot description's marker stamp, read by vCenter operators"},
 	"vsphere/client.go":       {2, "keep-alive: time of the session's last use"},
 	"internal/state/state.go": {3, "open retry deadline while another process holds state.db's lock, and the stamp of the copy kept before a schema migration"},

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/fault"
@@ -113,8 +114,15 @@ type Lab struct {
 	writeFaults []*WriteFault
 	folderPut   int64
 	allLeases   []leaseRef // every NFC lease created (OpenLeases)
-	closed      chan struct{}
-	closeOnce   sync.Once
+	// NFS datastores (nas.go).
+	nfsAddr   string
+	nasRoot   string
+	nas       map[string]*nasMount
+	nasBoot   map[string]int64
+	nasTotal  int64
+	nasSeq    atomic.Int64
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 type vmState struct {
@@ -257,6 +265,7 @@ func (l *Lab) Close() {
 			l.server.Close()
 		}
 		l.model.Remove()
+		l.closeNAS()
 	})
 }
 

@@ -38,6 +38,12 @@ func (l *Lab) handler(sctx *simulator.Context, meth *simulator.Method) (mo.Refer
 				reg.Put(&labPool{ResourcePool: real, lab: l})
 			}
 		}
+	case "HostDatastoreSystem":
+		if real, ok := sctx.Map.Get(meth.This).(*simulator.HostDatastoreSystem); ok {
+			if w, ok := reg.Get(meth.This).(*labDSS); !ok || w.HostDatastoreSystem != real {
+				reg.Put(&labDSS{HostDatastoreSystem: real, lab: l})
+			}
+		}
 	case "VirtualMachineSnapshot":
 		real, ok := sctx.Map.Get(meth.This).(*simulator.VirtualMachineSnapshot)
 		if !ok {

@@ -1,0 +1,253 @@
+package instante2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmvault/vmvault/backup"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/service/instant"
+	"github.com/vmvault/vmvault/service/instantvm"
+	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/vcsim-tests/lab"
+	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
+	"github.com/vmvault/vmvault/vsphere"
+)
+
+const (
+	host = "/DC0/host/DC0_H0/DC0_H0"
+	ds0  = "LocalDS_0"
+)
+
+type env struct {
+	l    *lab.Lab
+	c    *vsphere.Client
+	r    *repository.Repository
+	rs   *repos.Set
+	srv  *instant.Server
+	dir  string
+	img  []byte
+	pt   string
+	name string
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	l := labtest.Start(t, lab.Options{})
+	c := labtest.Connect(t, labtest.Config(l, "instante2e"))
+	r := labtest.Repo(t)
+	name := "web01"
+	vm, err := c.CreateVM(ctx, vsphere.VMSpec{Name: name, Datastore: ds0, Host: host, ResourcePool: "/DC0/host/DC0_H0/Resources",
+		NumCPU: 2, MemoryMB: 256, GuestID: "otherLinux64Guest",
+		Disks: []vsphere.DiskSpec{{CapacityBytes: 6 << 20, Thin: true}},
+		NICs:  []vsphere.NICSpec{{Network: "VM Network"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := make([]byte, 6<<20)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := 0; i < 2<<20; i++ {
+		img[i] = byte(rng.Uint32())
+	}
+	img[510], img[511] = 0x55, 0xaa // a boot sector's signature
+	if err := l.WriteDiskFrom(vm.Name, 0, bytes.NewReader(img)); err != nil {
+		t.Fatal(err)
+	}
+	e := backup.NewEngine(backup.FromClient(c, vsphere.ReaderOptions{}), backup.RepoStore(r),
+		backup.EngineOptions{Workers: 2, RemoveBackoff: 5 * time.Millisecond, RemoveTimeout: 30 * time.Second})
+	res, err := e.BackupVM(ctx, backup.Request{VM: vm.Name, Quiesce: backup.QuiescePrefer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := instant.NewServer(instant.ServerOptions{Listen: "127.0.0.1:0"})
+	sctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	if err := srv.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	l.SetNFSServer(srv.Addr())
+	return &env{l: l, c: c, r: r, rs: repos.New(map[string]*repository.Repository{"main": r}), srv: srv, dir: t.TempDir(),
+		img: img, pt: res.RestorePoint, name: name}
+}
+
+func (e *env) manager(t *testing.T) *instantvm.Manager {
+	t.Helper()
+	m, err := instantvm.New(instantvm.Config{Dir: e.dir, Advertise: "127.0.0.1", NoSync: true}, e.c, e.rs, e.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Resume(context.Background()); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	return m
+}
+
+func diskFiles(t *testing.T, e *env, moref string) []string {
+	t.Helper()
+	v, err := e.c.VM(context.Background(), vsphere.VMRef{MoRef: moref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range v.Disks {
+		out = append(out, d.FileName)
+	}
+	return out
+}
+
+// TestInstantRecoveryMigrate: start → running (the VM's disks are the
+// export's, its boot sector read through NFS) → migrate (every byte
+// through the export into production storage) → done (unmounted, export
+// gone, the point deletable again and unchanged).
+func TestInstantRecoveryMigrate(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := e.manager(t)
+	var phases []string
+	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt[:12], Host: host, Datastore: ds0}, func(p string) { phases = append(phases, p) })
+	if err != nil {
+		t.Fatalf("start: %v (phases %v)", err, phases)
+	}
+	if rec.State != instantvm.StateRunning || rec.VM.Name != e.name+"-instant" || rec.VM.MoRef == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	files := diskFiles(t, e, rec.VM.MoRef)
+	if len(files) != 1 || !strings.HasPrefix(files[0], "["+rec.NFS+"] ") {
+		t.Fatalf("disks %v, want on %s", files, rec.NFS)
+	}
+	boot, _ := e.l.NASReads(rec.VM.MoRef)
+	if boot != lab.BootReadBytes {
+		t.Fatalf("power-on read %d bytes through NFS, want %d", boot, lab.BootReadBytes)
+	}
+	// Held: the point cannot be deleted while the VM runs from it.
+	if err := e.r.Delete(ctx, e.pt); !errors.Is(err, repository.ErrPointLocked) {
+		t.Fatalf("delete of a point in use: %v", err)
+	}
+	if got := m.List(); len(got) != 1 || got[0].ID != rec.ID {
+		t.Fatalf("list %+v", got)
+	}
+
+	_, before := e.l.NASReads(rec.VM.MoRef)
+	done, err := m.Migrate(ctx, rec.ID, ds0, nil)
+	if err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	if done.State != instantvm.StateDone {
+		t.Fatalf("after migrate: %+v", done)
+	}
+	_, after := e.l.NASReads(rec.VM.MoRef)
+	if after-before < int64(len(e.img)) {
+		t.Fatalf("the move read %d bytes through NFS, want the whole %d-byte disk", after-before, len(e.img))
+	}
+	files = diskFiles(t, e, rec.VM.MoRef)
+	if len(files) != 1 || !strings.HasPrefix(files[0], "["+ds0+"] ") {
+		t.Fatalf("disks after the move %v", files)
+	}
+	// The moved disk holds the point's bytes.
+	dir, _ := e.l.DatastoreDir(ds0)
+	rel := strings.TrimPrefix(files[0], "["+ds0+"] ")
+	got, err := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, e.img) {
+		t.Fatal("the moved disk differs from the backed-up one")
+	}
+	if n := e.l.NASDatastores(); len(n) != 0 {
+		t.Fatalf("NFS datastores left mounted: %v", n)
+	}
+	if _, ok := e.r.InUse(e.pt); ok {
+		t.Fatal("the point is still held after the session ended")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, rec.ID)); len(ents) != 1 {
+		t.Fatalf("session directory keeps more than its record: %v", ents)
+	}
+}
+
+// TestInstantRecoveryStopAcrossRestart: a running session survives an
+// appliance restart (the same export path: the host's mount keeps
+// working), then stop unregisters the VM, unmounts and drops the overlay.
+func TestInstantRecoveryStopAcrossRestart(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := e.manager(t)
+	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0, Name: "web01-test", Isolated: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.c.VM(ctx, rec.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range v.NICs {
+		if n.Connected {
+			t.Fatalf("isolated VM has a connected NIC: %+v", n)
+		}
+	}
+	// "Restart": the manager goes, the NFS server stays up (a new process
+	// would listen on the same configured port).
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := e.manager(t)
+	got, err := m2.Get(rec.ID)
+	if err != nil || got.State != instantvm.StateRunning || got.Export != rec.Export {
+		t.Fatalf("after restart: %+v, %v", got, err)
+	}
+	if err := e.r.Delete(ctx, e.pt); !errors.Is(err, repository.ErrPointLocked) {
+		t.Fatalf("delete after restart: %v", err)
+	}
+	st, err := m2.Stop(ctx, rec.ID)
+	if err != nil || st.State != instantvm.StateStopped {
+		t.Fatalf("stop: %+v, %v", st, err)
+	}
+	if refs, _ := e.c.VMsNamed(ctx, "web01-test"); len(refs) != 0 {
+		t.Fatalf("VM left registered: %v", refs)
+	}
+	if n := e.l.NASDatastores(); len(n) != 0 {
+		t.Fatalf("NFS datastores left mounted: %v", n)
+	}
+	if _, err := m2.Stop(ctx, rec.ID); !errors.Is(err, instantvm.ErrState) {
+		t.Fatalf("second stop: %v", err)
+	}
+	if err := e.r.Delete(ctx, e.pt); err != nil {
+		t.Fatalf("delete after stop: %v", err)
+	}
+}
+
+// TestInstantRecoveryFailureUndoes: a power-on that fails (the lab cannot
+// read the disk through NFS) leaves nothing registered or mounted, and
+// the session failed with the reason.
+func TestInstantRecoveryFailureUndoes(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := e.manager(t)
+	e.l.FailMethod("PowerOnVM_Task", &types.GenericVmConfigFault{Reason: "injected"}, 1)
+	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0}, nil)
+	if err == nil {
+		t.Fatal("start succeeded with a failing power-on")
+	}
+	if rec.State != instantvm.StateFailed || rec.Error == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	if refs, _ := e.c.VMsNamed(ctx, e.name+"-instant"); len(refs) != 0 {
+		t.Fatalf("VM left registered: %v", refs)
+	}
+	if n := e.l.NASDatastores(); len(n) != 0 {
+		t.Fatalf("NFS datastores left mounted: %v", n)
+	}
+	if _, ok := e.r.InUse(e.pt); ok {
+		t.Fatal("point still held")
+	}
+}
