@@ -26,6 +26,9 @@ const (
 // task record theirs when the task ends instead, with the task's outcome.
 var auditKinds = map[string]string{
 	"POST /api/v1/auth/login":                             "auth.login",
+	"POST /api/v1/instant-recoveries":                     "instant.start",
+	"POST /api/v1/instant-recoveries/:id/migrate":         "instant.migrate",
+	"POST /api/v1/instant-recoveries/:id/stop":            "instant.stop",
 	"POST /api/v1/auth/logout":                            "auth.logout",
 	"POST /api/v1/auth/tokens":                            "token.create",
 	"PUT /api/v1/auth/tokens/:id":                         "token.scope",
@@ -67,6 +70,7 @@ var auditKinds = map[string]string{
 // auditVerbs says what each kind did, for the event's message.
 var auditVerbs = map[string]string{
 	"auth.login": "signed in", "auth.logout": "signed out",
+	"instant.start": "started an instant recovery", "instant.migrate": "moved an instant recovery to production", "instant.stop": "stopped an instant recovery",
 	"token.create": "created an API token", "token.delete": "deleted an API token", "token.scope": "changed an API token's scope",
 	"user.create": "created a user", "user.update": "changed a user", "user.delete": "deleted a user",
 	"job.create": "created a job", "job.update": "changed a job", "job.delete": "deleted a job", "job.run": "started a job run",

@@ -82,6 +82,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			ids["{id}"] = "main"
 		case strings.HasPrefix(p, "/api/v1/tasks/"):
 			ids["{id}"] = info.ID
+		case strings.HasPrefix(p, "/api/v1/instant-recoveries/"):
+			ids["{id}"] = memInstantID
 		}
 		for k, v := range ids {
 			p = strings.ReplaceAll(p, k, v)

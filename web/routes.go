@@ -19,6 +19,7 @@ func (s *Server) table() []route {
 		flt  = scopeFiltered
 		body = scopeBody
 		tid  = scopeTaskID
+		iid  = scopeInstantID
 	)
 	return []route{
 		{"GET", "/healthz", pub, na, s.healthz},
@@ -103,5 +104,10 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/backups", op, body, s.startBackup},
 		{"POST", "/api/v1/restores", ro, body, s.startRestore},
 		{"POST", "/api/v1/restores/disk", ro, body, s.startDiskRestore},
+		{"GET", "/api/v1/instant-recoveries", ro, flt, s.listInstant},
+		{"POST", "/api/v1/instant-recoveries", ro, body, s.startInstant},
+		{"GET", "/api/v1/instant-recoveries/:id", ro, iid, s.getInstant},
+		{"POST", "/api/v1/instant-recoveries/:id/migrate", op, iid, s.migrateInstant},
+		{"POST", "/api/v1/instant-recoveries/:id/stop", op, iid, s.stopInstant},
 	}
 }

@@ -46,6 +46,9 @@ const (
 	// scopeTaskID: :id is a task; one working on a point, VM or
 	// repository outside the scope answers 404 (allowsTask).
 	scopeTaskID
+	// scopeInstantID: :id is an instant recovery session; one running a
+	// point outside the scope answers 404.
+	scopeInstantID
 )
 
 func (k scopeClass) String() string {
@@ -62,6 +65,8 @@ func (k scopeClass) String() string {
 		return "body"
 	case scopeTaskID:
 		return "task-id"
+	case scopeInstantID:
+		return "instant-id"
 	}
 	return "unset"
 }
@@ -95,6 +100,10 @@ func (s *Server) enforceScope(c *gin.Context, rt route, p auth.Principal) error 
 	case scopeRepoID:
 		if !p.AllowsRepository(c.Param("id")) {
 			return fmt.Errorf("repository %q: %w", c.Param("id"), ErrNotFound)
+		}
+	case scopeInstantID:
+		if _, _, err := s.session(c); err != nil {
+			return err
 		}
 	case scopeTaskID:
 		ctx := c.Request.Context()

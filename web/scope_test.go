@@ -39,6 +39,8 @@ func TestScopeRouteTable(t *testing.T) {
 			want = scopeRepoID
 		case strings.HasPrefix(rt.path, "/api/v1/tasks/:id"):
 			want = scopeTaskID
+		case strings.HasPrefix(rt.path, "/api/v1/instant-recoveries/:id"):
+			want = scopeInstantID
 		}
 		if want != scopeUnset && rt.scope != want {
 			t.Errorf("%s: scope class %s, want %s", k, rt.scope, want)
@@ -126,9 +128,10 @@ func TestScopeOverRoutes(t *testing.T) {
 	vacuous := map[string]bool{"GET /api/v1/files/search": true, "GET /api/v1/stream": true, "GET /api/v1/approvals": true, "GET /api/v1/jobs/:id/runs": true}
 	// Bodies: the request naming what is outside (for webOnly) and inside.
 	bodies := map[string][2]map[string]any{
-		"POST /api/v1/restores":      {{"point": old.ID, "mode": "new", "name": "x"}, {"point": web.ID, "mode": "new", "name": "x"}},
-		"POST /api/v1/restores/disk": {{"point": old.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}, {"point": web.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}},
-		"POST /api/v1/backups":       {{"vms": []string{"gone-vm"}}, {"vms": []string{testVM.InstanceUUID}}},
+		"POST /api/v1/restores":           {{"point": old.ID, "mode": "new", "name": "x"}, {"point": web.ID, "mode": "new", "name": "x"}},
+		"POST /api/v1/restores/disk":      {{"point": old.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}, {"point": web.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}},
+		"POST /api/v1/backups":            {{"vms": []string{"gone-vm"}}, {"vms": []string{testVM.InstanceUUID}}},
+		"POST /api/v1/instant-recoveries": {{"point": old.ID, "isolated": true}, {"point": web.ID, "isolated": true}},
 	}
 	checked := 0
 	for _, rt := range f.srv.routes {
@@ -162,6 +165,16 @@ func TestScopeOverRoutes(t *testing.T) {
 				t.Errorf("%s outside the scope: %d %s, want 404", path, st, b)
 			}
 			if st, b := get(rt.method, path, []byte(`{}`), mainRepo); st != wantSt {
+				t.Errorf("%s inside the scope: %d %s, unscoped %d", path, st, b, wantSt)
+			}
+		case scopeInstantID:
+			// The fixture's session runs old01's point.
+			path := strings.Replace(rt.path, ":id", memInstantID, 1)
+			wantSt, _ := get(rt.method, path, []byte(`{"datastore":"ds"}`), unscoped)
+			if st, b := get(rt.method, path, []byte(`{"datastore":"ds"}`), webOnly); st != http.StatusNotFound {
+				t.Errorf("%s outside the scope: %d %s, want 404", path, st, b)
+			}
+			if st, b := get(rt.method, path, []byte(`{"datastore":"ds"}`), oldOnly); st != wantSt {
 				t.Errorf("%s inside the scope: %d %s, unscoped %d", path, st, b, wantSt)
 			}
 		case scopeFiltered:

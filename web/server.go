@@ -40,7 +40,9 @@ type Config struct {
 	VMStates        VMStates
 	Backups         Backups
 	Restores        Restores
-	Settings        SettingsStore
+	// Instant runs instant recoveries (nil: 501 on those routes).
+	Instant  InstantRecoveries
+	Settings SettingsStore
 	// Appliance edits the vCenter, SMTP and maintenance sections; nil: 501.
 	Appliance ApplianceSettings
 	// AddRepository creates or opens repositories at runtime; nil: 501.
