@@ -40,6 +40,7 @@ type Config struct {
 	Maintenance  MaintenanceConfig `json:"maintenance"`
 	SMTP         *SMTPConfig       `json:"smtp"` // absent: no email
 	Approvals    ApprovalsConfig   `json:"approvals"`
+	Instant      *InstantConfig    `json:"instant"` // absent: no instant recovery
 
 	// OnReady, set in code (appliance demo), is called with the listening
 	// address once the daemon accepts connections; it must not block.
@@ -375,6 +376,7 @@ func (c *Config) Validate() error {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8443"
 	}
+	c.Instant.validate(bad)
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		bad("listen", "want host:port (%v)", err)

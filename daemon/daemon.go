@@ -35,6 +35,7 @@ import (
 	"github.com/vmvault/vmvault/service/copyjob"
 	"github.com/vmvault/vmvault/service/drconfig"
 	"github.com/vmvault/vmvault/service/filerestore"
+	"github.com/vmvault/vmvault/service/instantvm"
 	"github.com/vmvault/vmvault/service/inventory"
 	"github.com/vmvault/vmvault/service/notify"
 	"github.com/vmvault/vmvault/service/notify/feed"
@@ -439,6 +440,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	// and POST /backups and /restores answer 501.
 	if restorer != nil {
 		wcfg.Restores = restorer
+	}
+	if cfg.Instant != nil && client != nil {
+		m, err := d.newInstant(cfg.Instant, cfg.StateDir, client, rs, clk, log)
+		if err != nil {
+			return nil, err
+		}
+		wcfg.Instant = instantvm.API{M: m}
+	} else if cfg.Instant != nil {
+		log.Warn("instant recovery is configured but there is no vCenter connection: it is off")
 	}
 	if runner != nil {
 		wcfg.Backups = runner
