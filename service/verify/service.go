@@ -36,7 +36,7 @@ func New(src filerestore.Source, clk clock.Clock) (*Service, error) {
 func (s *Service) VerifyPoint(ctx context.Context, point string, opts Options) (Report, error) {
 	repoName, p, err := s.src.Locate(ctx, point)
 	if err != nil {
-		return Report{}, fmt.Errorf("restore point %s: %w", point, err)
+		return Report{}, err // it names the point
 	}
 	r, err := s.src.Repo(repoName)
 	if err != nil {
