@@ -17,7 +17,8 @@
 // (vCenter VMs as policy.VM, the only bridge between vsphere and policy),
 // topology (the console's vSphere tree, restore targets, tags), notify
 // (mail alerts and the daily report; feed/ what they read), filerestore
-// (file-level restore: service, catalog, FUSE mount), instant (instant
+// (file-level restore: service, catalog, FUSE mount), verify (a point's
+// file systems walked whole, without booting it), instant (instant
 // recovery's NFS v3 export of a point; the CLI drives it today, the
 // daemon's sessions come later). internal/archtest
 // enforces the layering.
