@@ -16,26 +16,31 @@ type VMRef struct {
 // VM is a VM's inventory record.
 type VM struct {
 	VMRef
-	Path         string   `json:"path"` // inventory path, "/DC0/vm/web01"
-	BIOSUUID     string   `json:"biosUuid,omitempty"`
-	Datacenter   string   `json:"datacenter"`
-	Host         string   `json:"host,omitempty"`
-	Cluster      string   `json:"cluster,omitempty"`
-	ResourcePool string   `json:"resourcePool,omitempty"` // inventory path
-	PowerState   string   `json:"powerState"`             // poweredOn, poweredOff, suspended
-	GuestID      string   `json:"guestId,omitempty"`
-	GuestFamily  string   `json:"guestFamily,omitempty"` // windowsGuest, linuxGuest, …
-	ToolsRunning bool     `json:"toolsRunning"`
-	ToolsStatus  string   `json:"toolsStatus,omitempty"`
-	CBTEnabled   bool     `json:"cbtEnabled"`
-	NumCPU       int32    `json:"numCpu"`
-	MemoryMB     int32    `json:"memoryMb"`
-	Template     bool     `json:"template,omitempty"`
-	Encrypted    bool     `json:"encrypted,omitempty"`
-	HasSnapshots bool     `json:"hasSnapshots,omitempty"`
-	Datastores   []string `json:"datastores,omitempty"`
-	Disks        []Disk   `json:"disks"`
-	NICs         []NIC    `json:"nics,omitempty"`
+	Path         string `json:"path"` // inventory path, "/DC0/vm/web01"
+	BIOSUUID     string `json:"biosUuid,omitempty"`
+	Datacenter   string `json:"datacenter"`
+	Host         string `json:"host,omitempty"`
+	Cluster      string `json:"cluster,omitempty"`
+	ResourcePool string `json:"resourcePool,omitempty"` // inventory path
+	PowerState   string `json:"powerState"`             // poweredOn, poweredOff, suspended
+	GuestID      string `json:"guestId,omitempty"`
+	GuestFamily  string `json:"guestFamily,omitempty"` // windowsGuest, linuxGuest, …
+	ToolsRunning bool   `json:"toolsRunning"`
+	ToolsStatus  string `json:"toolsStatus,omitempty"`
+	// ToolsVersion is guest.toolsVersion, VMware's encoded number
+	// (ToolsVersionString decodes it); ToolsVersionStatus is
+	// guest.toolsVersionStatus2 (guestToolsCurrent, guestToolsTooOld, …).
+	ToolsVersion       string   `json:"toolsVersion,omitempty"`
+	ToolsVersionStatus string   `json:"toolsVersionStatus,omitempty"`
+	CBTEnabled         bool     `json:"cbtEnabled"`
+	NumCPU             int32    `json:"numCpu"`
+	MemoryMB           int32    `json:"memoryMb"`
+	Template           bool     `json:"template,omitempty"`
+	Encrypted          bool     `json:"encrypted,omitempty"`
+	HasSnapshots       bool     `json:"hasSnapshots,omitempty"`
+	Datastores         []string `json:"datastores,omitempty"`
+	Disks              []Disk   `json:"disks"`
+	NICs               []NIC    `json:"nics,omitempty"`
 }
 
 // Disk is a virtual disk of a VM or of a snapshot.
@@ -153,6 +158,9 @@ type Snapshot struct {
 	Description string    `json:"description"`
 	Created     time.Time `json:"created"`
 	Quiesced    bool      `json:"quiesced"`
+	// Quiesce is the quiesce spec CreateSnapshot sent for this snapshot
+	// (zero for one it did not create or did not quiesce).
+	Quiesce QuiesceSent `json:"quiesce,omitzero"`
 	// Parent is the snapshot this one was taken on top of ("" for a root).
 	Parent string `json:"parent,omitempty"`
 	Disks  []Disk `json:"disks,omitempty"`
