@@ -88,7 +88,8 @@ func (f *fakeVSphere) CreateSnapshot(ctx context.Context, vm vsphere.VMRef, opts
 	f.nextSnap++
 	id := fmt.Sprintf("snapshot-%d", f.nextSnap)
 	f.snaps[id] = vm.Name
-	return &vsphere.Snapshot{MoRef: id, VM: vm, Name: vsphere.SnapshotPrefix + opts.Name, Created: time.Now(), Disks: f.vms[vm.Name].vm.Disks}, nil
+	return &vsphere.Snapshot{MoRef: id, VM: vm, Name: vsphere.SnapshotPrefix + opts.Name, Created: time.Now(), Disks: f.vms[vm.Name].vm.Disks,
+		Quiesced: opts.Quiesce}, nil
 }
 
 func (f *fakeVSphere) RemoveSnapshot(ctx context.Context, vm vsphere.VMRef, moref string) error {

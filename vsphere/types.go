@@ -1,6 +1,8 @@
 package vsphere
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,6 +43,20 @@ type VM struct {
 	Datastores         []string `json:"datastores,omitempty"`
 	Disks              []Disk   `json:"disks"`
 	NICs               []NIC    `json:"nics,omitempty"`
+}
+
+// ToolsVersionString decodes guest.toolsVersion (major<<10 | minor<<5 |
+// build: "12352" is "12.2.0"); the input as it is when it is not a number,
+// "" for "" and "0" (no Tools).
+func ToolsVersionString(v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case v == "" || (err == nil && n == 0):
+		return ""
+	case err != nil || n < 0:
+		return v
+	}
+	return fmt.Sprintf("%d.%d.%d", n>>10, (n>>5)&0x1f, n&0x1f)
 }
 
 // Disk is a virtual disk of a VM or of a snapshot.
