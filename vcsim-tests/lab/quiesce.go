@@ -135,3 +135,16 @@ func (st *vmState) takeQuiesceFault(spec types.BaseVirtualMachineGuestQuiesceSpe
 	}
 	return nil
 }
+
+// ClearQuiesceFaults drops vm's queued quiesce failures (FailNextQuiesce,
+// FailNextQuiesceWith) that no snapshot used up.
+func (l *Lab) ClearQuiesceFaults(vm string) error {
+	v, err := l.findVM(vm)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state(v.Self.Value).failQuiesce = nil
+	return nil
+}
