@@ -383,3 +383,38 @@ func TestParseQuiesce(t *testing.T) {
 		t.Error("bad mode accepted")
 	}
 }
+
+func TestParseLevelAndVSSType(t *testing.T) {
+	for in, want := range map[string]QuiesceLevel{"": LevelApplication, "application": LevelApplication, "filesystem": LevelFilesystem} {
+		if got, err := ParseLevel(in); err != nil || got != want {
+			t.Errorf("level %q: %v %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]VSSType{"": VSSCopy, "copy": VSSCopy, "full": VSSFull} {
+		if got, err := ParseVSSType(in); err != nil || got != want {
+			t.Errorf("VSS type %q: %v %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"app", "crash", "Application"} {
+		if _, err := ParseLevel(bad); err == nil {
+			t.Errorf("level %q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"FULL", "incremental", "5"} {
+		if _, err := ParseVSSType(bad); err == nil {
+			t.Errorf("VSS type %q accepted", bad)
+		}
+	}
+	// BackupVM refuses them before touching vSphere.
+	f := newFake()
+	f.addVM("web", "ds1", 4096)
+	e, _ := testEngine(t, f, EngineOptions{Workers: 1})
+	for _, req := range []Request{{VM: "web", Level: "deep"}, {VM: "web", VSSType: "log"}} {
+		if _, err := e.BackupVM(context.Background(), req); err == nil {
+			t.Errorf("request %+v accepted", req)
+		}
+		if f.nextSnap != 0 {
+			t.Fatalf("a snapshot was taken for a bad request")
+		}
+	}
+}

@@ -185,11 +185,12 @@ func mapFault(op string, err error) error {
 	}
 	switch {
 	case isFault(err, &types.ToolsUnavailable{}):
-		return fmt.Errorf("%s: %w: %v%s", op, ErrToolsUnavailable, err, detailSuffix(err))
+		return fmt.Errorf("%s: %w: %w%s", op, ErrToolsUnavailable, err, detailSuffix(err))
 	case isFault(err, &types.ApplicationQuiesceFault{}):
 		// The guest's own words (VSS writer, sync driver) are in the
-		// fault's messages; the operator needs them to fix the guest.
-		return fmt.Errorf("%s: %w: %v%s", op, ErrQuiesceFailed, err, detailSuffix(err))
+		// fault's messages; the operator needs them to fix the guest
+		// (FaultMessages reads them through the wrapped err).
+		return fmt.Errorf("%s: %w: %w%s", op, ErrQuiesceFailed, err, detailSuffix(err))
 	case isFault(err, &types.ManagedObjectNotFound{}), isFault(err, &types.NotFound{}):
 		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
 	case isFault(err, &types.InvalidLogin{}):

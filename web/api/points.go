@@ -14,10 +14,6 @@ type RestorePoint struct {
 	Time         time.Time         `json:"time"`
 	Parent       string            `json:"parent,omitempty"`
 	Consistency  string            `json:"consistency,omitempty"`
-	// Quiesce details Consistency: what the backup asked of the guest and
-	// why it got less, if it did. Absent for points written before it was
-	// recorded.
-	Quiesce *PointQuiesce `json:"quiesce,omitempty"`
 	Partial      bool              `json:"partial"`
 	Locked       bool              `json:"locked"`
 	LogicalBytes int64             `json:"logicalBytes"`
@@ -34,6 +30,10 @@ type RestorePoint struct {
 	// /restore-points/{id}/lock with until): until then no role can unlock
 	// or delete the point. Absent when none runs; Locked is true with it.
 	LockedUntil time.Time `json:"lockedUntil,omitzero"`
+	// Quiesce details Consistency: what the backup asked of the guest and
+	// why it got less, if it did. Absent for points written before it was
+	// recorded.
+	Quiesce *PointQuiesce `json:"quiesce,omitempty"`
 }
 
 // PointQuiesce is what a backup asked of the guest and what it obtained.
