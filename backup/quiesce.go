@@ -176,12 +176,20 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, name string, mode 
 		snap, err := e.createSnapshot(ctx, vm, opts)
 		if err == nil {
 			rep.Spec = specName(snap.Quiesce, snap.Quiesced)
+			// What was sent decides, not what the engine meant to send:
+			// CreateSnapshot reads the guest family again.
+			writers := snap.Quiesce.Windows && snap.Quiesce.VSSContext == vsphere.VSSContextBackup
 			switch {
 			case !snap.Quiesced:
 				rep.Obtained, rep.Reason = ConsistencyCrash, ReasonNotQuiesced
 				rep.Detail = "vSphere made the snapshot but reports it not quiesced"
+				if mode == QuiesceRequire {
+					var r Result
+					e.removeSnapshot(ctx, vm.VMRef, snap, &r)
+					return nil, rep, r.Warnings, fmt.Errorf("%w: %s (quiesce mode require): %s", ErrQuiesce, vm.Name, rep.Detail)
+				}
 				warns = append(warns, "guest was not quiesced (vSphere reports the snapshot not quiesced): the restore point is crash-consistent")
-			case a.level == LevelApplication:
+			case writers:
 				rep.Obtained = ConsistencyApplication
 			default:
 				rep.Obtained = ConsistencyFilesystem
@@ -189,7 +197,7 @@ func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, name string, mode 
 				case len(failures) > 0:
 					rep.Reason, rep.Detail = ReasonQuiesceFailed, strings.Join(failures, "; ")
 					warns = append(warns, fmt.Sprintf("application quiescing failed (%s): the restore point is file-system consistent (%s)", rep.Detail, a.what))
-				case level == LevelApplication && !windows:
+				case level == LevelApplication:
 					rep.Reason = ReasonNotWindows
 					rep.Detail = "not a Windows guest: no VSS writers; VMware Tools froze the file systems (its pre-freeze and post-thaw scripts are how applications take part)"
 				}
