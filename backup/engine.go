@@ -44,8 +44,8 @@ func ParseQuiesce(s string) (QuiesceMode, error) {
 
 // Consistency a restore point records.
 const (
-	ConsistencyApplication = "application" // VSS (Windows guest, Tools running)
-	ConsistencyFilesystem  = "filesystem"  // guest file systems synced and frozen
+	ConsistencyApplication = "application" // VSS with writers (Windows guest, Tools running)
+	ConsistencyFilesystem  = "filesystem"  // guest file systems frozen (VSS without writers, fsfreeze)
 	ConsistencyCrash       = "crash"       // as after a power loss
 )
 
@@ -179,6 +179,10 @@ type Request struct {
 	// VM is a name, an inventory path or a managed object id.
 	VM      string
 	Quiesce QuiesceMode // "" is prefer
+	// Level is how deep the guest is quiesced ("" is LevelApplication) and
+	// VSSType the VSS backup type of application quiescing ("" is copy).
+	Level   QuiesceLevel
+	VSSType VSSType
 	// Progress, when set, is called with the VM's progress (from several
 	// goroutines, never at once).
 	Progress func(VMProgress)
@@ -236,7 +240,10 @@ type Result struct {
 	RestorePoint string
 	Parent       string
 	Consistency  string
-	Mode         string
+	// Quiesce says what was asked of the guest and what it gave (also set
+	// when the backup failed because the guest could not be quiesced).
+	Quiesce QuiesceReport
+	Mode    string
 	// EnabledCBT: CBT was off and this backup turned it on (so it read
 	// every allocated area; the next one is incremental).
 	EnabledCBT   bool
@@ -334,6 +341,14 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if err != nil {
 		return res, err
 	}
+	level, err := ParseLevel(string(req.Level))
+	if err != nil {
+		return res, err
+	}
+	vss, err := ParseVSSType(string(req.VSSType))
+	if err != nil {
+		return res, err
+	}
 	if req.VM == "" {
 		return res, errors.New("back up: no VM given")
 	}
@@ -415,6 +430,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	snapStart := time.Now()
 	var snap *vsphere.Snapshot
 	var consistency string
+	var qrep QuiesceReport
 	if vm.Template {
 		// vSphere cannot snapshot a template, and nothing writes its disks:
 		// they are read at rest, whole (no CBT without a snapshot).
@@ -424,24 +440,25 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 			snap.Disks = append(snap.Disks, d)
 		}
 		consistency = ConsistencyCrash
+		qrep = QuiesceReport{Requested: string(level), Obtained: consistency, Reason: ReasonTemplate, Detail: "a template is read at rest, without a snapshot"}
+		if mode == QuiesceOff {
+			qrep = QuiesceReport{Requested: "none", Obtained: consistency}
+		}
 	} else {
-		qmode := mode
-		if vm.PowerState == "poweredOff" {
-			qmode = QuiesceOff // no guest to quiesce: the disks are at rest
-		}
-		var warn string
-		snap, consistency, warn, err = e.snapshot(ctx, vm, qmode)
-		if warn != "" {
-			res.Warnings = append(res.Warnings, warn)
-		}
+		var warns []string
+		name := "backup-" + time.Now().UTC().Format("20060102T150405.000")
+		snap, qrep, warns, err = e.snapshot(ctx, vm, name, mode, level, vss)
+		res.Warnings = append(res.Warnings, warns...)
+		res.Quiesce = qrep
 		if err != nil {
 			return res, err
 		}
+		consistency = qrep.Obtained
 		// Registered before anything else can fail: the snapshot goes
 		// whatever happens next, even a panic or a cancelled ctx.
 		defer e.removeSnapshot(ctx, vm.VMRef, snap, &res)
 	}
-	res.Consistency = consistency
+	res.Consistency, res.Quiesce = consistency, qrep
 	snapTime := time.Since(snapStart)
 
 	sess, err := e.store.Begin(ctx)
@@ -537,6 +554,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if res.EnabledCBT {
 		tags["cbt.enabled_by_backup"] = "true"
 	}
+	qrep.Tags(tags)
 
 	if vm.HasSnapshots {
 		tags[tagUserSnapshots] = "true"
@@ -631,45 +649,6 @@ func sameVM(id repository.VMIdentity, vm vsphere.VM, vcenter string) bool {
 		return id.MoRef == vm.MoRef
 	}
 	return id.Name == vm.Name
-}
-
-// snapshot takes the backup snapshot with the quiesce mode and returns the
-// consistency it got.
-func (e *Engine) snapshot(ctx context.Context, vm vsphere.VM, mode QuiesceMode) (*vsphere.Snapshot, string, string, error) {
-	opts := vsphere.SnapshotOptions{
-		Name:           "backup-" + time.Now().UTC().Format("20060102T150405.000"),
-		Quiesce:        mode != QuiesceOff,
-		QuiesceTimeout: e.opts.QuiesceTimeout,
-	}
-	snap, err := e.createSnapshot(ctx, vm, opts)
-	if err == nil {
-		if !opts.Quiesce {
-			return snap, ConsistencyCrash, "", nil
-		}
-		if vm.GuestFamily == "windowsGuest" {
-			return snap, ConsistencyApplication, "", nil
-		}
-		return snap, ConsistencyFilesystem, "", nil
-	}
-	quiesceErr := errors.Is(err, vsphere.ErrToolsUnavailable) || errors.Is(err, vsphere.ErrQuiesceFailed)
-	switch {
-	case ctx.Err() != nil:
-		return nil, "", "", ctx.Err()
-	case quiesceErr && mode == QuiesceRequire:
-		return nil, "", "", fmt.Errorf("%w: %s (quiesce mode require): %w", ErrQuiesce, vm.Name, err)
-	case !quiesceErr:
-		return nil, "", "", fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
-	}
-	warn := fmt.Sprintf("guest could not be quiesced (%v): the restore point is crash-consistent", err)
-	opts.Quiesce = false
-	snap, err = e.createSnapshot(ctx, vm, opts)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, "", warn, ctx.Err()
-		}
-		return nil, "", warn, fmt.Errorf("%w: %s: %w", ErrSnapshot, vm.Name, err)
-	}
-	return snap, ConsistencyCrash, warn, nil
 }
 
 // createSnapshot takes the snapshot, once more after a transient failure

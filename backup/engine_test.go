@@ -33,10 +33,13 @@ type fakeVSphere struct {
 	// been read at once, so a test of parallelism does not depend on the
 	// scheduler happening to overlap two reads on a loaded machine.
 	waitPeak int32
-	active   atomic.Int32 // disks being read now
-	peak     atomic.Int32
-	perDS    map[string]*atomic.Int32
-	peakDS   atomic.Int32
+	// notQuiesced makes quiesced snapshots come back not quiesced (as
+	// vSphere could report them).
+	notQuiesced bool
+	active      atomic.Int32 // disks being read now
+	peak        atomic.Int32
+	perDS       map[string]*atomic.Int32
+	peakDS      atomic.Int32
 }
 
 type fakeVM struct {
@@ -88,7 +91,8 @@ func (f *fakeVSphere) CreateSnapshot(ctx context.Context, vm vsphere.VMRef, opts
 	f.nextSnap++
 	id := fmt.Sprintf("snapshot-%d", f.nextSnap)
 	f.snaps[id] = vm.Name
-	return &vsphere.Snapshot{MoRef: id, VM: vm, Name: vsphere.SnapshotPrefix + opts.Name, Created: time.Now(), Disks: f.vms[vm.Name].vm.Disks}, nil
+	return &vsphere.Snapshot{MoRef: id, VM: vm, Name: vsphere.SnapshotPrefix + opts.Name, Created: time.Now(), Disks: f.vms[vm.Name].vm.Disks,
+		Quiesced: opts.Quiesce && !f.notQuiesced}, nil
 }
 
 func (f *fakeVSphere) RemoveSnapshot(ctx context.Context, vm vsphere.VMRef, moref string) error {
@@ -380,5 +384,72 @@ func TestParseQuiesce(t *testing.T) {
 	}
 	if _, err := ParseQuiesce("always"); err == nil {
 		t.Error("bad mode accepted")
+	}
+}
+
+func TestParseLevelAndVSSType(t *testing.T) {
+	for in, want := range map[string]QuiesceLevel{"": LevelApplication, "application": LevelApplication, "filesystem": LevelFilesystem} {
+		if got, err := ParseLevel(in); err != nil || got != want {
+			t.Errorf("level %q: %v %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]VSSType{"": VSSCopy, "copy": VSSCopy, "full": VSSFull} {
+		if got, err := ParseVSSType(in); err != nil || got != want {
+			t.Errorf("VSS type %q: %v %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"app", "crash", "Application"} {
+		if _, err := ParseLevel(bad); err == nil {
+			t.Errorf("level %q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"FULL", "incremental", "5"} {
+		if _, err := ParseVSSType(bad); err == nil {
+			t.Errorf("VSS type %q accepted", bad)
+		}
+	}
+	// BackupVM refuses them before touching vSphere.
+	f := newFake()
+	f.addVM("web", "ds1", 4096)
+	e, _ := testEngine(t, f, EngineOptions{Workers: 1})
+	for _, req := range []Request{{VM: "web", Level: "deep"}, {VM: "web", VSSType: "log"}} {
+		if _, err := e.BackupVM(context.Background(), req); err == nil {
+			t.Errorf("request %+v accepted", req)
+		}
+		if f.nextSnap != 0 {
+			t.Fatalf("a snapshot was taken for a bad request")
+		}
+	}
+}
+
+// A snapshot vSphere made but calls not quiesced: under prefer a
+// crash-consistent point that says so; under require a failure, with the
+// snapshot removed.
+func TestEngineSnapshotNotQuiesced(t *testing.T) {
+	f := newFake()
+	f.addVM("web", "ds1", 8192)
+	f.notQuiesced = true
+	e, r := testEngine(t, f, EngineOptions{Workers: 1})
+	res, err := e.BackupVM(context.Background(), Request{VM: "web", Quiesce: QuiescePrefer, Level: LevelFilesystem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Consistency != ConsistencyCrash || res.Quiesce.Reason != ReasonNotQuiesced || res.Quiesce.Requested != "filesystem" || len(res.Warnings) == 0 {
+		t.Errorf("prefer: consistency %q report %+v warnings %q", res.Consistency, res.Quiesce, res.Warnings)
+	}
+	p, err := r.Point(context.Background(), res.RestorePoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Tags["quiesce.reason"] != ReasonNotQuiesced || p.Tags["quiesce.requested"] != "filesystem" || p.Tags["quiesce.spec"] != "" {
+		t.Errorf("tags %v", p.Tags)
+	}
+	before := len(f.snaps)
+	_, err = e.BackupVM(context.Background(), Request{VM: "web", Quiesce: QuiesceRequire})
+	if !errors.Is(err, ErrQuiesce) {
+		t.Fatalf("require: %v, want ErrQuiesce", err)
+	}
+	if len(f.snaps) != before {
+		t.Errorf("require left the snapshot: %v", f.snaps)
 	}
 }

@@ -124,9 +124,13 @@ func TestServeQuiesceRequiredAndTags(t *testing.T) {
 	var rp struct {
 		Consistency string
 		Warnings    []string
+		Quiesce     struct{ Requested, Obtained, Reason string }
 	}
 	if err := json.Unmarshal(body, &rp); err != nil || rp.Consistency != string(backup.ConsistencyCrash) || !strings.Contains(strings.Join(rp.Warnings, " "), "quiesced") {
 		t.Fatalf("the fallback point: %s", body)
+	}
+	if q := rp.Quiesce; q.Requested != "filesystem" || q.Obtained != backup.ConsistencyCrash || q.Reason != backup.ReasonToolsNotRunning {
+		t.Errorf("the fallback point's quiesce detail %+v: %s", q, body)
 	}
 	if snaps, err := l.Snapshots(vm); err != nil || len(snaps) != 0 {
 		t.Fatalf("snapshots left after the backup: %v, %v", snaps, err)

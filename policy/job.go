@@ -14,9 +14,30 @@ type QuiesceMode string
 
 // Quiesce modes. The zero value means QuiesceFileSystem.
 const (
-	QuiesceNone        QuiesceMode = "none"        // crash-consistent snapshot
-	QuiesceFileSystem  QuiesceMode = "filesystem"  // VMware Tools file-system quiesce
-	QuiesceApplication QuiesceMode = "application" // application-consistent (VSS writers)
+	QuiesceNone QuiesceMode = "none" // crash-consistent snapshot
+	// QuiesceFileSystem freezes the guest's file systems only: VSS without
+	// writers (ctx_file_share_backup) on Windows, VMware Tools' fsfreeze
+	// (sync driver) elsewhere. No application is involved.
+	QuiesceFileSystem QuiesceMode = "filesystem"
+	// QuiesceApplication asks VSS and its writers (SQL Server, Exchange,
+	// AD, …) to make their data consistent (ctx_backup), with the job's
+	// VSSType. Non-Windows guests have Tools' file-system quiesce only
+	// (its pre-freeze/post-thaw scripts are how applications take part):
+	// their points record filesystem with the reason.
+	QuiesceApplication QuiesceMode = "application"
+)
+
+// VSSType is the VSS backup type of application quiescing.
+type VSSType string
+
+// VSS types. The zero value means VSSCopy.
+const (
+	// VSSCopy leaves the applications' logs and backup history alone: the
+	// safe choice next to another backup product.
+	VSSCopy VSSType = "copy"
+	// VSSFull tells the writers a full backup was taken, so SQL Server and
+	// Exchange truncate their logs: for when vmvault is their only backup.
+	VSSFull VSSType = "full"
 )
 
 // CloseAction says what happens to a backup still running when its window closes.
@@ -44,6 +65,9 @@ type Job struct {
 	// crash-consistent point with a warning. Not allowed with QuiesceNone.
 	// Absent (false) in jobs saved before it existed, which keep falling back.
 	QuiesceRequired bool `json:"quiesceRequired,omitempty"`
+	// VSSType is the VSS backup type of QuiesceApplication ("" is copy);
+	// full is refused with any other mode (nothing would truncate).
+	VSSType VSSType `json:"vssType,omitempty"`
 	// RequireAllDisks fails a VM's backup when one of its disks cannot be
 	// backed up (independent, physical-mode RDM, multi-writer, encrypted)
 	// instead of skipping the disk with a warning. Absent (false) in jobs
@@ -135,6 +159,12 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	}
 	if j.QuiesceRequired && j.Quiesce == QuiesceNone {
 		bad("quiesceRequired", "cannot require quiescing with quiesce mode none")
+	}
+	switch {
+	case j.VSSType != "" && j.VSSType != VSSCopy && j.VSSType != VSSFull:
+		bad("vssType", "unknown VSS type %q (copy, full)", j.VSSType)
+	case j.VSSType == VSSFull && j.Quiesce != QuiesceApplication:
+		bad("vssType", "full needs quiesce mode application (VSS writers truncate their logs only when they take part)")
 	}
 	switch j.OnWindowClose {
 	case "", CloseFinish, CloseCancel:

@@ -49,9 +49,16 @@ func TestSnapshotQuiesceOutcomes(t *testing.T) {
 	if err := l.SetGuestFamily(vm.Name, "windowsGuest"); err != nil {
 		t.Fatal(err)
 	}
-	s, err = c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "vss", Quiesce: true, VSSBackupType: vsphere.VSSFull})
+	s, err = c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "vss", Quiesce: true, Writers: true, VSSBackupType: vsphere.VSSFull})
 	if err != nil {
 		t.Fatalf("windows quiesced snapshot: %v", err)
+	}
+	reqs, err := l.SnapshotRequests(vm.Name)
+	if err != nil || len(reqs) == 0 {
+		t.Fatalf("snapshot requests: %v %v", reqs, err)
+	}
+	if got := specString(reqs[len(reqs)-1].Quiesce); got != specAppFull || s.Quiesce.VSSContext != vsphere.VSSContextBackup || !s.Quiesce.Windows {
+		t.Errorf("windows spec sent %s (reported %+v), want %s", got, s.Quiesce, specAppFull)
 	}
 	if err := c.RemoveSnapshot(ctx, vm.VMRef, s.MoRef); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/task"
@@ -115,6 +116,57 @@ func asMethodFault(v any) types.BaseMethodFault {
 	return nil
 }
 
+// FaultMessages returns the texts a vSphere fault carried with err: the
+// localized message of a task error and the fault's own messages
+// (MethodFault.faultMessage, where ESXi puts the guest's VSS or sync
+// driver error), without duplicates. Nil when err carries no fault.
+func FaultMessages(err error) []string {
+	var out []string
+	add := func(s string) {
+		s = strings.TrimSpace(s)
+		if s == "" || strings.HasPrefix(s, "*types.") { // vcsim's placeholder
+			return
+		}
+		for _, o := range out {
+			if o == s {
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	var te task.Error
+	var pte *task.Error
+	switch {
+	case errors.As(err, &te) && te.LocalizedMethodFault != nil:
+		add(te.LocalizedMessage)
+	case errors.As(err, &pte) && pte != nil && pte.LocalizedMethodFault != nil:
+		add(pte.LocalizedMessage)
+	}
+	if f := faultOf(err); f != nil {
+		if mf := f.GetMethodFault(); mf != nil {
+			for _, m := range mf.FaultMessage {
+				add(m.Message)
+			}
+		}
+	}
+	return out
+}
+
+// detailSuffix is ": <fault messages>" for the messages err's text lacks.
+func detailSuffix(err error) string {
+	text := err.Error()
+	var extra []string
+	for _, m := range FaultMessages(err) {
+		if !strings.Contains(text, m) {
+			extra = append(extra, m)
+		}
+	}
+	if len(extra) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(extra, "; ") + ")"
+}
+
 // isFault reports whether err carries a fault of the same type as target
 // (or one derived from it, as fault.Is understands it).
 func isFault(err error, target types.BaseMethodFault) bool {
@@ -136,9 +188,12 @@ func mapFault(op string, err error) error {
 	}
 	switch {
 	case isFault(err, &types.ToolsUnavailable{}):
-		return fmt.Errorf("%s: %w: %v", op, ErrToolsUnavailable, err)
+		return fmt.Errorf("%s: %w: %w%s", op, ErrToolsUnavailable, err, detailSuffix(err))
 	case isFault(err, &types.ApplicationQuiesceFault{}):
-		return fmt.Errorf("%s: %w: %v", op, ErrQuiesceFailed, err)
+		// The guest's own words (VSS writer, sync driver) are in the
+		// fault's messages; the operator needs them to fix the guest
+		// (FaultMessages reads them through the wrapped err).
+		return fmt.Errorf("%s: %w: %w%s", op, ErrQuiesceFailed, err, detailSuffix(err))
 	case isFault(err, &types.ManagedObjectNotFound{}), isFault(err, &types.NotFound{}):
 		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
 	case isFault(err, &types.InvalidLogin{}):

@@ -18,6 +18,7 @@ var vmProps = []string{
 	"config.instanceUuid", "config.uuid", "config.guestId", "config.template", "config.changeTrackingEnabled",
 	"config.hardware.numCPU", "config.hardware.memoryMB", "config.hardware.device", "config.keyId",
 	"runtime.powerState", "runtime.host", "guest.guestFamily", "guest.toolsRunningStatus", "guest.toolsStatus",
+	"guest.toolsVersion", "guest.toolsVersionStatus2",
 }
 
 var entityProps = map[string][]string{
@@ -279,6 +280,8 @@ func vmFromMo(v mo.VirtualMachine, netNames map[string]string) VM {
 		vm.GuestFamily = g.GuestFamily
 		vm.ToolsRunning = g.ToolsRunningStatus == string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
 		vm.ToolsStatus = string(g.ToolsStatus)
+		vm.ToolsVersion = g.ToolsVersion
+		vm.ToolsVersionStatus = g.ToolsVersionStatus2
 	}
 	if cfg := v.Config; cfg != nil {
 		vm.InstanceUUID = cfg.InstanceUuid

@@ -23,27 +23,90 @@ const SnapshotPrefix = "vmvault-"
 const markerPrefix = "vmvault:"
 
 // VSS backup types (VSS_BACKUP_TYPE) for Windows application quiescing.
+// COPY leaves the applications' backup history alone (no log truncation),
+// so it is safe next to another backup product; FULL tells SQL Server,
+// Exchange and the other writers that a full backup was taken, which lets
+// them truncate their logs (for when vmvault is the system of record).
 const (
 	VSSFull int32 = 1
 	VSSCopy int32 = 5
+)
+
+// VSS snapshot contexts (VirtualMachineWindowsQuiesceSpec.vssBackupContext).
+const (
+	// VSSContextBackup is VSS_CTX_BACKUP: the VSS writers (SQL Server,
+	// Exchange, Active Directory, …) flush and freeze their data.
+	VSSContextBackup = "ctx_backup"
+	// VSSContextFileShare is VSS_CTX_FILE_SHARE_BACKUP: a shadow copy
+	// without any writer, the file systems only.
+	VSSContextFileShare = "ctx_file_share_backup"
 )
 
 // SnapshotOptions controls CreateSnapshot.
 type SnapshotOptions struct {
 	// Name is appended to SnapshotPrefix ("job42-run7").
 	Name string
-	// Quiesce asks the guest to quiesce: VSS for Windows guests, the
-	// file-system sync driver otherwise. Failures come back as
+	// Quiesce asks the guest to quiesce through VMware Tools: VSS for
+	// Windows guests, the sync driver / fsfreeze (with the Tools
+	// pre-freeze and post-thaw scripts) otherwise. Failures come back as
 	// ErrToolsUnavailable or ErrQuiesceFailed; the caller decides whether to
-	// retry crash-consistent.
+	// retry less ambitiously.
 	Quiesce bool
+	// Writers asks a Windows guest for VSS with its writers (ctx_backup,
+	// application-consistent); without it VSS runs without writers
+	// (ctx_file_share_backup, file systems only). Other guests have a
+	// single level, the plain quiesce spec, either way.
+	Writers bool
 	// QuiesceTimeout is clamped to vSphere's 5–240 minutes (default 15).
 	QuiesceTimeout time.Duration
-	// VSSBackupType is VSSCopy (default: another tool may own log truncation)
-	// or VSSFull.
+	// VSSBackupType is VSSCopy (default: another tool may own log
+	// truncation) or VSSFull; it applies with Writers only (without
+	// writers there are no logs to truncate and COPY is sent).
 	VSSBackupType int32
 	// Progress, if set, receives the task's percent complete.
 	Progress func(percent int32)
+}
+
+// QuiesceSent is the quiesce spec a CreateSnapshotEx_Task carried.
+type QuiesceSent struct {
+	// Windows: a VirtualMachineWindowsQuiesceSpec (VSS); false: the plain
+	// VirtualMachineGuestQuiesceSpec.
+	Windows        bool   `json:"windows,omitempty"`
+	TimeoutMinutes int32  `json:"timeoutMinutes,omitempty"`
+	VSSContext     string `json:"vssContext,omitempty"`
+	VSSBackupType  int32  `json:"vssBackupType,omitempty"`
+	// BootableSystemState asks VSS to include the system state (with
+	// writers only).
+	BootableSystemState bool `json:"bootableSystemState,omitempty"`
+}
+
+// quiesceSpec builds the spec for a guest of family; nil without quiesce.
+func quiesceSpec(opts SnapshotOptions, family string) (types.BaseVirtualMachineGuestQuiesceSpec, QuiesceSent) {
+	if !opts.Quiesce {
+		return nil, QuiesceSent{}
+	}
+	mins := int32(opts.QuiesceTimeout / time.Minute)
+	if mins == 0 {
+		mins = 15
+	}
+	mins = max(5, min(240, mins))
+	if family != string(types.VirtualMachineGuestOsFamilyWindowsGuest) {
+		return &types.VirtualMachineGuestQuiesceSpec{Timeout: mins}, QuiesceSent{TimeoutMinutes: mins}
+	}
+	sent := QuiesceSent{Windows: true, TimeoutMinutes: mins, VSSContext: VSSContextFileShare, VSSBackupType: VSSCopy}
+	if opts.Writers {
+		sent.VSSContext, sent.BootableSystemState = VSSContextBackup, true
+		if opts.VSSBackupType == VSSFull {
+			sent.VSSBackupType = VSSFull
+		}
+	}
+	return &types.VirtualMachineWindowsQuiesceSpec{
+		VirtualMachineGuestQuiesceSpec: types.VirtualMachineGuestQuiesceSpec{Timeout: mins},
+		VssBackupType:                  sent.VSSBackupType,
+		VssBootableSystemState:         types.NewBool(sent.BootableSystemState),
+		VssPartialFileSupport:          types.NewBool(false),
+		VssBackupContext:               sent.VSSContext,
+	}, sent
 }
 
 // CreateSnapshot takes a snapshot (never with memory) and returns it with the
@@ -51,33 +114,17 @@ type SnapshotOptions struct {
 func (c *Client) CreateSnapshot(ctx context.Context, vm VMRef, opts SnapshotOptions) (*Snapshot, error) {
 	name := SnapshotPrefix + opts.Name
 	desc := fmt.Sprintf("%s%s:%d", markerPrefix, c.cfg.ApplianceID, time.Now().Unix())
-	var qs types.BaseVirtualMachineGuestQuiesceSpec
+	var family string
 	if opts.Quiesce {
-		mins := int32(opts.QuiesceTimeout / time.Minute)
-		if mins == 0 {
-			mins = 15
-		}
-		mins = max(5, min(240, mins))
 		var v mo.VirtualMachine
 		if err := c.retrieveOne(ctx, vmMoRef(vm), []string{"guest.guestFamily"}, &v); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", vm.Name, err)
 		}
-		if v.Guest != nil && v.Guest.GuestFamily == string(types.VirtualMachineGuestOsFamilyWindowsGuest) {
-			bt := opts.VSSBackupType
-			if bt == 0 {
-				bt = VSSCopy
-			}
-			qs = &types.VirtualMachineWindowsQuiesceSpec{
-				VirtualMachineGuestQuiesceSpec: types.VirtualMachineGuestQuiesceSpec{Timeout: mins},
-				VssBackupType:                  bt,
-				VssBootableSystemState:         types.NewBool(true),
-				VssPartialFileSupport:          types.NewBool(false),
-				VssBackupContext:               string(types.VirtualMachineWindowsQuiesceSpecVssBackupContextCtx_backup),
-			}
-		} else {
-			qs = &types.VirtualMachineGuestQuiesceSpec{Timeout: mins}
+		if v.Guest != nil {
+			family = v.Guest.GuestFamily
 		}
 	}
+	qs, sent := quiesceSpec(opts, family)
 	res, err := methods.CreateSnapshotEx_Task(ctx, c.vim, &types.CreateSnapshotEx_Task{
 		This: vmMoRef(vm), Name: name, Description: desc, Memory: false, QuiesceSpec: qs,
 	})
@@ -103,6 +150,7 @@ func (c *Client) CreateSnapshot(ctx context.Context, vm VMRef, opts SnapshotOpti
 		c.discardSnapshot(vm, ref.Value)
 		return nil, err
 	}
+	snap.Quiesce = sent
 	return snap, nil
 }
 

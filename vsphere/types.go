@@ -1,6 +1,8 @@
 package vsphere
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,26 +18,45 @@ type VMRef struct {
 // VM is a VM's inventory record.
 type VM struct {
 	VMRef
-	Path         string   `json:"path"` // inventory path, "/DC0/vm/web01"
-	BIOSUUID     string   `json:"biosUuid,omitempty"`
-	Datacenter   string   `json:"datacenter"`
-	Host         string   `json:"host,omitempty"`
-	Cluster      string   `json:"cluster,omitempty"`
-	ResourcePool string   `json:"resourcePool,omitempty"` // inventory path
-	PowerState   string   `json:"powerState"`             // poweredOn, poweredOff, suspended
-	GuestID      string   `json:"guestId,omitempty"`
-	GuestFamily  string   `json:"guestFamily,omitempty"` // windowsGuest, linuxGuest, …
-	ToolsRunning bool     `json:"toolsRunning"`
-	ToolsStatus  string   `json:"toolsStatus,omitempty"`
-	CBTEnabled   bool     `json:"cbtEnabled"`
-	NumCPU       int32    `json:"numCpu"`
-	MemoryMB     int32    `json:"memoryMb"`
-	Template     bool     `json:"template,omitempty"`
-	Encrypted    bool     `json:"encrypted,omitempty"`
-	HasSnapshots bool     `json:"hasSnapshots,omitempty"`
-	Datastores   []string `json:"datastores,omitempty"`
-	Disks        []Disk   `json:"disks"`
-	NICs         []NIC    `json:"nics,omitempty"`
+	Path         string `json:"path"` // inventory path, "/DC0/vm/web01"
+	BIOSUUID     string `json:"biosUuid,omitempty"`
+	Datacenter   string `json:"datacenter"`
+	Host         string `json:"host,omitempty"`
+	Cluster      string `json:"cluster,omitempty"`
+	ResourcePool string `json:"resourcePool,omitempty"` // inventory path
+	PowerState   string `json:"powerState"`             // poweredOn, poweredOff, suspended
+	GuestID      string `json:"guestId,omitempty"`
+	GuestFamily  string `json:"guestFamily,omitempty"` // windowsGuest, linuxGuest, …
+	ToolsRunning bool   `json:"toolsRunning"`
+	ToolsStatus  string `json:"toolsStatus,omitempty"`
+	// ToolsVersion is guest.toolsVersion, VMware's encoded number
+	// (ToolsVersionString decodes it); ToolsVersionStatus is
+	// guest.toolsVersionStatus2 (guestToolsCurrent, guestToolsTooOld, …).
+	ToolsVersion       string   `json:"toolsVersion,omitempty"`
+	ToolsVersionStatus string   `json:"toolsVersionStatus,omitempty"`
+	CBTEnabled         bool     `json:"cbtEnabled"`
+	NumCPU             int32    `json:"numCpu"`
+	MemoryMB           int32    `json:"memoryMb"`
+	Template           bool     `json:"template,omitempty"`
+	Encrypted          bool     `json:"encrypted,omitempty"`
+	HasSnapshots       bool     `json:"hasSnapshots,omitempty"`
+	Datastores         []string `json:"datastores,omitempty"`
+	Disks              []Disk   `json:"disks"`
+	NICs               []NIC    `json:"nics,omitempty"`
+}
+
+// ToolsVersionString decodes guest.toolsVersion (major<<10 | minor<<5 |
+// build: "12352" is "12.2.0"); the input as it is when it is not a number,
+// "" for "" and "0" (no Tools).
+func ToolsVersionString(v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case v == "" || (err == nil && n == 0):
+		return ""
+	case err != nil || n < 0:
+		return v
+	}
+	return fmt.Sprintf("%d.%d.%d", n>>10, (n>>5)&0x1f, n&0x1f)
 }
 
 // Disk is a virtual disk of a VM or of a snapshot.
@@ -153,6 +174,9 @@ type Snapshot struct {
 	Description string    `json:"description"`
 	Created     time.Time `json:"created"`
 	Quiesced    bool      `json:"quiesced"`
+	// Quiesce is the quiesce spec CreateSnapshot sent for this snapshot
+	// (zero for one it did not create or did not quiesce).
+	Quiesce QuiesceSent `json:"quiesce,omitzero"`
 	// Parent is the snapshot this one was taken on top of ("" for a root).
 	Parent string `json:"parent,omitempty"`
 	Disks  []Disk `json:"disks,omitempty"`

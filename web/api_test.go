@@ -37,6 +37,13 @@ func TestJobsBadInput(t *testing.T) {
 	unknownRepo["repository"] = "nope"
 	badRet := validJob("a")
 	badRet["retention"] = map[string]any{"last": 0}
+	with := func(kv ...any) map[string]any {
+		j := validJob("a")
+		for i := 0; i < len(kv); i += 2 {
+			j[kv[i].(string)] = kv[i+1]
+		}
+		return j
+	}
 	tests := []struct {
 		name   string
 		body   any
@@ -46,6 +53,10 @@ func TestJobsBadInput(t *testing.T) {
 		{"missing repository", noRepo, 422, "repository"},
 		{"unknown repository", unknownRepo, 422, "repository"},
 		{"keeps nothing", badRet, 422, "retention"},
+		{"unknown VSS type", with("quiesce", "application", "vssType", "incremental"), 422, "vssType"},
+		{"VSS full without application", with("quiesce", "filesystem", "vssType", "full"), 422, "vssType"},
+		{"VSS full with the default mode", with("vssType", "full"), 422, "vssType"},
+		{"VSS type not a string", `{"id":"a","name":"A","repository":"main","quiesce":"application","vssType":5}`, 400, "vssType"},
 		{"missing name", map[string]any{"id": "a", "repository": "main", "retention": map[string]any{"last": 1}, "selection": map[string]any{"vms": []string{"x"}}}, 422, "name"},
 		{"unknown field", `{"id":"a","name":"A","repository":"main","colour":"red"}`, 400, "colour"},
 		{"wrong type", `{"id":"a","name":"A","repository":"main","priority":"high"}`, 400, "priority"},

@@ -47,6 +47,16 @@ var testVM = policy.VM{InstanceUUID: "4210a1b2-0000-0000-0000-000000000001", Nam
 // commitPoint stores a small restore point of vm (job tag set) in r.
 func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job string, at time.Time) repository.Point {
 	t.Helper()
+	return commitPointWith(t, r, vm, job, at, "crash", nil)
+}
+
+// commitPointWith is commitPoint with a consistency and more tags.
+func commitPointWith(t testing.TB, r *repository.Repository, vm policy.VM, job string, at time.Time, consistency string, tags map[string]string) repository.Point {
+	t.Helper()
+	all := map[string]string{repos.JobTag: job}
+	for k, v := range tags {
+		all[k] = v
+	}
 	ctx := context.Background()
 	s, err := r.NewSession(ctx)
 	if err != nil {
@@ -64,7 +74,7 @@ func commitPoint(t testing.TB, r *repository.Repository, vm policy.VM, job strin
 	}
 	p, err := s.Commit(ctx, repository.NewPoint{
 		VM:   repository.VMIdentity{Name: vm.Name, MoRef: vm.MoRef, InstanceUUID: vm.InstanceUUID},
-		Time: at, Consistency: "crash", Tags: map[string]string{repos.JobTag: job},
+		Time: at, Consistency: consistency, Tags: all,
 		Disks: []repository.NewDisk{{Key: 2000, Label: "Hard disk 1", Capacity: int64(len(data)), Map: root,
 			Stats: repository.DiskStats{BytesRead: int64(len(data)), NewBytes: int64(len(data)), StoredBytes: int64(len(data)) / 4}}},
 	})

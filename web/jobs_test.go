@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmvault/vmvault/internal/auth"
 	"github.com/vmvault/vmvault/policy"
+	"github.com/vmvault/vmvault/web/api"
 )
 
 // GET /jobs/{id}/runs says when an open scheduled run's slot closes: the
@@ -51,5 +52,62 @@ func TestJobRunSlotCloses(t *testing.T) {
 		if s != want[v.ID] {
 			t.Errorf("run %s (%s): slotCloses %q, want %q", v.ID, v.State, s, want[v.ID])
 		}
+	}
+}
+
+// A job's VSS type goes through the API as given and comes back; copy
+// is the default and is not written.
+func TestJobVSSType(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		id, quiesce, vss string
+	}{
+		{"full", "application", "full"},
+		{"copy", "application", "copy"},
+		{"default", "application", ""},
+		{"fs-copy", "filesystem", "copy"},
+	} {
+		job := validJob(tc.id)
+		job["quiesce"] = tc.quiesce
+		if tc.vss != "" {
+			job["vssType"] = tc.vss
+		}
+		if r := f.admin("POST", "/api/v1/jobs", job); r.status != 201 {
+			t.Fatalf("%s: create: %d %s", tc.id, r.status, r.body)
+		}
+		r := f.admin("GET", "/api/v1/jobs/"+tc.id, nil)
+		var got map[string]any
+		r.json(t, &got)
+		if v, _ := got["vssType"].(string); v != tc.vss || got["quiesce"] != tc.quiesce {
+			t.Errorf("%s: stored quiesce %v vssType %v, want %s %q", tc.id, got["quiesce"], got["vssType"], tc.quiesce, tc.vss)
+		}
+		j, err := f.db.Job(context.Background(), tc.id)
+		if err != nil || string(j.VSSType) != tc.vss {
+			t.Errorf("%s: job in the store %+v (%v)", tc.id, j, err)
+		}
+	}
+}
+
+// A point's quiesce record (its quiesce.* tags) is served as the quiesce
+// object, which the OpenAPI document describes; an older point has none.
+func TestJobPointQuiesceDetail(t *testing.T) {
+	f := newFixture(t, nil)
+	detail := "VSS with writers (ctx_backup, full): VSS writer 'SqlServerWriter' failed"
+	p := commitPointWith(t, f.repo, testVM, "nightly", time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC), "filesystem", map[string]string{
+		"quiesce": "prefer", "quiesce.requested": "application", "quiesce.vss_type": "full", "quiesce.reason": "quiesce-failed",
+		"quiesce.detail": detail, "quiesce.spec": "vss:ctx_file_share_backup:copy", "quiesce.tools_version": "12.2.0", "quiesce.tools_status": "guestToolsCurrent",
+	})
+	var got api.RestorePoint
+	f.admin("GET", "/api/v1/restore-points/"+p.ID, nil).json(t, &got)
+	want := api.PointQuiesce{Requested: "application", VSSType: "full", Obtained: "filesystem", Reason: "quiesce-failed", Detail: detail,
+		Spec: "vss:ctx_file_share_backup:copy", ToolsVersion: "12.2.0", ToolsStatus: "guestToolsCurrent"}
+	if got.Quiesce == nil || *got.Quiesce != want {
+		t.Errorf("quiesce %+v, want %+v", got.Quiesce, want)
+	}
+	old := commitPoint(t, f.repo, testVM, "nightly", time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	var oldGot api.RestorePoint
+	f.admin("GET", "/api/v1/restore-points/"+old.ID, nil).json(t, &oldGot)
+	if oldGot.Quiesce != nil {
+		t.Errorf("point without the record: quiesce %+v", oldGot.Quiesce)
 	}
 }

@@ -35,6 +35,8 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Var(&vms, "vm", "VM to back up: name, inventory path or id (repeatable)")
 	fs.Var(&containers, "all-in", "back up every VM in this folder, cluster or host inventory path (repeatable)")
 	quiesce := fs.String("quiesce", "prefer", "guest quiescing: require (fail without it), prefer (fall back to crash-consistent) or off")
+	level := fs.String("quiesce-level", "application", "how deep: application (VSS with writers on Windows) or filesystem (file systems frozen only)")
+	vssType := fs.String("vss-type", "copy", "VSS backup type of application quiescing: copy (logs left alone) or full (writers truncate their logs)")
 	parallel := fs.Int("parallel", 4, "VMs backed up at once")
 	perDatastore := fs.Int("per-datastore", 2, "disks read from one datastore at once")
 	activeDisks := fs.Int("max-disks", 4, "disk pipelines running at once over all VMs (bounds memory)")
@@ -55,6 +57,17 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	mode, err := backup.ParseQuiesce(*quiesce)
 	if err != nil {
 		return fmt.Errorf("%w: --quiesce: %v", errUsage, err)
+	}
+	qlevel, err := backup.ParseLevel(*level)
+	if err != nil {
+		return fmt.Errorf("%w: --quiesce-level: %v", errUsage, err)
+	}
+	vss, err := backup.ParseVSSType(*vssType)
+	if err != nil {
+		return fmt.Errorf("%w: --vss-type: %v", errUsage, err)
+	}
+	if vss == backup.VSSFull && qlevel != backup.LevelApplication {
+		return fmt.Errorf("%w: --vss-type full needs --quiesce-level application", errUsage)
 	}
 	if *parallel < 1 || *perDatastore < 1 || *activeDisks < 1 {
 		return fmt.Errorf("%w: --parallel, --per-datastore and --max-disks must be at least 1", errUsage)
@@ -95,7 +108,7 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) error {
 	var pmu sync.Mutex
 	last := map[string]time.Time{}
 	for _, v := range targets {
-		req := backup.Request{VM: v, Quiesce: mode}
+		req := backup.Request{VM: v, Quiesce: mode, Level: qlevel, VSSType: vss}
 		if *progress {
 			req.Progress = func(p backup.VMProgress) {
 				pmu.Lock()

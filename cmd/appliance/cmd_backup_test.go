@@ -120,6 +120,9 @@ func TestBackupCommand(t *testing.T) {
 	usage := [][]string{
 		{"backup", "--repo", repo},
 		{"backup", "--repo", repo, "--vm", "x", "--quiesce", "sometimes"},
+		{"backup", "--repo", repo, "--vm", "x", "--quiesce-level", "deep"},
+		{"backup", "--repo", repo, "--vm", "x", "--vss-type", "log"},
+		{"backup", "--repo", repo, "--vm", "x", "--quiesce-level", "filesystem", "--vss-type", "full"},
 		{"backup", "--repo", repo, "--vm", "x", "--parallel", "0"},
 		{"backup", "--vm", "x"},
 		{"backup", "--repo", repo, "extra"},

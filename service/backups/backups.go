@@ -76,17 +76,26 @@ func (b *Runner) Engine(repo string) (*backup.Engine, bool) {
 	return e, ok
 }
 
-func quiesceFor(m policy.QuiesceMode, required bool) backup.QuiesceMode {
-	if m == policy.QuiesceNone {
-		return backup.QuiesceOff
+// quiesceFor turns a job's quiesce settings into the engine's: the mode
+// (what a guest that cannot be quiesced costs) and the level and VSS type
+// (what is asked of a guest that can).
+func quiesceFor(j policy.Job) (backup.QuiesceMode, backup.QuiesceLevel, backup.VSSType) {
+	if j.Quiesce == policy.QuiesceNone {
+		return backup.QuiesceOff, "", ""
 	}
-	if required {
-		// The job would rather miss the backup than keep a crash-consistent one.
-		return backup.QuiesceRequire
+	mode := backup.QuiescePrefer // fall back, with a warning, rather than miss the backup
+	if j.QuiesceRequired {
+		// The job would rather miss the backup than keep a lesser one.
+		mode = backup.QuiesceRequire
 	}
-	// File-system and application quiescing fall back to a crash-consistent
-	// point with a warning rather than missing the backup.
-	return backup.QuiescePrefer
+	if j.Quiesce == policy.QuiesceApplication {
+		vss := backup.VSSCopy
+		if j.VSSType == policy.VSSFull {
+			vss = backup.VSSFull
+		}
+		return mode, backup.LevelApplication, vss
+	}
+	return mode, backup.LevelFilesystem, ""
 }
 
 // backupOne backs vm up into repo; req carries the job's choices (quiesce,
@@ -125,8 +134,9 @@ func (b *Runner) backupOne(ctx context.Context, repo, job string, vm policy.VM, 
 
 // RunBackup implements policy.Runner.
 func (b *Runner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, progress func(policy.Progress)) (policy.BackupResult, error) {
+	mode, level, vss := quiesceFor(job)
 	req := backup.Request{
-		Quiesce: quiesceFor(job.Quiesce, job.QuiesceRequired), RequireAllDisks: job.RequireAllDisks,
+		Quiesce: mode, Level: level, VSSType: vss, RequireAllDisks: job.RequireAllDisks,
 		ActiveFullEvery: job.ActiveFullEvery, ActiveFullAfter: time.Duration(job.ActiveFullDays) * 24 * time.Hour,
 	}
 	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, req, func(p backup.VMProgress) {

@@ -288,6 +288,10 @@ func PointView(repo string, p repository.Point) api.RestorePoint {
 		LogicalBytes: p.LogicalBytes, Warnings: p.Warnings, Tags: p.Tags,
 		Disks: make([]api.PointDisk, len(p.Disks)),
 	}
+	if q, ok := vmconfig.QuiesceFromTags(p.Consistency, p.Tags); ok {
+		rp.Quiesce = &api.PointQuiesce{Requested: q.Requested, VSSType: q.VSSType, Obtained: q.Obtained, Reason: q.Reason,
+			Detail: q.Detail, Spec: q.Spec, ToolsVersion: q.ToolsVersion, ToolsStatus: q.ToolsStatus}
+	}
 	for i, d := range p.Disks {
 		rp.Disks[i] = api.PointDisk{Key: d.Key, Label: d.Label, Capacity: d.Capacity, Mode: d.Stats.Mode, BytesRead: d.Stats.BytesRead, NewBytes: d.Stats.NewBytes, Stored: d.Stats.StoredBytes}
 	}

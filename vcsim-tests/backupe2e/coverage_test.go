@@ -256,6 +256,9 @@ func TestPoweredOffAndTemplate(t *testing.T) {
 	if hasWarning(res.Warnings, "quiesce") {
 		t.Errorf("powered-off VM warnings %q", res.Warnings)
 	}
+	if q := res.Quiesce; q.Obtained != backup.ConsistencyCrash || q.Reason != backup.ReasonPoweredOff || q.Spec != "" {
+		t.Errorf("powered-off VM quiesce report %+v", q)
+	}
 	noSnapshots(t, l, off)
 
 	v, err := c.FindVM(ctx, tmpl)
@@ -266,7 +269,7 @@ func TestPoweredOffAndTemplate(t *testing.T) {
 	want = diskImage(t, l, tmpl, 0)
 	res = run(t, e, tmpl)
 	labtest.SameBytes(t, "template", labtest.PointDisk(t, r, res.RestorePoint, 0), want)
-	if p, _ := pointConfig(t, r, res.RestorePoint); p.Tags["template"] != "true" {
+	if p, _ := pointConfig(t, r, res.RestorePoint); p.Tags["template"] != "true" || p.Tags["quiesce.reason"] != backup.ReasonTemplate {
 		t.Errorf("template point tags %v", p.Tags)
 	}
 	noSnapshots(t, l, tmpl)

@@ -343,7 +343,11 @@ func TestTagPickerAndQuiesceRequired(t *testing.T) {
 	b.WaitJS(`document.getElementById("q-required").disabled && !document.getElementById("q-required").checked`, "require disabled with quiescing off")
 	b.Click(`label[for="q-filesystem"]`)
 	b.WaitJS(`!document.getElementById("q-required").disabled`, "require enabled with file-system quiescing")
+	b.WaitJS(`document.getElementById("q-vss").disabled`, "VSS type disabled without application quiescing")
 	b.WaitText("#q-required-hint", "its snapshot is removed")
+	b.Click(`label[for="q-application"]`)
+	b.WaitJS(`!document.getElementById("q-vss").disabled`, "VSS type enabled with application quiescing")
+	browsertest.Eval[bool](b, `(() => { const s = document.getElementById("q-vss"); s.value = "full"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })()`)
 	b.Click(`label[for="q-required"]`)
 	b.Click("#wizard-next")
 
@@ -351,6 +355,7 @@ func TestTagPickerAndQuiesceRequired(t *testing.T) {
 	b.Click("#wizard-next")
 	b.WaitText("#job-summary", "tag Environment / production")
 	b.WaitText("#job-summary", "required: a VM that cannot be quiesced fails")
+	b.WaitText("#job-summary", "VSS full")
 	p2NoJunk(t, b, "wizard summary")
 	b.Click("#wizard-save")
 	b.WaitJS(fmt.Sprintf(`location.hash === %q`, "#/jobs/"+id), "the new job's page")
@@ -368,6 +373,7 @@ func TestTagPickerAndQuiesceRequired(t *testing.T) {
 		} `json:"selection"`
 		Quiesce         string `json:"quiesce"`
 		QuiesceRequired bool   `json:"quiesceRequired"`
+		VSSType         string `json:"vssType"`
 	}
 	if st := p2API(t, b, "GET", "/jobs/"+id, nil, &job); st != 200 {
 		t.Fatalf("GET /jobs/%s: %d", id, st)
@@ -375,8 +381,8 @@ func TestTagPickerAndQuiesceRequired(t *testing.T) {
 	if !slices.Equal(job.Selection.Tags, []string{prod}) || len(job.Selection.VMs) != 0 || len(job.Selection.Exclude.Tags) != 0 {
 		t.Errorf("selection = %+v, want the tag id %s only", job.Selection, prod)
 	}
-	if job.Quiesce != "filesystem" || !job.QuiesceRequired || job.Enabled {
-		t.Errorf("quiesce %q required %v enabled %v, want filesystem, required, disabled", job.Quiesce, job.QuiesceRequired, job.Enabled)
+	if job.Quiesce != "application" || job.VSSType != "full" || !job.QuiesceRequired || job.Enabled {
+		t.Errorf("quiesce %q vssType %q required %v enabled %v, want application, full, required, disabled", job.Quiesce, job.VSSType, job.QuiesceRequired, job.Enabled)
 	}
 	b.Go("#/jobs")
 	jrow := fmt.Sprintf(`#jobs-table tr[data-job=%q]`, id)

@@ -22,8 +22,11 @@
 //     than the disk), and resets (revert, resize, re-enable) that make old
 //     change ids fail with a FileFault;
 //   - VMware Tools state per VM: a quiesced snapshot fails with
-//     ToolsUnavailable when Tools are not running, and an
-//     ApplicationQuiesceFault can be injected;
+//     ToolsUnavailable when Tools are not running, an
+//     ApplicationQuiesceFault carrying the guest's message can be injected
+//     (for any quiesce, or for VSS with writers only), Tools' version
+//     status can be set, and every snapshot request's quiesce spec is
+//     recorded (SnapshotRequests) so tests see the exact VSS spec sent;
 //   - fault injection: snapshot task failures, vcsim method faults
 //     (FaultInjectionRule), datastore reads that fail, stall or return an
 //     HTTP error after N bytes, and session expiry.

@@ -127,7 +127,8 @@ type Lab struct {
 
 type vmState struct {
 	snapshots    int
-	failQuiesce  int
+	failQuiesce  []quiesceFault
+	requests     []SnapshotRequest // every snapshot request (quiesce.go)
 	failSnapshot []types.BaseMethodFault
 	lostReplies  int // snapshots made whose reply is a fault (LoseSnapshotReply)
 }
@@ -405,7 +406,10 @@ func (l *Lab) FailNextQuiesce(vm string, n int) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state(v.Self.Value).failQuiesce += n
+	st := l.state(v.Self.Value)
+	for range n {
+		st.failQuiesce = append(st.failQuiesce, quiesceFault{msg: DefaultQuiesceFaultMessage})
+	}
 	return nil
 }
 

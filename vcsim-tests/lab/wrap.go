@@ -90,7 +90,7 @@ func (w *labVM) CreateSnapshotTask(ctx *simulator.Context, req *types.CreateSnap
 }
 
 func (w *labVM) CreateSnapshotExTask(ctx *simulator.Context, req *types.CreateSnapshotEx_Task) soap.HasFault {
-	if f := w.lab.beforeSnapshot(w.VirtualMachine, req.QuiesceSpec != nil); f != nil {
+	if f := w.lab.beforeSnapshot(w.VirtualMachine, req.Name, req.QuiesceSpec); f != nil {
 		return &methods.CreateSnapshotEx_TaskBody{Res: &types.CreateSnapshotEx_TaskResponse{
 			Returnval: failedTask(ctx, w.VirtualMachine, "createSnapshotEx", f),
 		}}
@@ -240,22 +240,23 @@ func capacityOf(vd *types.VirtualDisk) int64 {
 // beforeSnapshot decides whether a snapshot fails and, when it succeeds,
 // stamps the disks' change ids (copied into the snapshot's config by vcsim)
 // and starts the overlay. The VM is locked by the caller.
-func (l *Lab) beforeSnapshot(vm *simulator.VirtualMachine, quiesce bool) types.BaseMethodFault {
+func (l *Lab) beforeSnapshot(vm *simulator.VirtualMachine, name string, spec types.BaseVirtualMachineGuestQuiesceSpec) (fault types.BaseMethodFault) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.state(vm.Self.Value)
+	st.requests = append(st.requests, SnapshotRequest{Name: name, Quiesce: copySpec(spec)})
+	defer func() { st.requests[len(st.requests)-1].Fault = fault }()
 	if len(st.failSnapshot) > 0 {
 		f := st.failSnapshot[0]
 		st.failSnapshot = st.failSnapshot[1:]
 		return f
 	}
-	if quiesce {
+	if spec != nil {
 		if vm.Guest == nil || vm.Guest.ToolsRunningStatus != string(types.VirtualMachineToolsRunningStatusGuestToolsRunning) {
 			return &types.ToolsUnavailable{}
 		}
-		if st.failQuiesce > 0 {
-			st.failQuiesce--
-			return &types.ApplicationQuiesceFault{}
+		if f := st.takeQuiesceFault(spec); f != nil {
+			return f
 		}
 	}
 	cbt := vm.Config.ChangeTrackingEnabled != nil && *vm.Config.ChangeTrackingEnabled

@@ -30,6 +30,30 @@ type RestorePoint struct {
 	// /restore-points/{id}/lock with until): until then no role can unlock
 	// or delete the point. Absent when none runs; Locked is true with it.
 	LockedUntil time.Time `json:"lockedUntil,omitzero"`
+	// Quiesce details Consistency: what the backup asked of the guest and
+	// why it got less, if it did. Absent for points written before it was
+	// recorded.
+	Quiesce *PointQuiesce `json:"quiesce,omitempty"`
+}
+
+// PointQuiesce is what a backup asked of the guest and what it obtained.
+type PointQuiesce struct {
+	// Requested is none, filesystem or application; Obtained is the
+	// point's consistency (application, filesystem, crash).
+	Requested string `json:"requested"`
+	VSSType   string `json:"vssType,omitempty"` // copy or full (application only)
+	Obtained  string `json:"obtained"`
+	// Reason (tools-not-running, tools-not-installed, tools-too-old,
+	// quiesce-failed, not-windows, not-quiesced, powered-off, template)
+	// says why Obtained falls short of Requested; Detail says it in words,
+	// with vSphere's fault text for a failed quiesce.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Spec is the quiesce spec of the snapshot kept: vss:<context>:<type>
+	// on Windows, tools for VMware Tools' plain quiesce.
+	Spec         string `json:"spec,omitempty"`
+	ToolsVersion string `json:"toolsVersion,omitempty"`
+	ToolsStatus  string `json:"toolsStatus,omitempty"`
 }
 
 // PointConfig is what a restore wizard needs of a point's saved VM

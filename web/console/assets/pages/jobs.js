@@ -384,7 +384,7 @@ async function detailPage(root, ctx, id) {
       h("dt", null, "Retention"),
       h("dd", null, describeRetention(j.retention)),
       h("dt", null, "Quiesce"),
-      h("dd", null, `${j.quiesce || "filesystem"}${j.quiesceRequired ? ", required (a VM that cannot be quiesced fails)" : ""}`),
+      h("dd", null, `${j.quiesce || "filesystem"}${j.quiesce === "application" ? `, VSS ${j.vssType || "copy"}` : ""}${j.quiesceRequired ? ", required (a VM that cannot be quiesced fails)" : ""}`),
     ),
     progressHolder,
     history,

@@ -16,12 +16,12 @@ const QUIESCE = [
   {
     id: "application",
     title: "Application-consistent",
-    text: "VMware Tools quiesces the guest together with its applications (VSS writers on Windows), so databases restore without recovery. If the guest cannot be quiesced, the backup runs crash-consistent and says so in a warning, unless quiescing is required below.",
+    text: "Windows: VSS with its writers (SQL Server, Exchange, Active Directory…), so databases restore without recovery; the VSS type below says whether their logs are truncated. Other guests get the file-system quiesce (VMware Tools' pre-freeze and post-thaw scripts are how their applications take part). If VSS refuses, the backup retries without writers, then crash-consistent, and says so in a warning, unless quiescing is required below.",
   },
   {
     id: "filesystem",
     title: "File-system-consistent (recommended)",
-    text: "VMware Tools flushes the guest's file systems before the snapshot. If the guest cannot be quiesced, the backup runs crash-consistent and says so in a warning, unless quiescing is required below.",
+    text: "The guest's file systems are frozen for the snapshot, no application involved (Windows: VSS without writers; Linux: fsfreeze through VMware Tools). If the guest cannot be quiesced, the backup runs crash-consistent and says so in a warning, unless quiescing is required below.",
   },
   {
     id: "none",
@@ -123,6 +123,7 @@ export default {
       retention: orig ? normalize(orig.retention) : normalize(retentionFor("more")),
       quiesce: (orig && orig.quiesce) || "filesystem",
       quiesceRequired: !!(orig && orig.quiesceRequired),
+      vssType: (orig && orig.vssType) || "copy",
       everyHours: (orig && orig.everyHours) || 0,
     };
     const retentionObj = () => (st.preset === "custom" ? { preset: "", ...st.retention } : retentionFor(st.preset));
@@ -536,10 +537,18 @@ export default {
         { class: "hint", id: "q-required-hint" },
         "Without it, a VM whose guest cannot be quiesced (VMware Tools not running or quiescing failed) is still backed up, crash-consistent, with a warning. With it, that VM's backup fails instead: its snapshot is removed, no restore point is made for it in that run and the run reports the reason; the scheduler retries it while the window is open. Choose it only when a crash-consistent point is worse than none.",
       );
+      const vss = h(
+        "select",
+        { name: "vssType", id: "q-vss", "aria-describedby": "q-vss-hint" },
+        h("option", { value: "copy", selected: st.vssType !== "full" }, "Copy: leave the applications' logs alone (another product backs them up)"),
+        h("option", { value: "full", selected: st.vssType === "full" }, "Full: let SQL Server and Exchange truncate their logs (vmvault is their only backup)"),
+      );
+      const vssHint = h("p", { class: "hint", id: "q-vss-hint" }, "Applies to application-consistent quiescing of Windows guests only.");
       const syncRequired = () => {
-        const none = form.querySelector("input[name=quiesce]:checked")?.value === "none";
-        required.disabled = none;
-        if (none) required.checked = false;
+        const mode = form.querySelector("input[name=quiesce]:checked")?.value;
+        required.disabled = mode === "none";
+        if (mode === "none") required.checked = false;
+        vss.disabled = mode !== "application";
       };
       const form = h(
         "form",
@@ -550,6 +559,7 @@ export default {
           { class: "p2-fieldset field", "data-field": "quiesce" },
           h("legend", null, "Quiescing"),
           quiesce,
+          h("div", { class: "field", "data-field": "vssType" }, h("label", { for: "q-vss" }, "VSS backup type"), vss, vssHint),
           h("div", { class: "field p2-check", "data-field": "quiesceRequired" }, required, h("label", { for: "q-required" }, "Require quiescing: fail the VM's backup rather than fall back to crash-consistent")),
           requiredHint,
         ),
@@ -569,6 +579,7 @@ export default {
           const q = form.querySelector("input[name=quiesce]:checked");
           st.quiesce = q ? q.value : "filesystem";
           st.quiesceRequired = st.quiesce !== "none" && required.checked;
+          st.vssType = vss.value === "full" ? "full" : "copy";
         },
         validate() {
           return Object.entries(validateRetention(retentionObj())).map(([field, message]) => ({ field, message }));
@@ -700,7 +711,7 @@ export default {
             ...row("Repository", st.repository, "repository"),
             ...row("Window", `${describeGrid(st.grid).join("; ")} (${st.location}); when it closes: ${st.onWindowClose === "cancel" ? "cancel" : "finish"}; ${st.everyHours ? `a run every ${st.everyHours} h while open` : "a run per opening, one a day in longer openings"}`, "schedule"),
             ...row("Retention", describeRetention(retentionObj()), "retention"),
-            ...row("Quiescing", `${(QUIESCE.find((q) => q.id === st.quiesce) || {}).title || st.quiesce}${st.quiesceRequired ? " — required: a VM that cannot be quiesced fails" : st.quiesce === "none" ? "" : " — falls back to crash-consistent"}`, "retention"),
+            ...row("Quiescing", `${(QUIESCE.find((q) => q.id === st.quiesce) || {}).title || st.quiesce}${st.quiesce === "application" ? (st.vssType === "full" ? ", VSS full (logs truncated)" : ", VSS copy") : ""}${st.quiesceRequired ? " — required: a VM that cannot be quiesced fails" : st.quiesce === "none" ? "" : " — falls back to crash-consistent"}`, "retention"),
           );
         },
         collect() {},
@@ -820,6 +831,7 @@ export default {
         retention: retentionObj(),
         quiesce: st.quiesce,
         quiesceRequired: st.quiesceRequired || undefined,
+        vssType: st.quiesce === "application" && st.vssType === "full" ? "full" : undefined,
         onWindowClose: st.onWindowClose,
         everyHours: st.everyHours || undefined,
       };
