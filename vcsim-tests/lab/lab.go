@@ -113,8 +113,11 @@ type Lab struct {
 	writeFaults []*WriteFault
 	folderPut   int64
 	allLeases   []leaseRef // every NFC lease created (OpenLeases)
-	closed      chan struct{}
-	closeOnce   sync.Once
+	// lockRunning and lockedRefused: LockRunningExtents (hotadd.go).
+	lockRunning   bool
+	lockedRefused int64
+	closed        chan struct{}
+	closeOnce     sync.Once
 }
 
 type vmState struct {
