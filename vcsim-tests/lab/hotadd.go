@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
@@ -86,11 +87,15 @@ func (l *Lab) HotAdded(vm string) ([]string, error) {
 type HotAddLocator struct {
 	l         *Lab
 	appliance string
-	// Rescans, Opens and Forgets count the calls; Hidden makes Locate find
+	// rescans, opens and forgets count the calls; Hidden makes Locate find
 	// nothing (a guest without disk.EnableUUID).
 	rescans, opens, forgets, open atomic.Int64
 	bytesRead                     atomic.Int64
 	Hidden                        atomic.Bool
+	// FailAfter, when positive, makes device reads fail with EIO once that
+	// many bytes have been read through this locator (a disk that goes bad
+	// mid-backup).
+	FailAfter atomic.Int64
 }
 
 var _ vsphere.DeviceLocator = (*HotAddLocator)(nil)
@@ -196,7 +201,19 @@ type labDevice struct {
 }
 
 func (d *labDevice) ReadAt(p []byte, off int64) (int, error) {
+	var failed error
+	if lim := d.h.FailAfter.Load(); lim > 0 {
+		left := lim - d.h.bytesRead.Load()
+		if left < int64(len(p)) {
+			failed = &os.PathError{Op: "read", Path: d.f.Name(), Err: syscall.EIO}
+			p = p[:max(0, left)]
+		}
+	}
 	n, err := d.f.ReadAt(p, off)
+	if failed != nil {
+		d.h.bytesRead.Add(int64(n))
+		return n, failed
+	}
 	d.h.bytesRead.Add(int64(n))
 	if err == io.EOF && n == len(p) {
 		err = nil
