@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
@@ -167,5 +170,76 @@ func TestHotAddAttachFailureLeavesNothing(t *testing.T) {
 	}
 	if got, _ := l.HotAdded(app); len(got) != 0 {
 		t.Fatalf("left attached: %v", got)
+	}
+}
+
+// TestHotAddSweepRecognisesUnmarkedAndSparesOthers: a leftover whose marker
+// was lost is still recognised (an independent-nonpersistent disk outside
+// the appliance's folder that is the frozen disk of a VM under this
+// appliance's snapshot); a disk another appliance attached is not touched.
+func TestHotAddSweepRecognisesUnmarkedAndSparesOthers(t *testing.T) {
+	l := labtest.Start(t, lab.Options{})
+	ctx := context.Background()
+	app, err := l.AddAppliance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := connect(t, l)
+	other := connect(t, l, func(c *vsphere.Config) { c.ApplianceID = "other-appliance" })
+	loc := l.HotAddLocator(app)
+	attach := func(c *vsphere.Client, vmName string) string {
+		t.Helper()
+		h, err := c.HotAdder(ctx, vsphere.HotAddOptions{ApplianceVM: app, Locator: loc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := findVM(t, c, vmName)
+		s, err := c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "left"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Open(ctx, s, vm.Disks[0].Key); err != nil {
+			t.Fatal(err)
+		}
+		return vm.Disks[0].FileName
+	}
+	mine := attach(ours, "DC0_C0_RP0_VM0")
+	theirs := attach(other, "DC0_C0_RP0_VM1")
+	// Lose our marker (an administrator cleaned the advanced settings).
+	avm := object.NewVirtualMachine(l.Admin().Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: app})
+	var mvm mo.VirtualMachine
+	if err := avm.Properties(ctx, avm.Reference(), []string{"config.extraConfig"}, &mvm); err != nil {
+		t.Fatal(err)
+	}
+	var drop []types.BaseOptionValue
+	for _, o := range mvm.Config.ExtraConfig {
+		ov := o.GetOptionValue()
+		if s, _ := ov.Value.(string); strings.HasPrefix(ov.Key, "vmvault.hotadd.") && strings.HasSuffix(s, mine) {
+			drop = append(drop, &types.OptionValue{Key: ov.Key, Value: ""})
+		}
+	}
+	if len(drop) != 1 {
+		t.Fatalf("markers for %s: %d", mine, len(drop))
+	}
+	task, err := avm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: drop})
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ours.HotAdder(ctx, vsphere.HotAddOptions{ApplianceVM: app, Locator: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	swept, err := h.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(swept) != 1 || swept[0].File != mine || !strings.Contains(swept[0].Why, "snapshot") {
+		t.Fatalf("swept %+v, want only %s", swept, mine)
+	}
+	if got, _ := l.HotAdded(app); len(got) != 1 || got[0] != theirs {
+		t.Fatalf("attached after our sweep: %v, want the other appliance's %s", got, theirs)
 	}
 }
