@@ -243,3 +243,47 @@ func TestHotAddSweepRecognisesUnmarkedAndSparesOthers(t *testing.T) {
 		t.Fatalf("attached after our sweep: %v, want the other appliance's %s", got, theirs)
 	}
 }
+
+// TestHotAddDetachFailureIsReportedAndSwept: a detach that fails is
+// Close's error (the backup's warning), and the next sweep detaches.
+func TestHotAddDetachFailureIsReportedAndSwept(t *testing.T) {
+	l := labtest.Start(t, lab.Options{})
+	c := connect(t, l)
+	ctx := context.Background()
+	app, err := l.AddAppliance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := l.HotAddLocator(app)
+	h, err := c.HotAdder(ctx, vsphere.HotAddOptions{ApplianceVM: app, Locator: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := findVM(t, c, "DC0_C0_RP0_VM0")
+	s, err := c.CreateSnapshot(ctx, vm.VMRef, vsphere.SnapshotOptions{Name: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := h.Open(ctx, s, vm.Disks[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.FailMethod("ReconfigVM_Task", &types.InvalidState{}, 1)
+	if err := src.Close(); err == nil || !strings.Contains(err.Error(), "sweep") {
+		t.Fatalf("Close with a failing detach = %v, want an error naming the sweep", err)
+	}
+	l.ClearMethodFaults()
+	if got, _ := l.HotAdded(app); len(got) != 1 {
+		t.Fatalf("attached after the failed detach: %v", got)
+	}
+	if loc.OpenDevices() != 0 {
+		t.Fatal("the device stayed open")
+	}
+	swept, err := h.Sweep(ctx)
+	if err != nil || len(swept) != 1 {
+		t.Fatalf("sweep: %v %v", swept, err)
+	}
+	if got, _ := l.HotAdded(app); len(got) != 0 {
+		t.Fatalf("attached after the sweep: %v", got)
+	}
+}
