@@ -266,6 +266,7 @@ func unionExtents(a, b []dedup.Extent) []dedup.Extent {
 type diskPlan struct {
 	round      int64  // CBT verification round (the sample's class)
 	activeFull string // why this backup is an active full ("" if not)
+	transport  Transport
 }
 
 // activeFullReason says why this backup of the VM must be an active full

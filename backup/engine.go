@@ -198,6 +198,9 @@ type Request struct {
 	// ActiveFullAfter makes the backup an active full when the VM's last
 	// full backup is older than this (0: never).
 	ActiveFullAfter time.Duration
+	// Transport is how disks are read ("" is auto: HotAdd, then network,
+	// then NFC, per disk, the reason for each fallback recorded).
+	Transport Transport
 }
 
 // VMProgress is a snapshot of one VM's backup.
@@ -271,8 +274,13 @@ type DiskReport struct {
 	Label    string
 	Capacity int64
 	Mode     string
-	// Reader is ReaderDatastore or ReaderNFC.
+	// Reader is ReaderHotAdd, ReaderDatastore (the network transport) or
+	// ReaderNFC.
 	Reader string
+	// TransportReason says why the disk was not read by the first
+	// transport of the policy, as the chain of attempts ("hotadd: … ->
+	// network: … 403 … -> nfc"); "" when the first one read it.
+	TransportReason string
 	// Reason says why the disk was not read incrementally ("" when it was,
 	// or when there was no parent).
 	Reason          string
@@ -349,6 +357,15 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	if err != nil {
 		return res, err
 	}
+	transport, err := ParseTransport(string(req.Transport))
+	if err != nil {
+		return res, err
+	}
+	if _, ok := e.vs.(HotAddOpener); !ok && transport == TransportHotAdd {
+		// Before any snapshot: nothing to clean up, and the error says what to set.
+		return res, fmt.Errorf("%w: back up %s: the job's transport is hotadd but the appliance is not set up for HotAdd "+
+			"(it must run as a VM of this vCenter, found by its BIOS UUID or the configured appliance VM)", ErrTransport, req.VM)
+	}
 	if req.VM == "" {
 		return res, errors.New("back up: no VM given")
 	}
@@ -420,7 +437,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 			round = r + 1
 		}
 	}
-	plan := diskPlan{round: round, activeFull: activeFullReason(req, parent, start)}
+	plan := diskPlan{round: round, activeFull: activeFullReason(req, parent, start), transport: transport}
 	chunker, err := e.store.Chunker()
 	if err != nil {
 		return res, err
@@ -550,6 +567,7 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 		"stats.bytes_read": strconv.FormatInt(res.BytesRead, 10),
 		"stats.new_bytes":  strconv.FormatInt(res.NewBytes, 10),
 		"mode":             res.Mode,
+		tagTransport:       string(transport),
 	}
 	if res.EnabledCBT {
 		tags["cbt.enabled_by_backup"] = "true"
@@ -564,6 +582,9 @@ func (e *Engine) BackupVM(ctx context.Context, req Request) (res Result, err err
 	}
 	for _, r := range res.Disks {
 		tags[fmt.Sprintf(tagDiskReader, r.Key)] = r.Reader
+		if r.TransportReason != "" {
+			tags[fmt.Sprintf(tagTransportReason, r.Key)] = r.TransportReason
+		}
 		if r.Reason != "" {
 			tags[fmt.Sprintf(tagFullReason, r.Key)] = r.Reason
 		}
@@ -895,7 +916,13 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 	export := func(why error) (*DiskResult, error) {
 		ex, ok := e.vs.(DiskExporter)
 		if !ok {
-			return nil, fmt.Errorf("open: %w (and no NFC export available)", why)
+			if why == nil {
+				return nil, &sourceError{errors.New("NFC export is not available")}
+			}
+			return nil, &sourceError{fmt.Errorf("open: %w (and no NFC export available)", why)}
+		}
+		if why == nil {
+			why = errors.New("the job's transport is nfc")
 		}
 		started := time.Now()
 		var src DiskSource
@@ -921,22 +948,84 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		warns = append(warns, fmt.Sprintf("disk %d (%s): read through NFC export: %v", d.Key, d.Label, why))
 		return write(src)
 	}
-	read := func() (*DiskResult, error) {
+	var detachErr error
+	hotadd := func() (*DiskResult, error) {
+		ha, ok := e.vs.(HotAddOpener)
+		if !ok {
+			return nil, &sourceError{fmt.Errorf("%w: the appliance is not set up for HotAdd (not a VM of this vCenter, or no appliance VM configured)",
+				vsphere.ErrHotAddUnavailable)}
+		}
+		src, err := ha.HotAddDisk(dctx, snap, d.Key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &sourceError{fmt.Errorf("open: %w", err)}
+		}
+		rep.Reader = ReaderHotAdd
+		return write(markedSource{DiskSource: src, closeErr: &detachErr})
+	}
+	network := func() (*DiskResult, error) {
 		src, err := e.vs.OpenDisk(dctx, snap, d.Key)
 		switch {
 		case errors.Is(err, vsphere.ErrNeedsExport):
-			return export(err)
+			return nil, &sourceError{err}
 		case err != nil:
 			return nil, fmt.Errorf("open: %w", err)
 		}
 		rep.Reader = ReaderDatastore
-		out, err := write(src)
-		if err != nil && errors.Is(err, vsphere.ErrNotServed) && ctx.Err() == nil {
-			// The file service refused the extent (403/404): chunks already
-			// stored are deduplicated by the second pass.
-			return export(err)
+		return write(markedSource{DiskSource: src})
+	}
+	// fallible: the transport failed in a way the next one may not.
+	fallible := func(tr Transport, err error) bool {
+		switch tr {
+		case TransportHotAdd:
+			var se *sourceError
+			return errors.As(err, &se)
+		case TransportNetwork:
+			// The file service refused or cannot serve the extent (403/404,
+			// vSAN/vVols, a delta chain): chunks already stored are
+			// deduplicated by the next pass.
+			return errors.Is(err, vsphere.ErrNeedsExport) || errors.Is(err, vsphere.ErrNotServed)
 		}
-		return out, err
+		var se *sourceError
+		return errors.As(err, &se)
+	}
+	read := func() (*DiskResult, error) {
+		order := e.transportOrder(dp.transport)
+		var reasons []string
+		var last error
+		for i, tr := range order {
+			var out *DiskResult
+			var err error
+			switch tr {
+			case TransportHotAdd:
+				out, err = hotadd()
+			case TransportNetwork:
+				out, err = network()
+			default:
+				out, err = export(last)
+			}
+			if err == nil {
+				if len(reasons) > 0 {
+					rep.TransportReason = strings.Join(append(reasons, string(tr)), " -> ")
+					warns = append(warns, fmt.Sprintf("disk %d (%s): transport fallback: %s", d.Key, d.Label, rep.TransportReason))
+				}
+				return out, nil
+			}
+			if ctx.Err() != nil || errors.Is(err, ErrCBTMismatch) || !fallible(tr, err) {
+				return nil, err
+			}
+			if i == len(order)-1 {
+				if len(order) == 1 {
+					return nil, fmt.Errorf("%w: transport %s only: %w", ErrTransport, tr, err)
+				}
+				return nil, fmt.Errorf("%w: %s -> %s: %w", ErrTransport, strings.Join(reasons, " -> "), tr, err)
+			}
+			reasons = append(reasons, fmt.Sprintf("%s: %s", tr, shortReason(err)))
+			last = err
+		}
+		return nil, fmt.Errorf("%w: no transport to try", ErrTransport)
 	}
 	out, err := read()
 	if errors.Is(err, ErrCBTMismatch) && ctx.Err() == nil {
@@ -947,6 +1036,9 @@ func (e *Engine) backupDisk(ctx context.Context, sess Session, chunker dedup.Chu
 		in.Parent, in.Allocated, plan, keep, sample = nil, nil, nil, nil, nil
 		rep.Mode, mode = ModeFull, ModeFull
 		out, err = read()
+	}
+	if detachErr != nil {
+		warns = append(warns, fmt.Sprintf("disk %d (%s): %v", d.Key, d.Label, detachErr))
 	}
 	if err != nil {
 		return repository.NewDisk{}, rep, nil, err

@@ -77,6 +77,23 @@ func FromClient(c *vsphere.Client, readOpts vsphere.ReaderOptions) VSphere {
 	return &clientSource{Client: c, ropts: readOpts}
 }
 
+// FromClientHotAdd is FromClient with HotAdd through h (the appliance's
+// own VM): the engine's auto transport then tries HotAdd first.
+func FromClientHotAdd(c *vsphere.Client, readOpts vsphere.ReaderOptions, h *vsphere.HotAdder) VSphere {
+	return &hotAddClientSource{clientSource: &clientSource{Client: c, ropts: readOpts}, h: h}
+}
+
+type hotAddClientSource struct {
+	*clientSource
+	h *vsphere.HotAdder
+}
+
+// HotAddDisk attaches the frozen disk to the appliance VM
+// (vsphere.HotAdder.Open); closing the source detaches it.
+func (s *hotAddClientSource) HotAddDisk(ctx context.Context, snap *vsphere.Snapshot, diskKey int32) (DiskSource, error) {
+	return s.h.Open(ctx, snap, diskKey)
+}
+
 type clientSource struct {
 	*vsphere.Client
 	ropts vsphere.ReaderOptions

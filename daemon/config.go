@@ -106,6 +106,13 @@ type VCenterConfig struct {
 	// Roles map vCenter users and groups to roles, e.g.
 	// [{user: "VSPHERE.LOCAL\\alice", role: operator}, {group: BackupAdmins, role: administrator}].
 	Roles []VCenterRoleRule `json:"roles"`
+	// HotAdd: "auto" (absent) reads disks through HotAdd when the
+	// appliance runs as a VM of this vCenter (found by ApplianceVM, else by
+	// its BIOS UUID); "off" never attaches disks to it.
+	HotAdd string `json:"hotadd"`
+	// ApplianceVM is the appliance's own VM (name, inventory path or
+	// moref), when the BIOS UUID cannot find it.
+	ApplianceVM string `json:"appliance_vm"`
 }
 
 // VCenterRoleRule gives a role to one vCenter user or the members of one
@@ -429,6 +436,11 @@ func (c *Config) Validate() error {
 		// "" is none after validation: auth.Config.VCenterRole "" gives no role.
 		if v.Role == roleNone {
 			v.Role = ""
+		}
+		switch v.HotAdd {
+		case "", "auto", "off":
+		default:
+			bad("vcenter.hotadd", "%q: want auto or off", v.HotAdd)
 		}
 		if _, err := auth.ParseRole(v.Role); err != nil && v.Role != "" {
 			bad("vcenter.role", "%v, or none", err)

@@ -367,6 +367,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		inv = inventory.New(client)
 		runner = backups.New(client, opened, rs.Names(), inv)
 		runner.Repos = rs
+		if vc.HotAdd != "off" {
+			enableHotAdd(ctx, log, client, runner, vc.ApplianceVM)
+		}
 		restorer = restores.New(client, rs, inv)
 		targets = newServeTargets(client, cache.WithClock(clk))
 		tagSrc = topology.NewTagCache(inventory.New(client), cache.WithClock(clk))
@@ -767,4 +770,25 @@ func selfSigned(dir, listen string, log *slog.Logger) (certFile, keyFile string,
 	}
 	log.Info("generated a self-signed TLS certificate", "cert", certFile)
 	return certFile, keyFile, nil
+}
+
+// enableHotAdd finds the appliance's own VM and, when there is one, sweeps
+// the disks a crash left attached to it and lets the engines read through
+// HotAdd. An appliance that is not a VM here runs without HotAdd (jobs with
+// transport auto use network and NFC; transport hotadd fails clearly).
+func enableHotAdd(ctx context.Context, log *slog.Logger, client *vsphere.Client, runner *backups.Runner, applianceVM string) {
+	h, err := client.HotAdder(ctx, vsphere.HotAddOptions{ApplianceVM: applianceVM})
+	if err != nil {
+		log.Info("HotAdd unavailable: disks are read over the network or NFC", "reason", err)
+		return
+	}
+	swept, err := runner.EnableHotAdd(ctx, client, h)
+	for _, s := range swept {
+		log.Warn("detached a disk left attached to the appliance VM by an earlier run", "file", s.File, "vm", s.VM, "snapshot", s.Snapshot, "why", s.Why)
+	}
+	if err != nil {
+		log.Error("HotAdd disabled: the start-up sweep failed", "appliance_vm", h.Appliance().Name, "err", err)
+		return
+	}
+	log.Info("HotAdd enabled", "appliance_vm", h.Appliance().Name)
 }

@@ -87,7 +87,24 @@ type Job struct {
 	// than that many days (0: never). See backup.Request.
 	ActiveFullEvery int `json:"activeFullEvery,omitempty"`
 	ActiveFullDays  int `json:"activeFullDays,omitempty"`
+	// Transport is how the job's disks are read: TransportAuto (the zero
+	// value: HotAdd, then network, then NFC, per disk, each fallback's
+	// reason recorded on the restore point) or one transport only, which
+	// fails a disk it cannot read.
+	Transport Transport `json:"transport,omitempty"`
 }
+
+// Transport names how disks are read (backup.Transport's values; policy
+// does not import the engines).
+type Transport string
+
+// Transports.
+const (
+	TransportAuto    Transport = "auto"
+	TransportHotAdd  Transport = "hotadd"
+	TransportNetwork Transport = "network"
+	TransportNFC     Transport = "nfc"
+)
 
 // NewJob returns an enabled job with the reference product's defaults: the
 // default window (weekday nights and all weekend) in loc, the "more"
@@ -165,6 +182,11 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 		bad("vssType", "unknown VSS type %q (copy, full)", j.VSSType)
 	case j.VSSType == VSSFull && j.Quiesce != QuiesceApplication:
 		bad("vssType", "full needs quiesce mode application (VSS writers truncate their logs only when they take part)")
+	}
+	switch j.Transport {
+	case "", TransportAuto, TransportHotAdd, TransportNetwork, TransportNFC:
+	default:
+		bad("transport", "unknown transport %q (auto, hotadd, network, nfc)", j.Transport)
 	}
 	switch j.OnWindowClose {
 	case "", CloseFinish, CloseCancel:

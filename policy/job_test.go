@@ -53,6 +53,9 @@ func TestJobValidate(t *testing.T) {
 		{"active full every 7 backups or 30 days", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = 7, 30 }, nil, nil},
 		{"active full negative", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = -1, -2 }, []string{"activeFullEvery", "activeFullDays"}, nil},
 		{"active full out of range", func(j *Job) { j.ActiveFullEvery, j.ActiveFullDays = 10001, 3651 }, []string{"activeFullEvery", "activeFullDays"}, nil},
+		{"transport hotadd", func(j *Job) { j.Transport = TransportHotAdd }, nil, nil},
+		{"transport nfc", func(j *Job) { j.Transport = TransportNFC }, nil, nil},
+		{"transport unknown", func(j *Job) { j.Transport = "san" }, []string{"transport"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -456,9 +456,30 @@ type httpStatusError struct {
 	code   int
 	status string
 	url    string
+	// detail is the start of the answer's body ("file locked"): ESXi says
+	// there why it refused, and the transport fallback reason shows it.
+	detail string
 }
 
-func (e *httpStatusError) Error() string { return fmt.Sprintf("%s: %s", e.url, e.status) }
+func (e *httpStatusError) Error() string {
+	if e.detail != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.url, e.status, e.detail)
+	}
+	return fmt.Sprintf("%s: %s", e.url, e.status)
+}
+
+// bodyDetail reads the first line of an error answer's body, bounded.
+func bodyDetail(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 256))
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	if strings.HasPrefix(s, "<") {
+		return "" // an HTML error page says nothing the status does not
+	}
+	return s
+}
 
 var errShortBody = errors.New("short response body")
 

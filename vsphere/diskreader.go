@@ -312,7 +312,7 @@ func (r *DiskReader) get(ctx context.Context, p []byte, off int64) (int, error) 
 	case http.StatusNotFound:
 		return 0, fmt.Errorf("%s: %w: %w", r.path, ErrNotServed, ErrNotFound)
 	default:
-		return 0, &httpStatusError{code: res.StatusCode, status: res.Status, url: r.path}
+		return 0, &httpStatusError{code: res.StatusCode, status: res.Status, url: r.path, detail: bodyDetail(res.Body)}
 	}
 	n, err := io.ReadFull(res.Body, p[:want])
 	r.c.bytesRead.Add(int64(n))

@@ -361,6 +361,10 @@ func disksFrom(devs []types.BaseVirtualDevice, vmEncrypted bool) []Disk {
 			}
 		}
 		disk.BaseFileName = disk.FileName
+		disk.FrozenFileName = disk.FileName
+		if parent != nil {
+			disk.FrozenFileName = parent.GetVirtualDeviceFileBackingInfo().FileName
+		}
 		for p := parent; p != nil; {
 			fb := p.GetVirtualDeviceFileBackingInfo()
 			disk.BaseFileName = fb.FileName

@@ -71,6 +71,10 @@ type Disk struct {
 	FileName       string `json:"fileName"`               // "[ds] vm/vm.vmdk" (the live delta once snapshotted)
 	BaseFileName   string `json:"baseFileName,omitempty"` // bottom of the backing chain
 	ChainDepth     int    `json:"chainDepth,omitempty"`   // number of parents below FileName
+	// FrozenFileName is the top of the chain a snapshot froze: FileName's
+	// parent once snapshotted (the live delta sits on it), FileName when the
+	// disk has no parent (vcsim makes no deltas). HotAdd attaches it.
+	FrozenFileName string `json:"frozenFileName,omitempty"`
 	Datastore      string `json:"datastore,omitempty"`
 	Mode           string `json:"mode,omitempty"` // persistent, independent_persistent, …
 	Thin           bool   `json:"thin"`

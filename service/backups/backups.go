@@ -26,6 +26,7 @@ type Runner struct {
 
 	mu      sync.RWMutex // guards engines and first: add and remove run beside backups
 	engines map[string]*backup.Engine
+	stores  map[string]backup.Store // the engines' repositories, to rebuild them (EnableHotAdd)
 	first   string
 	// Repos, when set, registers each backup as an operation on its
 	// repository, so the repository cannot be removed under it.
@@ -42,12 +43,34 @@ func New(client *vsphere.Client, opened map[string]*repository.Repository, names
 	return br
 }
 
+// EnableHotAdd makes the runner read disks through HotAdd first (jobs with
+// transport auto or hotadd) via h, the appliance's own VM. It first sweeps
+// the disks a crashed run left attached to that VM and returns them. Call
+// it at start-up, before any backup runs: the engines are rebuilt.
+func (b *Runner) EnableHotAdd(ctx context.Context, client *vsphere.Client, h *vsphere.HotAdder) ([]vsphere.SweptDisk, error) {
+	swept, err := h.Sweep(ctx)
+	if err != nil {
+		return swept, fmt.Errorf("HotAdd start-up sweep: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.src = backup.FromClientHotAdd(client, vsphere.ReaderOptions{}, h)
+	for name := range b.engines {
+		b.engines[name] = backup.NewEngine(b.src, b.stores[name], backup.EngineOptions{VCenter: b.host})
+	}
+	return swept, nil
+}
+
 // Add gives the runner an engine for one more repository (one added from
 // the console at runtime).
 func (b *Runner) Add(name string, r *repository.Repository) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.engines[name] = backup.NewEngine(b.src, backup.RepoStore(r), backup.EngineOptions{VCenter: b.host})
+	if b.stores == nil {
+		b.stores = map[string]backup.Store{}
+	}
+	b.stores[name] = backup.RepoStore(r)
+	b.engines[name] = backup.NewEngine(b.src, b.stores[name], backup.EngineOptions{VCenter: b.host})
 	if b.first == "" || name < b.first {
 		b.first = name
 	}
@@ -58,6 +81,7 @@ func (b *Runner) Remove(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.engines, name)
+	delete(b.stores, name)
 	if b.first == name {
 		b.first = ""
 		for n := range b.engines {
@@ -138,6 +162,7 @@ func (b *Runner) RunBackup(ctx context.Context, job policy.Job, vm policy.VM, pr
 	req := backup.Request{
 		Quiesce: mode, Level: level, VSSType: vss, RequireAllDisks: job.RequireAllDisks,
 		ActiveFullEvery: job.ActiveFullEvery, ActiveFullAfter: time.Duration(job.ActiveFullDays) * 24 * time.Hour,
+		Transport: backup.Transport(job.Transport),
 	}
 	res, err := b.backupOne(ctx, job.Repository, job.ID, vm, req, func(p backup.VMProgress) {
 		progress(policy.Progress{Phase: p.Phase, BytesDone: p.Done, BytesTotal: p.Size})

@@ -70,6 +70,11 @@ func (l *Lab) serveFolderGet(w http.ResponseWriter, r *http.Request) {
 			r.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", a, a+maxRange-1))
 		}
 	}
+	if l.runningExtent(r) {
+		atomic.AddInt64(&l.lockedRefused, 1)
+		http.Error(w, "file locked", http.StatusForbidden)
+		return
+	}
 	l.mu.Lock()
 	hit := l.takeFault(r.URL.Path)
 	l.mu.Unlock()

@@ -115,14 +115,17 @@ type Lab struct {
 	folderPut   int64
 	allLeases   []leaseRef // every NFC lease created (OpenLeases)
 	// NFS datastores (nas.go).
-	nfsAddr   string
-	nasRoot   string
-	nas       map[string]*nasMount
-	nasBoot   map[string]int64
-	nasTotal  int64
-	nasSeq    atomic.Int64
-	closed    chan struct{}
-	closeOnce sync.Once
+	nfsAddr  string
+	nasRoot  string
+	nas      map[string]*nasMount
+	nasBoot  map[string]int64
+	nasTotal int64
+	nasSeq   atomic.Int64
+	// lockRunning and lockedRefused: LockRunningExtents (hotadd.go).
+	lockRunning   bool
+	lockedRefused int64
+	closed        chan struct{}
+	closeOnce     sync.Once
 }
 
 type vmState struct {
