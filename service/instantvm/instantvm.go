@@ -683,3 +683,28 @@ func (m *Manager) Remove(id string) error {
 	m.forget(id)
 	return nil
 }
+
+// Records reads the sessions kept in dir without opening anything (the
+// CLI's list), newest first.
+func Records(dir string) ([]Record, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("instant recovery sessions: %w", err)
+	}
+	var out []Record
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "record.json"))
+		if err != nil {
+			continue
+		}
+		var r Record
+		if json.Unmarshal(b, &r) == nil && r.Version == 1 && r.ID == e.Name() {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
