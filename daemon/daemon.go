@@ -455,6 +455,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}
 	if runner != nil {
 		wcfg.Backups = runner
+		wcfg.Prober = runner
 		pcfg := policy.Config{
 			Clock: clk, Store: db, Runner: runner, Inventory: inv,
 			MaxConcurrent: cfg.Limits.MaxConcurrentBackups, Location: loc,

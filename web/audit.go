@@ -27,6 +27,7 @@ const (
 var auditKinds = map[string]string{
 	"POST /api/v1/auth/login":                             "auth.login",
 	"POST /api/v1/instant-recoveries":                     "instant.start",
+	"POST /api/v1/transport-probes":                       "vm.probe-transports",
 	"POST /api/v1/instant-recoveries/:id/migrate":         "instant.migrate",
 	"POST /api/v1/instant-recoveries/:id/stop":            "instant.stop",
 	"POST /api/v1/auth/logout":                            "auth.logout",
@@ -70,7 +71,7 @@ var auditKinds = map[string]string{
 // auditVerbs says what each kind did, for the event's message.
 var auditVerbs = map[string]string{
 	"auth.login": "signed in", "auth.logout": "signed out",
-	"instant.start": "started an instant recovery", "instant.migrate": "moved an instant recovery to production", "instant.stop": "stopped an instant recovery",
+	"vm.probe-transports": "tested a VM's transports", "instant.start": "started an instant recovery", "instant.migrate": "moved an instant recovery to production", "instant.stop": "stopped an instant recovery",
 	"token.create": "created an API token", "token.delete": "deleted an API token", "token.scope": "changed an API token's scope",
 	"user.create": "created a user", "user.update": "changed a user", "user.delete": "deleted a user",
 	"job.create": "created a job", "job.update": "changed a job", "job.delete": "deleted a job", "job.run": "started a job run",

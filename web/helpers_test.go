@@ -132,7 +132,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	rs.Maintenance = db.Maintenance
 	rec := records.New(db)
 	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: rec, Inventory: f.inv, Points: rs, Repositories: rs,
-		Events: rec, VMStates: rec, Settings: settings, CopyJobs: newMemCopyJobs(), Instant: newMemInstant(f.points[2])}
+		Events: rec, VMStates: rec, Settings: settings, CopyJobs: newMemCopyJobs(), Instant: newMemInstant(f.points[2]), Prober: fakeProber{}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -83,3 +83,12 @@ func (m *memInstant) Migrate(_ context.Context, id, ds string, _ Reporter) (*api
 func (m *memInstant) Stop(_ context.Context, id string, _ Reporter) (*api.InstantRecovery, error) {
 	return m.change(id, "running", "stopped")
 }
+
+// fakeProber answers every probe with network working (the real probe is
+// tested in vcsim-tests/backupe2e).
+type fakeProber struct{}
+
+func (fakeProber) ProbeTransports(_ context.Context, vm string, _ Reporter) (*api.TransportProbeResult, error) {
+	return &api.TransportProbeResult{VM: api.VMRef{InstanceUUID: vm}, Probes: []api.TransportProbe{{Disk: 2000, Transport: "network", OK: true, Bytes: 1 << 20}},
+		Auto: map[string]string{"2000": "network"}}, nil
+}

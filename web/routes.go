@@ -102,6 +102,7 @@ func (s *Server) table() []route {
 		{"DELETE", "/api/v1/settings/:section", adm, na, s.resetSettings},
 
 		{"POST", "/api/v1/backups", op, body, s.startBackup},
+		{"POST", "/api/v1/transport-probes", op, body, s.startProbe},
 		{"POST", "/api/v1/restores", ro, body, s.startRestore},
 		{"POST", "/api/v1/restores/disk", ro, body, s.startDiskRestore},
 		{"GET", "/api/v1/instant-recoveries", ro, flt, s.listInstant},

@@ -132,6 +132,7 @@ func TestScopeOverRoutes(t *testing.T) {
 		"POST /api/v1/restores/disk":      {{"point": old.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}, {"point": web.ID, "disk": 2000, "targetVm": testVM.InstanceUUID}},
 		"POST /api/v1/backups":            {{"vms": []string{"gone-vm"}}, {"vms": []string{testVM.InstanceUUID}}},
 		"POST /api/v1/instant-recoveries": {{"point": old.ID, "isolated": true}, {"point": web.ID, "isolated": true}},
+		"POST /api/v1/transport-probes":   {{"vm": "gone-vm"}, {"vm": testVM.InstanceUUID}},
 	}
 	checked := 0
 	for _, rt := range f.srv.routes {

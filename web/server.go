@@ -41,7 +41,9 @@ type Config struct {
 	Backups         Backups
 	Restores        Restores
 	// Instant runs instant recoveries (nil: 501 on those routes).
-	Instant  InstantRecoveries
+	Instant InstantRecoveries
+	// Prober tests a VM's transports (nil: 501).
+	Prober   TransportProber
 	Settings SettingsStore
 	// Appliance edits the vCenter, SMTP and maintenance sections; nil: 501.
 	Appliance ApplianceSettings

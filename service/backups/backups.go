@@ -236,3 +236,34 @@ func (b *Runner) Backup(ctx context.Context, req api.BackupRequest, rep api.Repo
 	}
 	return outs, nil
 }
+
+// ProbeTransports implements web.TransportProber: which transports can
+// read the VM's disks (backup.Engine.ProbeTransports).
+func (b *Runner) ProbeTransports(ctx context.Context, vm string, rep api.Reporter) (*api.TransportProbeResult, error) {
+	b.mu.RLock()
+	e := b.engines[b.first]
+	src := b.src
+	b.mu.RUnlock()
+	if e == nil {
+		// No repository yet: the probe stores nothing.
+		e = backup.NewEngine(src, nil, backup.EngineOptions{VCenter: b.host})
+	}
+	rep.Progress("probe", 0, 0)
+	res, err := e.ProbeTransports(ctx, vm)
+	if res.VM.MoRef == "" && err != nil {
+		return nil, err
+	}
+	out := &api.TransportProbeResult{VM: api.VMRef{Name: res.VM.Name, InstanceUUID: res.VM.InstanceUUID, MoRef: res.VM.MoRef},
+		Probes: []api.TransportProbe{}, Auto: map[string]string{}, Warnings: res.Warnings}
+	for _, p := range res.Probes {
+		out.Probes = append(out.Probes, api.TransportProbe{Disk: p.Disk, Label: p.Label, Transport: string(p.Transport), OK: p.OK,
+			Reason: p.Reason, Bytes: p.Bytes, Seconds: p.Seconds})
+		if p.Reason != "" && !p.OK {
+			rep.Logf("disk %d %s: %s", p.Disk, p.Transport, p.Reason)
+		}
+	}
+	for k, t := range res.Auto {
+		out.Auto[fmt.Sprint(k)] = string(t)
+	}
+	return out, err
+}
