@@ -57,13 +57,41 @@ func TestLayoutEveryPage(t *testing.T) {
 	job, repo := p2DemoJobAndRepo(t, b)
 	web := p2VMUUID(t, b, "web-01")
 	nightly := p2Unique("web-nightly")
+	// Its window says much (four nights and evenings, three days
+	// ahead at the earliest): the table's columns share the width.
+	days := map[string]any{}
+	for i := 3; i <= 6; i++ {
+		days[strings.ToLower(time.Now().UTC().AddDate(0, 0, i).Weekday().String())] = []string{"01:00-02:30", "20:15-23:45"}
+	}
 	body := map[string]any{"id": nightly, "name": "Web nightly", "enabled": true, "repository": repo,
-		"selection": map[string]any{"vms": []string{web}}, "window": liveWindow(), "retention": map[string]any{"last": 7}}
+		"description": "Nightly backups of the web servers, kept for a week.",
+		"selection":   map[string]any{"vms": []string{web}}, "window": map[string]any{"location": "Europe/Berlin", "days": days},
+		"retention": map[string]any{"last": 7}}
 	if st := p2API(t, b, "POST", "/jobs", body, nil); st != 201 && st != 200 {
 		t.Fatalf("POST /jobs: %d", st)
 	}
 	t.Cleanup(func() { p2API(t, b, "DELETE", "/jobs/"+nightly, nil, nil) })
+	// One run, so that its name stands in the events, tasks and dashboard tables.
+	if st := p2API(t, b, "POST", "/jobs/"+nightly+"/run", nil, nil); st != 202 {
+		t.Fatalf("POST /jobs/%s/run: %d", nightly, st)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		var runs []h11Run
+		p2API(t, b, "GET", "/jobs/"+nightly+"/runs?limit=1", nil, &runs)
+		if len(runs) == 1 && runs[0].State != "running" && runs[0].State != "pending" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run of %s did not end in 2 minutes: %+v", nightly, runs)
+		}
+	}
 	point := liveNewestPoint(t, b, web)
+	// Its point time-locked: the Lock column's badge "locked until DATE"
+	// takes its width from the others (the Job column's "Web nightly").
+	until := time.Now().AddDate(0, 0, 2).UTC().Truncate(time.Second).Format(time.RFC3339)
+	if st := p2API(t, b, "POST", "/restore-points/"+point+"/lock", map[string]string{"until": until}, nil); st != 200 {
+		t.Fatalf("time-lock %s: %d", point, st)
+	}
 
 	routes := browsertest.Eval[[]string](b, `[...document.querySelectorAll("#nav-list a")].map(a => a.getAttribute("href"))`)
 	routes = append(routes, "#/jobs/"+job, "#/jobs/"+nightly, "#/repositories/"+repo, "#/vms/"+web)
