@@ -13,7 +13,8 @@ import (
 // now", a VM that no job selects. The button asks which repository and
 // says that an ad-hoc point does not protect the VM; the progress shows
 // above the tree. Afterwards the VM reads "ad hoc only", not "protected",
-// GET /vms says adHoc, and the dashboard's protected count is what it was.
+// as on its own page, GET /vms says adHoc, and the dashboard's protected
+// count is what it was.
 func TestProtectedMeansAJobCoversIt(t *testing.T) {
 	b := signedIn(t)
 	var vms []struct {
@@ -92,6 +93,8 @@ func TestProtectedMeansAJobCoversIt(t *testing.T) {
 	if after.VMs.Protected != before.VMs.Protected {
 		t.Errorf("dashboard: %d protected VMs after an ad-hoc backup, %d before", after.VMs.Protected, before.VMs.Protected)
 	}
+	b.Go("#/vms/" + uuid)
+	b.WaitText("#vm-protection", "ad hoc only")
 	b.Go("#/dashboard")
 	b.WaitVisible(`[data-card="Protected VMs"] .value`)
 	if got := browsertest.Eval[string](b, `document.querySelector('[data-card="Protected VMs"] .value').textContent`); got != fmt.Sprint(after.VMs.Protected) {
