@@ -423,7 +423,8 @@ func TestVMsEventsSettingsMetrics(t *testing.T) {
 	if !web.InInventory || !web.Protected || web.Points != 2 || web.LastPoint.ID != f.points[1].ID || len(web.Jobs) != 1 {
 		t.Fatalf("web01 %+v", web)
 	}
-	if vms[1].InInventory || vms[1].Name != "old01" || !vms[1].Protected {
+	// old01's points are all it has: vCenter lost it, no job selects it.
+	if vms[1].InInventory || vms[1].Name != "old01" || vms[1].Protected || !vms[1].AdHoc {
 		t.Fatalf("old01 %+v", vms[1])
 	}
 	f.inv.SetError(errors.New("vcenter down"))

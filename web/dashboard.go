@@ -31,9 +31,9 @@ type VMStates interface {
 
 // DashboardVMs counts VMs by protection.
 type DashboardVMs struct {
-	Protected   int `json:"protected"`   // newest complete point exists, last attempt did not fail
+	Protected   int `json:"protected"`   // a job covers it (vmstatus: enabled job, recent point), last attempt did not fail
 	Failed      int `json:"failed"`      // the last backup attempt failed
-	Unprotected int `json:"unprotected"` // in the inventory without any complete point
+	Unprotected int `json:"unprotected"` // in the inventory, not protected: no point, or an ad-hoc or overdue one
 }
 
 // NextWindow is the next (or current) backup window of an enabled job.

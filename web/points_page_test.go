@@ -118,14 +118,18 @@ func TestPagingParametersRefused(t *testing.T) {
 func TestVMsFilterAndPages(t *testing.T) {
 	bare := policy.VM{InstanceUUID: "4210a1b2-0000-0000-0000-00000000beef", Name: "Bare-VM", MoRef: "vm-77"}
 	f := newFixture(t, func(c *Config) { c.Inventory = policy.NewMemInventory(testVM, bare) })
+	// A job covers web01; old01's points are ad hoc (no job, not in vCenter).
+	if r := f.admin("POST", "/api/v1/jobs", validJob("nightly")); r.status != 201 {
+		t.Fatal(r.status)
+	}
 	name := func(v VMStatus) string { return v.Name }
 	for _, tc := range []struct {
 		q    string
 		want string
 	}{
 		{"", testVM.Name + ",Bare-VM,old01"},
-		{"status=protected", testVM.Name + ",old01"},
-		{"status=unprotected", "Bare-VM"},
+		{"status=protected", testVM.Name},
+		{"status=unprotected", "Bare-VM,old01"},
 		{"status=missing", "old01"},
 		{"q=bare", "Bare-VM"},
 		{"q=4210A1B2", testVM.Name + ",Bare-VM"},

@@ -25,7 +25,9 @@ type VMStatus struct {
 	InInventory  bool          `json:"inInventory"`         // false: known only from restore points
 	Jobs         []string      `json:"jobs"`                // jobs whose selection matches it
 	Tags         []string      `json:"tags"`                // tag ids (GET /tags names them); empty when not in the inventory
-	Protected    bool          `json:"protected"`           // has a complete restore point
+	Protected    bool          `json:"protected"`           // an enabled job selects it and its newest complete point is recent for that job
+	AdHoc        bool          `json:"adHoc"`               // has a complete point, but no enabled job selects it
+	Overdue      bool          `json:"overdue"`             // an enabled job selects it, its newest complete point is older than the job's last window
 	LastPoint    *RestorePoint `json:"lastPoint,omitempty"` // newest complete point
 	Points       int           `json:"points"`
 }
@@ -159,7 +161,7 @@ func (s *Server) pointSummaries(ctx context.Context, j *scopeJudge) ([]api.VMPoi
 // principal) it counts only the points the scope allows and leaves out the
 // VMs it does not.
 func (s *Server) vmStatuses(ctx context.Context, withInventory bool, j *scopeJudge) ([]VMStatus, []vmstatus.Status, error) {
-	in := vmstatus.Input{}
+	in := vmstatus.Input{Now: s.now()}
 	if s.cfg.Inventory != nil && withInventory {
 		var err error
 		if in.Inventory, err = s.cfg.Inventory.VMs(ctx); err != nil {
@@ -195,7 +197,7 @@ func (s *Server) vmStatuses(ctx context.Context, withInventory bool, j *scopeJud
 			continue
 		}
 		sts = append(sts, st)
-		v := VMStatus{InstanceUUID: st.Key, Name: st.Name, MoRef: st.MoRef, InInventory: st.InInventory, Jobs: st.Jobs, Tags: st.Tags, Points: st.Points, Protected: st.Protected()}
+		v := VMStatus{InstanceUUID: st.Key, Name: st.Name, MoRef: st.MoRef, InInventory: st.InInventory, Jobs: st.Jobs, Tags: st.Tags, Points: st.Points, Protected: st.Protected(), AdHoc: st.AdHoc(), Overdue: st.Overdue()}
 		if st.LastPoint >= 0 {
 			v.LastPoint = sums[st.LastPoint].Last
 		}

@@ -73,6 +73,7 @@ maintenance: {window: {days: {sunday: ["01:00-02:00"]}}}
 		Name         string
 		InInventory  bool
 		Protected    bool
+		AdHoc        bool
 		Jobs         []string
 	}
 	code, body = api.call("GET", "/api/v1/vms", nil, nil)
@@ -195,8 +196,13 @@ maintenance: {window: {days: {sunday: ["01:00-02:00"]}}}
 	_, body = api.call("GET", "/api/v1/vms", nil, nil)
 	_ = json.Unmarshal(body, &vms)
 	for _, v := range vms {
-		if (v.Name == "DC0_H0_VM0" || v.Name == "DC0_H0_VM1") && !v.Protected {
+		// The job covers DC0_H0_VM0; DC0_H0_VM1's point came from POST
+		// /backups alone (no job selects it): ad hoc, not protected.
+		if v.Name == "DC0_H0_VM0" && !v.Protected {
 			t.Errorf("%s not protected: %s", v.Name, body)
+		}
+		if v.Name == "DC0_H0_VM1" && (v.Protected || !v.AdHoc) {
+			t.Errorf("%s: protected %v, ad hoc %v, want an ad-hoc point only: %s", v.Name, v.Protected, v.AdHoc, body)
 		}
 		if v.Name == "DC0_H0_VM0" && (len(v.Jobs) != 1 || v.Jobs[0] != "nightly") {
 			t.Errorf("DC0_H0_VM0 jobs %v", v.Jobs)

@@ -410,3 +410,22 @@ func FuzzParseTimeOfDay(f *testing.F) {
 		}
 	})
 }
+
+// A VM's state in the daily report follows vmstatus: a point makes it
+// protected only when a job covers it (not ad hoc); a failure wins.
+func TestVMStatusState(t *testing.T) {
+	at := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		v    VMStatus
+		want string
+	}{
+		{VMStatus{}, "unprotected"},
+		{VMStatus{LastPoint: at}, "protected"},
+		{VMStatus{LastPoint: at, AdHoc: true}, "unprotected"},
+		{VMStatus{LastPoint: at, LastError: "snapshot failed"}, "failed"},
+	} {
+		if got := c.v.State(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.v, got, c.want)
+		}
+	}
+}

@@ -38,15 +38,19 @@ type VMStatus struct {
 	// LastError is the error of its last backup attempt, "" when that
 	// attempt succeeded or none was made.
 	LastError string
+	// AdHoc: its points are all it has, no enabled job selects it
+	// (vmstatus): a point does not make it protected.
+	AdHoc bool
 }
 
 // State classifies the VM: "failed" when its last backup attempt failed,
-// "protected" when it has a complete restore point, "unprotected" otherwise.
+// "protected" when a job covers it (a complete restore point, not ad hoc),
+// "unprotected" otherwise.
 func (v VMStatus) State() string {
 	switch {
 	case v.LastError != "":
 		return "failed"
-	case !v.LastPoint.IsZero():
+	case !v.LastPoint.IsZero() && !v.AdHoc:
 		return "protected"
 	}
 	return "unprotected"

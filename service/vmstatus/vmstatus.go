@@ -4,9 +4,16 @@
 // complete restore point and whether their last backup failed. The API's
 // VM list and dashboard and the daily report all read it, so they never
 // disagree. Pure: callers read the inventory, jobs, points and states.
+//
+// Protected means a job covers the VM: an enabled job selects it and its
+// newest complete point is recent for that job's schedule (made in or after
+// the job's last closed window, a day of grace before it). A point made by
+// "Back up now" of a VM no enabled job selects is an ad-hoc point: the VM
+// has a copy, but nothing keeps it current, so it is not protected.
 package vmstatus
 
 import (
+	"slices"
 	"time"
 
 	"github.com/vmvault/vmvault/policy"
@@ -70,6 +77,9 @@ type Input struct {
 	Jobs          []policy.Job // every job, enabled or not
 	Points        []VMPoints   // per VM (a VM may come once per repository)
 	States        []policy.VMState
+	// Now is when a point's recency is judged; zero: every complete point
+	// is recent (callers without a clock, tests of other rules).
+	Now time.Time
 }
 
 // Status is one VM.
@@ -84,10 +94,50 @@ type Status struct {
 	LastPoint   int       // index in Input.Points of the newest complete point, -1 without one
 	LastError   string    // of the latest attempt, when it failed after its job's last success
 	LastAttempt time.Time // the latest attempt in a job that still selects the VM
+	// Recent: the newest complete point is recent enough for one of the
+	// enabled jobs that select the VM (see Due).
+	Recent bool
 }
 
-// Protected reports whether the VM has a complete restore point.
-func (s Status) Protected() bool { return s.LastPoint >= 0 }
+// HasPoint reports whether the VM has a complete restore point.
+func (s Status) HasPoint() bool { return s.LastPoint >= 0 }
+
+// Protected reports whether a job covers the VM: an enabled job selects
+// it and its newest complete point is recent for that job.
+func (s Status) Protected() bool { return s.HasPoint() && len(s.EnabledJobs) > 0 && s.Recent }
+
+// AdHoc reports whether the VM's complete points are all it has: no
+// enabled job selects it (a "Back up now" of a VM outside every job).
+func (s Status) AdHoc() bool { return s.HasPoint() && len(s.EnabledJobs) == 0 }
+
+// Overdue reports whether an enabled job selects the VM but its newest
+// complete point is older than that job's schedule expects.
+func (s Status) Overdue() bool { return s.HasPoint() && len(s.EnabledJobs) > 0 && !s.Recent }
+
+// Grace is how much older than the open of a job's last closed window a
+// point may be and still count as recent: a "Back up now" the day before.
+const Grace = 24 * time.Hour
+
+// lookBack bounds the search for a job's last closed window: a valid
+// window opens at least once a week.
+const lookBack = 15 * 24 * time.Hour
+
+// Due is the time from which a point is recent for job at now: the open of
+// its window's last occurrence closed by now, less Grace. A job whose
+// window closed in none of the last 15 days (an empty window) expects
+// nothing: the zero time.
+func Due(job policy.Job, now time.Time) time.Time {
+	var last policy.Occurrence
+	for _, o := range job.Window.Between(now.Add(-lookBack), now) {
+		if !o.Close.After(now) {
+			last = o
+		}
+	}
+	if last.Open.IsZero() {
+		return time.Time{}
+	}
+	return last.Open.Add(-Grace)
+}
 
 // Failed reports whether the VM's latest backup attempt, in a job that
 // still selects it, failed after that job's last success of the VM.
@@ -127,6 +177,10 @@ func Compute(in Input) []Status {
 	for i, j := range in.Jobs {
 		matches[i] = j.Selection.Matcher()
 	}
+	enabled := map[string]bool{}
+	for _, j := range in.Jobs {
+		enabled[j.ID] = j.Enabled
+	}
 	for _, vm := range in.Inventory {
 		s := add(vm.InstanceUUID, vm.Name, vm.MoRef)
 		s.InInventory = true
@@ -156,6 +210,12 @@ func Compute(in Input) []Status {
 		if s == nil {
 			s = add(st.VM, st.Name, "")
 		}
+		// Without the inventory, the jobs' last resolved selections say
+		// which jobs select a VM (vCenter down must not unprotect it).
+		if !in.HaveInventory && enabled[st.Job] && !slices.Contains(s.EnabledJobs, st.Job) {
+			s.Jobs = append(s.Jobs, st.Job)
+			s.EnabledJobs = append(s.EnabledJobs, st.Job)
+		}
 		if !s.LastAttempt.IsZero() && !st.LastAttempt.After(s.LastAttempt) {
 			continue
 		}
@@ -164,9 +224,33 @@ func Compute(in Input) []Status {
 			s.LastError = st.LastError
 		}
 	}
+	due := map[string]time.Time{}
+	jobByID := map[string]policy.Job{}
+	for _, j := range in.Jobs {
+		jobByID[j.ID] = j
+	}
 	out := make([]Status, 0, len(order))
 	for _, k := range order {
-		out = append(out, *byKey[k])
+		s := byKey[k]
+		if s.LastPoint >= 0 {
+			at := in.Points[s.LastPoint].LastComplete
+			for _, id := range s.EnabledJobs {
+				if in.Now.IsZero() {
+					s.Recent = true
+					break
+				}
+				d, ok := due[id]
+				if !ok {
+					d = Due(jobByID[id], in.Now)
+					due[id] = d
+				}
+				if !at.Before(d) {
+					s.Recent = true
+					break
+				}
+			}
+		}
+		out = append(out, *s)
 	}
 	return out
 }

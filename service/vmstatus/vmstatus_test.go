@@ -47,8 +47,9 @@ func TestCompute(t *testing.T) {
 		{"u-web", "protected", true, []string{"nightly", "off"}, []string{"nightly"}, 2, 0},
 		{"u-db", "failed", true, []string{"nightly"}, []string{"nightly"}, 0, -1},
 		{"u-new", "unprotected", true, []string{}, []string{}, 0, -1},
-		{"u-gone", "protected", false, []string{}, []string{}, 1, 1},
-		{"legacy", "protected", false, []string{}, []string{}, 1, 2},
+		// Points, but no job covers them (vCenter lost the VM): not protected.
+		{"u-gone", "unprotected", false, []string{}, []string{}, 1, 1},
+		{"legacy", "unprotected", false, []string{}, []string{}, 1, 2},
 		{"u-lost", "failed", false, []string{}, []string{}, 0, -1},
 	}
 	if len(got) != len(wants) {
@@ -77,5 +78,65 @@ func TestComputeAcrossRepositories(t *testing.T) {
 	got := Compute(Input{Points: sums})
 	if len(got) != 1 || got[0].Points != 6 || got[0].LastPoint != 1 {
 		t.Fatalf("%+v, want one VM, 6 points, the second summary's point newest", got)
+	}
+}
+
+// Protected means a job covers the VM: selected by an enabled job, with a
+// complete point recent for that job's window. A point of a VM no enabled
+// job selects is ad hoc; an old one of a covered VM is overdue.
+func TestProtectedMeansAJobCoversIt(t *testing.T) {
+	utc := time.UTC
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, utc) // a Friday noon
+	monday, err := policy.ParseRange("22:00-24:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	weekly := policy.Window{Location: utc}
+	weekly.Days[time.Monday] = []policy.Range{monday}
+	lastMonday := time.Date(2026, 11, 30, 22, 0, 0, 0, utc)
+	inv := []policy.VM{{InstanceUUID: "u", Name: "web"}}
+	cases := []struct {
+		name                      string
+		jobs                      []policy.Job
+		point                     time.Time // zero: none
+		states                    []policy.VMState
+		noInventory               bool
+		protected, adHoc, overdue bool
+		state                     string
+	}{
+		{name: "no point", jobs: []policy.Job{{ID: "j", Enabled: true, Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}}}, state: "unprotected"},
+		{name: "ad hoc: no job", point: now.Add(-time.Hour), adHoc: true, state: "unprotected"},
+		{name: "ad hoc: only a disabled job", jobs: []policy.Job{{ID: "j", Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}}}, point: now.Add(-time.Hour), adHoc: true, state: "unprotected"},
+		{name: "always open, backed up this morning", jobs: []policy.Job{{ID: "j", Enabled: true, Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}}}, point: now.Add(-6 * time.Hour), protected: true, state: "protected"},
+		{name: "always open, three days old: yesterday's window is past", jobs: []policy.Job{{ID: "j", Enabled: true, Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}}}, point: now.Add(-80 * time.Hour), overdue: true, state: "unprotected"},
+		{name: "weekly, backed up in Monday's window", jobs: []policy.Job{{ID: "j", Enabled: true, Window: weekly, Selection: policy.Selection{VMs: []string{"u"}}}}, point: lastMonday.Add(30 * time.Minute), protected: true, state: "protected"},
+		{name: "weekly, backed up the Sunday before (grace)", jobs: []policy.Job{{ID: "j", Enabled: true, Window: weekly, Selection: policy.Selection{VMs: []string{"u"}}}}, point: lastMonday.Add(-20 * time.Hour), protected: true, state: "protected"},
+		{name: "weekly, missed Monday's window", jobs: []policy.Job{{ID: "j", Enabled: true, Window: weekly, Selection: policy.Selection{VMs: []string{"u"}}}}, point: lastMonday.Add(-7 * 24 * time.Hour), overdue: true, state: "unprotected"},
+		{name: "the most lenient of two jobs", jobs: []policy.Job{
+			{ID: "daily", Enabled: true, Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}},
+			{ID: "weekly", Enabled: true, Window: weekly, Selection: policy.Selection{VMs: []string{"u"}}}}, point: lastMonday.Add(time.Hour), protected: true, state: "protected"},
+		{name: "vCenter down: the job's last selection covers it", noInventory: true,
+			jobs:   []policy.Job{{ID: "j", Enabled: true, Window: policy.AlwaysOpen(utc), Selection: policy.Selection{VMs: []string{"u"}}}},
+			states: []policy.VMState{{Job: "j", VM: "u", Name: "web", Selected: true, LastAttempt: now.Add(-time.Hour), LastSuccess: now.Add(-time.Hour)}},
+			point:  now.Add(-time.Hour), protected: true, state: "protected"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Jobs: c.jobs, States: c.states, Now: now}
+			if !c.noInventory {
+				in.Inventory, in.HaveInventory = inv, true
+			}
+			if !c.point.IsZero() {
+				in.Points = Summarize([]Point{{InstanceUUID: "u", Name: "web", Time: c.point}})
+			}
+			got := Compute(in)
+			if len(got) != 1 {
+				t.Fatalf("%d statuses: %+v", len(got), got)
+			}
+			g := got[0]
+			if g.Protected() != c.protected || g.AdHoc() != c.adHoc || g.Overdue() != c.overdue || g.State() != c.state {
+				t.Errorf("protected %v ad hoc %v overdue %v state %s, want %v %v %v %s (%+v)", g.Protected(), g.AdHoc(), g.Overdue(), g.State(), c.protected, c.adHoc, c.overdue, c.state, g)
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ func TestAccessibility(t *testing.T) {
 }
 
 // TestPagesAccessibility runs the harness's accessibility audit (named
-// controls, unique ids, one h1 and main) on every step of the job and
+// controls, unique ids, one h1 and main) and its layout check (no wrapped
+// labels, no displayed [hidden] element) on every step of the job and
 // restore wizards and on the pages the navigation does not list.
 func TestPagesAccessibility(t *testing.T) {
 	b := signedIn(t)
@@ -44,6 +45,11 @@ func TestPagesAccessibility(t *testing.T) {
 		t.Helper()
 		if p := b.A11yProblems(); len(p) > 0 {
 			t.Errorf("%s:\n  %s", where, strings.Join(p, "\n  "))
+		}
+		// The wizards' steps look whole too: no wrapped button or badge,
+		// no displayed [hidden] element (TestLayoutEveryPage's check).
+		if p := b.LayoutProblems(); len(p) > 0 {
+			t.Errorf("%s (layout):\n  %s", where, strings.Join(p, "\n  "))
 		}
 	}
 	job, repo := p2DemoJobAndRepo(t, b)

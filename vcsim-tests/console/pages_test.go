@@ -87,15 +87,26 @@ func TestInventory(t *testing.T) {
 	b.WaitText(`li[data-vm="files-01"]`, "protected")
 	b.WaitText(`li[data-vm="files-01"]`, "last good")
 
+	// Back up now asks which repository (its job's) and confirms; the
+	// progress shows above the tree, not inside it.
 	b.Click(`li[data-vm="files-01"] .backup-now`)
-	sel := `li[data-vm="files-01"] .progress`
+	b.WaitVisible("#backup-now[open] #backup-repo")
+	if got := p2Value(b, "#backup-repo"); got != "demo" {
+		t.Errorf("Back up now offers repository %q first, want its job's (demo)", got)
+	}
+	b.Click("#backup-ok")
+	b.WaitGone("#backup-now")
+	sel := `#inventory-runs li[data-vm="files-01"] .progress`
 	b.WaitVisible(sel)
 	b.WaitJS(fmt.Sprintf(`(() => { const p = document.querySelector(%q); return p && p.dataset.state === "succeeded" && p.dataset.percent === "100"; })()`, sel),
 		"files-01's backup at 100%, succeeded")
 	b.WaitText(".toast", "Backup of files-01 finished.")
+	if n := b.Count("#inventory-tree .progress"); n != 0 {
+		t.Errorf("%d progress bars inside the tree", n)
+	}
 
 	// The task page lists it; its detail page shows the final state and log.
-	b.Click(`li[data-vm="files-01"] .inventory-task a`)
+	b.Click(`#inventory-runs li[data-vm="files-01"] a`)
 	pageTitle(t, b, "Tasks")
 	b.WaitText("#task-summary", "files-01")
 	b.WaitText(".facts", "succeeded")

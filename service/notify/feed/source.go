@@ -123,7 +123,7 @@ func (s *Source) VMs(ctx context.Context) ([]notify.VMStatus, error) {
 		if in.HaveInventory && !st.InInventory {
 			continue
 		}
-		v := notify.VMStatus{ID: st.Key, Name: st.Name, LastError: st.LastError}
+		v := notify.VMStatus{ID: st.Key, Name: st.Name, LastError: st.LastError, AdHoc: st.AdHoc()}
 		for _, id := range st.EnabledJobs {
 			v.Jobs = append(v.Jobs, jobName[id])
 		}

@@ -48,6 +48,8 @@ func TestNotifySourceDailyReport(t *testing.T) {
 		{VM: "uuid-db", Name: "db-02", Status: policy.OutcomeFailed, Attempts: 2, Error: "create snapshot: FileFault"},
 	}}))
 	must(db.PutVMState(ctx, policy.VMState{Job: "j1", VM: "uuid-db", Name: "db-02", Selected: true, LastAttempt: from.Add(16 * time.Hour), LastError: "create snapshot: FileFault"}))
+	// The job covers the repository's VM (its last selection): protected.
+	must(db.PutVMState(ctx, policy.VMState{Job: "j1", VM: p.VM.InstanceUUID, Name: p.VM.Name, Selected: true, LastAttempt: p.Time, LastSuccess: p.Time}))
 	must(db.PutVMState(ctx, policy.VMState{Job: "j1", VM: "uuid-gone", Name: "gone", Selected: false, LastAttempt: from, LastError: "old error"}))
 	must(db.AddEvent(ctx, policy.Event{Time: from.Add(16 * time.Hour), Severity: policy.SeverityError, Kind: policy.EventVMFailed, Subject: "db-02", Job: "j1", Message: "backup failed: create snapshot: FileFault"}))
 	must(db.AddEvent(ctx, policy.Event{Time: from.Add(17 * time.Hour), Severity: policy.SeverityInfo, Kind: policy.EventJobFinished, Subject: "Nightly", Message: "info only"}))

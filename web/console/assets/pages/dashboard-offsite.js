@@ -11,6 +11,6 @@ export function offsiteCard(o) {
     h("span", { class: "value" }, `${o.copied} of ${o.protected}`),
     h("span", { class: "label" }, "Protected VMs copied offsite (< 24 h)"),
   ];
-  if (!all && o.missing && o.missing.length) body.push(h("span", { class: "label", id: "offsite-missing" }, `Not yet: ${o.missing.join(", ")}`));
+  if (!all && o.missing && o.missing.length) body.push(h("span", { class: "label card-note", id: "offsite-missing" }, `Not yet: ${o.missing.join(", ")}`));
   return [h("div", { class: `card ${all ? "ok" : "warn"}`, "data-card": "Offsite copies", id: "offsite-card" }, h("a", { href: "#/copy-jobs", class: "card-link" }, body))];
 }

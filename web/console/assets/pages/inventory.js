@@ -2,6 +2,13 @@
 // search, and "Back up now". A folder draws its first VM_PAGE VMs and a
 // "Show more" button for the rest, so 1,000 VMs in one folder cost 100
 // rows to draw; filters match every VM, drawn or not.
+//
+// Protected means a job covers the VM (GET /vms protected: an enabled job
+// selects it and its newest point is recent for that job); a VM whose
+// points come from "Back up now" alone shows "ad hoc", one its job has not
+// backed up since its last window "overdue". "Back up now" asks which
+// repository and says what an ad-hoc point does not do; the backups started
+// here show their progress above the tree, not inside it.
 import { h, clear, field, badge } from "../lib/dom.js";
 
 const VM_PAGE = 100;
@@ -25,29 +32,35 @@ export default {
       h("option", { value: "" }, "All VMs"),
       h("option", { value: "protected" }, "Protected"),
       h("option", { value: "unprotected" }, "Not protected"),
+      h("option", { value: "adhoc" }, "Ad-hoc points only"),
       h("option", { value: "missing" }, "No longer in vCenter"));
     status.value = ctx.query.get("status") || "";
     const count = h("p", { class: "muted", id: "inventory-count", role: "status" });
     const filters = h("form", { class: "row", role: "search", "aria-label": "Filter VMs", onsubmit: (e) => e.preventDefault() },
       field("Search", search), field("Protection", status));
     const notice = h("div");
+    const runsList = h("ul", { class: "inventory-runs-list" });
+    const runs = h("section", { id: "inventory-runs", class: "panel", hidden: true, "aria-labelledby": "inventory-runs-title" },
+      h("h2", { id: "inventory-runs-title" }, "Backups started here"), runsList);
     const tree = h("div", { id: "inventory-tree" });
-    root.append(filters, count, notice, tree);
+    root.append(filters, count, notice, runs, tree);
 
-    const [vms, inv, jobs] = await Promise.all([
+    const [vms, inv, jobs, repos] = await Promise.all([
       ctx.api("GET", "/vms"),
       ctx.api("GET", "/inventory").catch((e) => {
         if (e.status === 503 || e.status === 404 || e.status === 501) return null;
         throw e;
       }),
       ctx.api("GET", "/jobs").catch(() => []),
+      ctx.api("GET", "/repositories").catch(() => []),
     ]);
+    const jobRepo = new Map((jobs || []).map((j) => [j.id, j.repository]));
     // Jobs by name, as administrators call them (the API lists their ids).
     const jobName = new Map((jobs || []).map((j) => [j.id, j.name || j.id]));
     performance.mark("vmvault:inventory:data");
     const byUUID = new Map((vms || []).map(v => [v.instanceUuid, v]));
     const byMoref = new Map((vms || []).filter(v => v.moref).map(v => [v.moref, v]));
-    const running = new Map(); // vm uuid -> progress element
+    const running = new Set(); // vm uuids with a backup started here, not ended
 
     // Nodes: the inventory tree when vCenter answers; VMs only known from
     // restore points go under a synthetic "Not in vCenter" node.
@@ -96,24 +109,70 @@ export default {
       if (q && !(`${n.name} ${n.path || ""}`.toLowerCase().includes(q))) return false;
       switch (status.value) {
         case "protected": return !!(st && st.protected);
+        case "adhoc": return !!(st && st.adHoc);
         case "unprotected": return !(st && st.protected);
         case "missing": return !!(st && !st.inInventory);
         default: return true;
       }
     }
 
-    async function backupNow(n, btn, holder) {
+    // askBackup asks which repository the point goes to and confirms;
+    // resolves to the repository's name, or null when cancelled.
+    function askBackup(n) {
+      return new Promise((resolve) => {
+        const back = document.activeElement;
+        const st = n.status || {};
+        const names = (repos || []).map((r) => r.name);
+        const mine = (st.jobs || []).map((j) => jobRepo.get(j)).find((r) => names.includes(r));
+        const sel = h("select", { id: "backup-repo", name: "repository" }, names.map((r) => h("option", { value: r }, r)));
+        if (mine) sel.value = mine;
+        const covered = !!(st.jobs && st.jobs.some((j) => (jobs || []).some((x) => x.id === j && x.enabled)));
+        const ok = h("button", { type: "submit", class: "primary", id: "backup-ok" }, "Back up now");
+        const cancel = h("button", { type: "button", id: "backup-cancel" }, "Cancel");
+        const form = h("form", { method: "dialog", id: "backup-form" },
+          h("h2", { id: "backup-title" }, `Back up ${n.name} now?`),
+          h("p", { id: "backup-why" }, covered
+            ? `One restore point of ${n.name} now, besides its job's backups.`
+            : `One restore point of ${n.name} now. No enabled job selects it: this ad-hoc point is a copy, but ${n.name} stays not protected until a job backs it up on a schedule.`),
+          names.length ? field("Repository", sel) : h("p", { class: "form-error" }, "No repository to back up to."),
+          h("div", { class: "actions" }, cancel, ok));
+        const dlg = h("dialog", { id: "backup-now", "aria-labelledby": "backup-title", "aria-describedby": "backup-why" }, form);
+        let result = null;
+        dlg.addEventListener("close", () => {
+          dlg.remove();
+          if (back && back.isConnected && typeof back.focus === "function") back.focus();
+          resolve(result);
+        });
+        cancel.addEventListener("click", () => dlg.close());
+        form.addEventListener("submit", (e) => {
+          e.preventDefault();
+          if (!names.length) return;
+          result = sel.value;
+          dlg.close();
+        });
+        if (!names.length) ok.disabled = true;
+        document.body.append(dlg);
+        dlg.showModal();
+        (names.length ? sel : cancel).focus();
+      });
+    }
+
+    async function backupNow(n, btn) {
       const uuid = n.status.instanceUuid;
+      const repository = await askBackup(n);
+      if (!repository) return;
       btn.disabled = true;
       try {
-        const task = await ctx.api("POST", "/backups", { vms: [uuid] });
+        const task = await ctx.api("POST", "/backups", { vms: [uuid], repository });
         const bar = ctx.progress(task);
-        // Bar and link together: a redraw (after the backup) moves both.
-        const box = h("div", { class: "inventory-run" }, bar, h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
-        running.set(uuid, box);
-        clear(holder).append(box);
-        ctx.toast(`Backup of ${n.name} started.`, "success");
+        const item = h("li", { class: "inventory-run", "data-vm": n.name }, h("span", { class: "name" }, `${n.name} → ${repository}`), bar,
+          h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, "Task details"));
+        running.add(uuid);
+        runsList.prepend(item);
+        runs.hidden = false;
+        ctx.toast(`Backup of ${n.name} to ${repository} started.`, "success");
         bar.addEventListener("taskdone", (e) => {
+          running.delete(uuid);
           btn.disabled = false;
           const t = e.detail;
           refresh();
@@ -126,16 +185,22 @@ export default {
       }
     }
 
+    // protection is the VM's badge: the word says why it is (not) protected.
+    function protection(st) {
+      if (st && st.protected) return badge("protected");
+      if (st && st.adHoc) return h("span", { class: "badge badge-warning", "data-protection": "ad-hoc", title: "Restore points from Back up now only: no enabled job selects this VM." }, "ad hoc only");
+      if (st && st.overdue) return h("span", { class: "badge badge-warning", "data-protection": "overdue", title: "Its job has not backed it up since the job's last window." }, "overdue");
+      return badge("unprotected");
+    }
+
     function vmRow(n) {
       const st = n.status;
       const last = st && st.lastPoint;
-      const holder = h("div", { class: "inventory-task" });
       const uuid = st && (st.instanceUuid);
-      if (uuid && running.has(uuid)) holder.append(running.get(uuid));
       let action = null;
       if (st && st.inInventory !== false && ctx.can("operator")) {
-        const btn = h("button", { type: "button", class: "backup-now", "aria-label": `Back up ${n.name} now` }, "Back up now");
-        btn.addEventListener("click", () => backupNow(n, btn, holder));
+        const btn = h("button", { type: "button", class: "backup-now", "aria-label": `Back up ${n.name} now`, disabled: uuid && running.has(uuid) ? true : null }, "Back up now");
+        btn.addEventListener("click", () => backupNow(n, btn));
         action = h("span", { class: "vm-actions" }, btn,
           uuid ? h("a", { href: `#/restore-points?vm=${encodeURIComponent(uuid)}`, class: "button" }, "Restore points") : null);
       }
@@ -144,7 +209,7 @@ export default {
           h("span", { class: "inventory-toggle", "aria-hidden": "true" }),
           h("span", { class: "kind" }, n.template ? "Template" : "VM"),
           h("span", { class: "name" }, uuid ? h("a", { href: `#/vms/${encodeURIComponent(uuid)}`, "aria-label": `${n.name}: details` }, n.name) : n.name),
-          st && st.protected ? badge("protected") : badge("unprotected"),
+          protection(st),
           n.powerState ? h("span", { class: `power power-${n.powerState}` }, powerWords[n.powerState] || n.powerState) : null,
           h("span", { class: "meta" },
             last ? `last good: ${fmt.time(last.time)}` : "no restore point",
@@ -155,8 +220,7 @@ export default {
           last && last.warnings && last.warnings.length
             ? h("span", { class: "inventory-warnings" }, badge(fmt.plural(last.warnings.length, "warning"), "warning"), " ", last.warnings.join("; "))
             : null,
-          action),
-        holder);
+          action));
     }
 
     // build returns the <li> for n, or null when nothing under it matches.

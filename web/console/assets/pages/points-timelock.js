@@ -9,7 +9,10 @@ import { errorText } from "./jobs-common.js";
 export function lockBadge(ctx, p) {
   if (!p.locked) return "unlocked";
   if (p.lockedUntil) {
-    return h("span", { class: "badge p2-state-running", "data-locked-until": p.lockedUntil, title: `No one can unlock or delete this point before ${ctx.fmt.time(p.lockedUntil)}.` }, `locked until ${ctx.fmt.time(p.lockedUntil)}`);
+    // The dialog locks until the start of a day: then the day says it
+    // (a narrower Lock column); the title has the exact time.
+    const day = ctx.fmt.time(p.lockedUntil).replace(/, 00:00:00$/, "");
+    return h("span", { class: "badge p2-state-running", "data-locked-until": p.lockedUntil, title: `No one can unlock or delete this point before ${ctx.fmt.time(p.lockedUntil)}.` }, `locked until ${day}`);
   }
   return h("span", { class: "badge p2-state-running" }, "locked");
 }

@@ -13,6 +13,11 @@ const PAGE = 100;
 
 const LOCKED_WHY = "Locked restore points cannot be deleted: retention and deletion leave them alone until they are unlocked.";
 
+// timeLocked: p is locked until a date still ahead (no role can unlock it).
+function timeLocked(p) {
+  return !!(p.locked && p.lockedUntil && new Date(p.lockedUntil) > new Date());
+}
+
 export default {
   route: "#/restore-points",
   title: "Restore points",
@@ -47,7 +52,15 @@ export default {
     let points = []; // the pages fetched so far of the points matching the filter (the server filters)
     let total = 0; // how many points match the filter, on every page
     let next = ""; // the cursor of the page after the last fetched
-    let unique = new Map(); // point id -> unique bytes (from repository statistics)
+    // Unique bytes per point come from each repository's statistics (GET
+    // /repositories/{name}: stats.perPoint), fetched once the list is drawn
+    // and again when points come or go (a new point makes blocks of the
+    // older ones shared). "…" while they load, "–" if they cannot.
+    const unique = new Map(); // point id -> unique bytes
+    const uniqueAsked = new Map(); // repository -> "loading" | "done" | "failed"
+    // A refusal stays under its row when the list is drawn again (a
+    // point event redraws it a moment later).
+    const messages = new Map(); // point id -> {text, bad}
     const want = ctx.query.get("vm");
     if (ctx.query.get("q")) search.value = ctx.query.get("q");
     // The first page already filtered as the address says (the options
@@ -141,10 +154,12 @@ export default {
 
     function row(p) {
       const c = consistency(p);
-      const why = h("span", { class: "visually-hidden", id: `why-${p.id}` }, LOCKED_WHY);
+      const why = h("span", { class: "visually-hidden", id: `why-${p.id}` }, lockedWhy(p));
       const actions = h("div", { class: "p2-actions" });
       actions.append(h("a", { class: "button", href: `#/restore?point=${encodeURIComponent(p.id)}`, "aria-label": `Restore from the point of ${ctx.fmt.time(p.time)}` }, "Restore"));
-      if (canLock) {
+      // A time lock cannot be removed before its date, by anyone: no
+      // Unlock to offer until then (the badge says until when).
+      if (canLock && !timeLocked(p)) {
         const b = h("button", { type: "button", "data-action": p.locked ? "unlock" : "lock", "data-point": p.id, "aria-label": `${p.locked ? "Unlock" : "Lock"} the restore point of ${ctx.fmt.time(p.time)}` }, p.locked ? "Unlock" : "Lock");
         b.addEventListener("click", () => setLock(p, !p.locked, b));
         actions.append(b);
@@ -154,14 +169,14 @@ export default {
         // keyboard and screen reader users learn why it does nothing.
         const d = h(
           "button",
-          { type: "button", class: p.locked ? null : "danger", "data-action": "delete", "data-point": p.id, "aria-label": `Delete the restore point of ${ctx.fmt.time(p.time)}`, "aria-disabled": p.locked ? "true" : null, "aria-describedby": p.locked ? `why-${p.id}` : null, title: p.locked ? LOCKED_WHY : null },
+          { type: "button", class: p.locked ? null : "danger", "data-action": "delete", "data-point": p.id, "aria-label": `Delete the restore point of ${ctx.fmt.time(p.time)}`, "aria-disabled": p.locked ? "true" : null, "aria-describedby": p.locked ? `why-${p.id}` : null, title: p.locked ? lockedWhy(p) : null },
           "Delete",
         );
         d.addEventListener("click", () => del(p));
         actions.append(d, why);
         actions.append(timeLockButton(ctx, p, (np) => { Object.assign(p, np); draw(); status.textContent = `Restore point of ${ctx.fmt.time(p.time)} locked until ${ctx.fmt.time(p.lockedUntil)}.`; }));
       }
-      const u = unique.get(p.id);
+      const msg = messages.get(p.id);
       return h(
         "tr",
         { "data-point": p.id, "data-locked": p.locked ? "true" : "false" },
@@ -170,14 +185,58 @@ export default {
         h("td", { "data-label": "Repository" }, p.repository),
         h("td", { "data-label": "Job" }, p.job ? jobName.get(p.job) || p.job : "ad hoc"),
         h("td", { "data-label": "Size", class: "num" }, ctx.fmt.bytes(p.logicalBytes)),
-        h("td", { "data-label": "Unique", class: "num" }, u === undefined ? "…" : ctx.fmt.bytes(u)),
+        uniqueCell(p),
         h("td", { "data-label": "Consistency" }, h("span", { class: `badge p2-state-${c.kind || "neutral"}`, title: c.text }, c.label)),
         h("td", { "data-label": "Lock" }, lockBadge(ctx, p)),
-        h("td", { "data-label": "Actions" }, actions, h("div", { class: "p2-point-msg", id: `msg-${p.id}`, role: "status" })),
+        h("td", { "data-label": "Actions" }, actions, h("div", { class: `p2-point-msg ${msg ? (msg.bad ? "field-error" : "hint") : ""}`, id: `msg-${p.id}`, role: "status" }, msg ? msg.text : "")),
       );
     }
 
+    const UNIQUE_WHY = "Bytes no other restore point shares: about what deleting this point (then a reclaim) frees, before compression.";
+
+    function uniqueCell(p) {
+      const td = h("td", { "data-label": "Unique", class: "num", "data-unique": p.id, title: UNIQUE_WHY });
+      fillUniqueCell(td, p);
+      return td;
+    }
+
+    function fillUniqueCell(td, p) {
+      const u = unique.get(p.id);
+      const st = uniqueAsked.get(p.repository);
+      if (u !== undefined) td.textContent = ctx.fmt.bytes(u);
+      else if (st === "failed" || st === "done") {
+        // "done" without the point: a point newer than the statistics.
+        td.textContent = "–";
+        td.title = st === "failed" ? "The repository's statistics could not be read." : "Not counted yet: the repository's statistics are from before this point.";
+      } else td.textContent = "…";
+    }
+
+    // loadUnique fetches the statistics of the repositories of the points
+    // shown (again with fresh: after points came or went), then fills
+    // their cells in place (focus and messages stay).
+    function loadUnique(fresh) {
+      for (const r of new Set(points.map((p) => p.repository))) {
+        if (!r || (!fresh && uniqueAsked.has(r))) continue;
+        uniqueAsked.set(r, "loading");
+        ctx
+          .api("GET", `/repositories/${encodeURIComponent(r)}`)
+          .then((d) => {
+            for (const ps of (d && d.stats && d.stats.perPoint) || []) unique.set(ps.id, ps.uniqueBytes);
+            uniqueAsked.set(r, "done");
+          })
+          .catch(() => uniqueAsked.set(r, "failed"))
+          .finally(() => {
+            for (const p of points) {
+              if (p.repository !== r) continue;
+              const td = body.querySelector(`td[data-unique="${CSS.escape(p.id)}"]`);
+              if (td) fillUniqueCell(td, p);
+            }
+          });
+      }
+    }
+
     function draw() {
+      loadUnique(false);
       const list = points;
       const filtered = query().toString() !== "";
       const shown = list.length < total ? ` Showing the newest ${list.length}.` : "";
@@ -228,7 +287,27 @@ export default {
       );
     }
 
+    function lockedWhy(p) {
+      return timeLocked(p) ? `Time-locked until ${ctx.fmt.time(p.lockedUntil)}: until then no one can unlock or delete it, and retention keeps it.` : LOCKED_WHY;
+    }
+
+    // lockError says why the server refused a change to a locked point in
+    // the console's words (its message names the point's 64-digit id and
+    // an RFC 3339 time). The point was locked elsewhere meanwhile: it is
+    // read again, so that its row shows the lock (and its date).
+    async function lockError(p, e) {
+      if (!e || e.code !== "point_locked") return errorText(e);
+      try {
+        const np = await ctx.api("GET", `/restore-points/${encodeURIComponent(p.id)}`);
+        if (np && np.id) Object.assign(p, np);
+      } catch {
+        p.locked = true;
+      }
+      return timeLocked(p) ? lockedWhy(p) : `the restore point is locked. ${LOCKED_WHY}`;
+    }
+
     function say(p, text, bad) {
+      messages.set(p.id, { text, bad });
       const m = document.getElementById(`msg-${p.id}`);
       if (m) {
         m.textContent = text;
@@ -242,19 +321,22 @@ export default {
         const np = await ctx.api("POST", `/restore-points/${encodeURIComponent(p.id)}/${lock ? "lock" : "unlock"}`);
         Object.assign(p, np && np.id ? np : { locked: lock });
         p.locked = lock;
+        messages.delete(p.id);
         draw();
         status.textContent = `Restore point of ${ctx.fmt.time(p.time)} ${lock ? "locked" : "unlocked"}.`;
         const again = document.querySelector(`button[data-point="${CSS.escape(p.id)}"][data-action="${lock ? "unlock" : "lock"}"]`);
         if (again) again.focus();
       } catch (e) {
         btn.disabled = false;
-        say(p, `Could not ${lock ? "lock" : "unlock"}: ${errorText(e)}`, true);
+        const why = await lockError(p, e);
+        if (e && e.code === "point_locked") draw();
+        say(p, `Could not ${lock ? "lock" : "unlock"}: ${why}`, true);
       }
     }
 
     async function del(p) {
       if (p.locked) {
-        say(p, `Not deleted. ${LOCKED_WHY} Unlock it first.`, true);
+        say(p, timeLocked(p) ? `Not deleted. ${lockedWhy(p)}` : `Not deleted. ${LOCKED_WHY} Unlock it first.`, true);
         return;
       }
       const ok = await ctx.confirm(`Delete the restore point of ${(p.vm && p.vm.name) || "this VM"} taken ${ctx.fmt.time(p.time)}? It cannot be restored afterwards; its space is freed by the next reclaim.`, { danger: true, title: "Delete restore point?" });
@@ -270,9 +352,10 @@ export default {
       } catch (e) {
         // The server refuses a point locked meanwhile (409 point_locked).
         if (e.code === "point_locked") {
+          const why = await lockError(p, e);
           p.locked = true;
           draw();
-          say(p, `Not deleted: ${e.message}. ${LOCKED_WHY}`, true);
+          say(p, `Not deleted: ${why}`, true);
         } else say(p, `Could not delete: ${errorText(e)}`, true);
       }
     }
@@ -291,6 +374,7 @@ export default {
           const pg = await fetchPage(query(), "", Math.min(1000, Math.max(PAGE, points.length)));
           if (mine !== seq) return;
           ({ items: points, total, next } = pg);
+          loadUnique(true);
           const had = document.activeElement && document.activeElement.dataset ? { point: document.activeElement.dataset.point, action: document.activeElement.dataset.action } : null;
           draw();
           if (had && had.point) {

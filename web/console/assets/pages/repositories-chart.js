@@ -36,6 +36,36 @@ export function scaleSeries(samples, key, box, max) {
   });
 }
 
+// LABEL_CHAR is a wide estimate of one character of an 11 px chart label
+// (system-ui digits are about 6.1 px): labels are placed before the chart is
+// in the document, where nothing can be measured yet.
+const LABEL_CHAR = 6.8;
+
+// xLabels names the first sample, the last and the one in the middle of the
+// list, each under its point, leaving out the middle one where it would
+// overlap another: points bunched in time (a day of backups, then one three
+// days later) put the middle sample next to an end.
+export function xLabels(list, pts, fmtDate) {
+  if (!list.length) return [];
+  if (list.length === 1) return [{ x: pts[0][0], anchor: "middle", text: fmtDate(list[0].time) }];
+  const last = list.length - 1;
+  const label = (i, anchor) => {
+    const text = fmtDate(list[i].time);
+    const w = text.length * LABEL_CHAR;
+    const x = pts[i][0];
+    const from = anchor === "start" ? x : anchor === "end" ? x - w : x - w / 2;
+    return { x, anchor, text, from, to: from + w };
+  };
+  const out = [label(0, "start"), label(last, "end")];
+  const mid = Math.floor(last / 2);
+  if (mid > 0 && mid < last) {
+    const m = label(mid, "middle");
+    const gap = 12;
+    if (m.from >= out[0].to + gap && m.to + gap <= out[1].from && m.text !== out[0].text && m.text !== out[1].text) out.splice(1, 0, m);
+  }
+  return out.map(({ x, anchor, text }) => ({ x, anchor, text }));
+}
+
 // usageChart draws logical and stored bytes over time. fmtBytes and fmtDate
 // format axis labels. It returns the <svg> element.
 export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usage over time" } = {}) {
@@ -68,12 +98,8 @@ export function usageChart(samples, { fmtBytes, fmtDate, title = "Repository usa
   }
   svg.append(grid);
   const xl = el("g", { class: "chart-xlabels" });
-  const idx = list.length === 1 ? [0] : [0, Math.floor((list.length - 1) / 2), list.length - 1];
   const pts = scaleSeries(list, "logicalBytes", box, max);
-  for (const i of [...new Set(idx)]) {
-    const anchor = list.length === 1 ? "middle" : i === 0 ? "start" : i === list.length - 1 ? "end" : "middle";
-    xl.append(el("text", { x: pts[i][0], y: box.y + box.h + 20, "text-anchor": anchor, class: "chart-label" }, fmtDate(list[i].time)));
-  }
+  for (const l of xLabels(list, pts, fmtDate)) xl.append(el("text", { x: l.x, y: box.y + box.h + 20, "text-anchor": l.anchor, class: "chart-label" }, l.text));
   svg.append(xl);
   for (const [key, cls, label] of [
     ["logicalBytes", "series-logical", "Logical (protected data)"],

@@ -72,6 +72,13 @@ export default {
       const b = !byJob ? byPoint : !byPoint ? byJob : Date.parse(byPoint.t) > Date.parse(byJob.t) ? byPoint : byJob;
       return b ? `${fmt.time(b.t)} (${b.by})` : "never";
     }
+    // Protected means a job covers the VM (GET /vms): the words say why not.
+    function protectionWords(v) {
+      if (v.protected) return [h("span", { class: "badge badge-protected" }, "protected")];
+      if (v.adHoc) return [h("span", { class: "badge badge-warning" }, "ad hoc only"), " its restore points come from Back up now or an earlier job: no enabled job selects it, so nothing keeps them current."];
+      if (v.overdue) return [h("span", { class: "badge badge-warning" }, "overdue"), " its job has not backed it up since the job's last window."];
+      return [h("span", { class: "badge badge-unprotected" }, "not protected")];
+    }
     const dl = (rows) => h("dl", { class: "p2-dl" }, rows.filter(Boolean).flatMap(([k, v]) => [h("dt", null, k), h("dd", null, v)]));
     const cfg = last && last.config;
     const capacity = last && last.disks ? last.disks.reduce((n, d) => n + (d.capacity || 0), 0) : 0;
@@ -81,7 +88,7 @@ export default {
     const summary = h("section", { "aria-labelledby": "vm-summary-h", id: "vm-summary" },
       h("h2", { id: "vm-summary-h" }, "Summary"),
       dl([
-        ["Protection", vm.protected ? h("span", { class: "badge badge-protected" }, "protected") : h("span", { class: "badge badge-unprotected" }, "not protected")],
+        ["Protection", h("span", { id: "vm-protection" }, ...protectionWords(vm))],
         ["In vCenter", vm.inInventory ? (where || "yes") : "no longer: only its restore points remain"],
         power ? ["Power", power + (node.template ? " (template)" : "")] : null,
         cfg && cfg.guestId ? ["Guest OS", cfg.guestId] : null,
