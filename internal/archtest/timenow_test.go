@@ -43,6 +43,7 @@ var timeNowExceptions = map[string]timeNowException{
 	// Engines measure elapsed time and stamp names; they take no clock today.
 	"backup/pipeline.go":      {3, "per-disk elapsed time and progress reporting interval"},
 	"backup/engine.go":        {6, "phase durations, the restore point's name stamp, and \"every snapshot of ours\" (a cut-off a day ahead) in the sweep before a snapshot retry"},
+	"backup/probe.go":         {2, "the probe snapshot's name stamp and each probe's elapsed time"},
 	"restore/engine.go":       {3, "default Options.Now and elapsed time of a restore"},
 	"restore/disk.go":         {2, "elapsed time of a disk restore"},
 	"restore/vm.go":           {1, "elapsed time of a VM restore"},
