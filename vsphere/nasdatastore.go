@@ -268,3 +268,107 @@ func pathDir(p string) string {
 	}
 	return ""
 }
+
+// AttachExistingDisk attaches the disk file dsPath ("[ds] name.vmdk") to
+// a VM, hot-added when it runs (instant disk recovery), and returns it.
+// Nothing is created: the file is used as it is.
+func (c *Client) AttachExistingDisk(ctx context.Context, vm VMRef, dsPath string) (Disk, error) {
+	op := fmt.Sprintf("attach %s to %s", dsPath, vmLabel(vm))
+	var dp object.DatastorePath
+	if !dp.FromString(dsPath) {
+		return Disk{}, fmt.Errorf("%s: bad datastore path", op)
+	}
+	ovm := c.vmObject(vm)
+	devs, err := ovm.Device(ctx)
+	if err != nil {
+		return Disk{}, mapFault(op, err)
+	}
+	before := map[int32]bool{}
+	for _, d := range devs.SelectByType((*types.VirtualDisk)(nil)) {
+		before[d.GetVirtualDevice().Key] = true
+	}
+	ctl, err := devs.FindDiskController("scsi")
+	if err != nil {
+		return Disk{}, fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
+	}
+	v, err := c.VM(ctx, vm)
+	if err != nil {
+		return Disk{}, fmt.Errorf("%s: %w", op, err)
+	}
+	f := find.NewFinder(c.vim, false)
+	if dc, err := f.DatacenterOrDefault(ctx, v.Datacenter); err == nil {
+		f.SetDatacenter(dc)
+	}
+	ds, err := f.Datastore(ctx, dp.Datastore)
+	if err != nil {
+		return Disk{}, fmt.Errorf("%s: datastore: %w: %v", op, ErrNotFound, err)
+	}
+	disk := devs.CreateDisk(ctl, ds.Reference(), dsPath)
+	disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = nil
+	// CapacityInKB 0: govmomi's AddDevice then attaches the file as it is
+	// (no file operation).
+	if err := ovm.AddDevice(ctx, disk); err != nil {
+		return Disk{}, mapFault(op, err)
+	}
+	if v, err = c.VM(ctx, vm); err != nil {
+		return Disk{}, fmt.Errorf("%s: %w", op, err)
+	}
+	for _, d := range v.Disks {
+		if !before[d.Key] {
+			return d, nil
+		}
+	}
+	return Disk{}, fmt.Errorf("%s: the disk does not show on the VM", op)
+}
+
+// DetachDiskKeepFile removes a disk from a VM and leaves its file (an
+// instant disk recovery's disk is the export's). A disk already gone is
+// not an error.
+func (c *Client) DetachDiskKeepFile(ctx context.Context, vm VMRef, diskKey int32) error {
+	op := fmt.Sprintf("detach disk %d of %s", diskKey, vmLabel(vm))
+	ovm := c.vmObject(vm)
+	devs, err := ovm.Device(ctx)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return mapFault(op, err)
+	}
+	d := devs.FindByKey(diskKey)
+	if d == nil {
+		return nil
+	}
+	if err := ovm.RemoveDevice(ctx, true, d); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}
+
+// RelocateDisks moves some disks of a VM to the datastore ds (Storage
+// vMotion of those disks only; the VM's own files stay).
+func (c *Client) RelocateDisks(ctx context.Context, vm VMRef, datacenter, ds string, keys []int32, progress func(pct int32)) error {
+	op := fmt.Sprintf("move disks %v of %s to datastore %s", keys, vmLabel(vm), ds)
+	f := find.NewFinder(c.vim, false)
+	dc, err := f.DatacenterOrDefault(ctx, datacenter)
+	if err != nil {
+		return fmt.Errorf("%s: datacenter: %w: %v", op, ErrNotFound, err)
+	}
+	f.SetDatacenter(dc)
+	target, err := f.Datastore(ctx, ds)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
+	}
+	ref := target.Reference()
+	var spec types.VirtualMachineRelocateSpec
+	for _, k := range keys {
+		spec.Disk = append(spec.Disk, types.VirtualMachineRelocateSpecDiskLocator{DiskId: k, Datastore: ref})
+	}
+	task, err := c.vmObject(vm).Relocate(ctx, spec, types.VirtualMachineMovePriorityDefaultPriority)
+	if err != nil {
+		return mapFault(op, err)
+	}
+	if _, err := c.waitTask(ctx, task.Reference(), progress); err != nil {
+		return mapFault(op, err)
+	}
+	return nil
+}

@@ -86,6 +86,9 @@ func (s *Server) getInstant(c *gin.Context) (any, error) {
 // NIC disconnected): a copy on the production network next to the
 // original would clash with it, which needs an operator.
 func instantRole(req api.InstantRecoveryRequest) (auth.Role, string) {
+	if req.TargetVM != "" {
+		return auth.RoleOperator, "attaching disks to an existing VM (targetVm) changes that VM"
+	}
 	if !req.Isolated {
 		return auth.RoleOperator, "a VM on the network (isolated false) may clash with the original"
 	}
@@ -109,6 +112,19 @@ func (s *Server) startInstant(c *gin.Context) (any, error) {
 	// The route lets restore-only in; what the request does decides the rest.
 	if need, why := instantRole(req); !principal(c).Role.Allows(need) {
 		return nil, forbidden(need, principal(c).Role, why)
+	}
+	if req.TargetVM != "" {
+		if len(req.TargetVM) > 128 {
+			return nil, invalid("targetVm", "bad instance UUID")
+		}
+		if j := s.judge(c); j != nil && !j.allowsVM(api.VMRef{InstanceUUID: req.TargetVM}) {
+			return nil, invalid("targetVm", "no VM %s in the inventory", req.TargetVM)
+		}
+	}
+	for i, d := range req.Disks {
+		if d < 0 {
+			return nil, invalid(fmt.Sprintf("disks[%d]", i), "a disk index of the point")
+		}
 	}
 	if p := principal(c); !p.AllowsFolder(req.Folder) {
 		if req.Folder == "" {

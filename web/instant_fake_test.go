@@ -25,7 +25,7 @@ func newMemInstant(p repository.Point) *memInstant {
 	t := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	return &memInstant{sess: map[string]*api.InstantRecovery{memInstantID: {ID: memInstantID, State: "running", Point: p.ID,
 		Repository: "main", SourceVM: p.VM.Name, VM: api.VMRef{Name: p.VM.Name + "-instant", MoRef: "vm-900"},
-		NFSDatastore: "vmvault-" + memInstantID, OverlayLimit: 1 << 30, Created: t, Updated: t, Log: []string{}}}}
+		Mode: "vm", NFSDatastore: "vmvault-" + memInstantID, OverlayLimit: 1 << 30, Created: t, Updated: t, Log: []string{}}}}
 }
 
 func (m *memInstant) List(context.Context) ([]api.InstantRecovery, error) {
@@ -54,7 +54,7 @@ func (m *memInstant) Start(_ context.Context, req api.InstantRecoveryRequest, _ 
 	m.seq++
 	id := fmt.Sprintf("%012x", m.seq)
 	s := &api.InstantRecovery{ID: id, State: "running", Point: req.Point, Repository: "main", SourceVM: "vm",
-		VM: api.VMRef{Name: "vm-instant"}, NFSDatastore: "vmvault-" + id, Isolated: req.Isolated, Log: []string{}}
+		VM: api.VMRef{Name: "vm-instant"}, Mode: "vm", NFSDatastore: "vmvault-" + id, Isolated: req.Isolated, Log: []string{}}
 	m.sess[id] = s
 	rep.Logf("started %s", id)
 	out := *s

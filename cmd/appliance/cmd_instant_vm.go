@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -53,6 +54,9 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	var netMap stringList
 	fs.Var(&netMap, "network-map", "SRC=DST: put NICs of network SRC on network DST (repeatable)")
 	isolated := fs.Bool("isolated", false, "leave every NIC disconnected")
+	targetVM := fs.String("target-vm", "", "instant disk recovery: attach the point's disks to this existing VM (name, path, moref or instance UUID) instead of creating one")
+	var diskIdx stringList
+	fs.Var(&diskIdx, "disk", "with --target-vm: the point's disk index to attach (repeatable; default all)")
 	noPower := fs.Bool("no-power-on", false, "leave the VM powered off")
 	migrate := fs.String("migrate-to", "", "move the running VM to this datastore with Storage vMotion right away, then end the export and exit (the VM stays)")
 	fs.StringVar(&f.dir, "dir", "", "directory of the sessions: records, overlays (required; keep it: `instant stop` cleans up after a kill)")
@@ -86,6 +90,17 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	var disks []int
+	for _, d := range diskIdx {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%w: --disk %q: a disk index", errUsage, d)
+		}
+		disks = append(disks, n)
+	}
+	if len(disks) > 0 && *targetVM == "" {
+		return fmt.Errorf("%w: --disk goes with --target-vm", errUsage)
+	}
 	if err := rf.validate(); err != nil {
 		return err
 	}
@@ -115,7 +130,7 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer m.Close()
 	rec, err := m.Start(ctx, instantvm.StartRequest{Point: *point, Name: *name, Datacenter: *dc, Host: *host, Folder: *folder,
-		Datastore: *datastore, NetworkMap: nm, Isolated: *isolated, NoPowerOn: *noPower}, func(p string) {
+		Datastore: *datastore, NetworkMap: nm, Isolated: *isolated, NoPowerOn: *noPower, TargetVM: *targetVM, Disks: disks}, func(p string) {
 		if !*asJSON {
 			fmt.Fprintf(env.stderr, "%s\n", p)
 		}

@@ -26,6 +26,7 @@ func kind(err error) error {
 func DTO(r Record) api.InstantRecovery {
 	return api.InstantRecovery{ID: r.ID, State: r.State, Error: r.Error, Point: r.Point, Repository: r.Repository,
 		SourceVM: r.SourceVM, VM: api.VMRef{Name: r.VM.Name, InstanceUUID: r.VM.InstanceUUID, MoRef: r.VM.MoRef},
+		Mode: map[bool]string{true: "disk", false: "vm"}[r.diskMode()], Attached: r.Attached,
 		Host: r.Request.Host, NFSDatastore: r.NFS, Isolated: r.Request.Isolated, MigrateTo: r.MigrateTo, Progress: r.Progress,
 		OverlayUsed: r.OverlayUsed, OverlayLimit: r.OverlayLimit, Created: r.Created, Updated: r.Updated,
 		Warnings: r.Warnings, Log: append([]string{}, r.Log...)}
@@ -52,7 +53,8 @@ func (a API) Get(_ context.Context, id string) (api.InstantRecovery, error) {
 // Start implements web.InstantRecoveries.
 func (a API) Start(ctx context.Context, req api.InstantRecoveryRequest, by string, rep api.Reporter) (*api.InstantRecovery, error) {
 	sr := StartRequest{Point: req.Point, Name: req.Name, Datacenter: req.Datacenter, Host: req.Host, Folder: req.Folder,
-		Datastore: req.Datastore, NetworkMap: req.Networks, Isolated: req.Isolated, NoPowerOn: req.PowerOn != nil && !*req.PowerOn, By: by}
+		Datastore: req.Datastore, NetworkMap: req.Networks, Isolated: req.Isolated, NoPowerOn: req.PowerOn != nil && !*req.PowerOn, By: by,
+		TargetVM: req.TargetVM, Disks: req.Disks}
 	r, err := a.M.Start(ctx, sr, func(phase string) { rep.Progress(phase, 0, 0) })
 	if r.ID == "" {
 		return nil, kind(err)

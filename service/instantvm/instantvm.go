@@ -49,6 +49,10 @@ type VCenter interface {
 	Relocate(ctx context.Context, vm vsphere.VMRef, datacenter, ds string, progress func(int32)) error
 	UnregisterVM(ctx context.Context, vm vsphere.VMRef) (string, error)
 	DeleteDatastoreFile(ctx context.Context, datacenter, dsPath string) error
+	// Instant disk recovery.
+	AttachExistingDisk(ctx context.Context, vm vsphere.VMRef, dsPath string) (vsphere.Disk, error)
+	DetachDiskKeepFile(ctx context.Context, vm vsphere.VMRef, diskKey int32) error
+	RelocateDisks(ctx context.Context, vm vsphere.VMRef, datacenter, ds string, keys []int32, progress func(int32)) error
 }
 
 var _ VCenter = (*vsphere.Client)(nil)
@@ -101,29 +105,38 @@ type StartRequest struct {
 	NoPowerOn bool
 	// By is who asked (the audit trail).
 	By string
+	// TargetVM, when set, makes this an instant disk recovery: the
+	// point's disks (Disks: their indexes; default all) are attached from
+	// the export to this existing VM (name, path or moref) instead of a
+	// new VM being created.
+	TargetVM string `json:",omitempty"`
+	Disks    []int  `json:",omitempty"`
 }
 
 // Record is a session as stored and shown.
 type Record struct {
-	Version    int               `json:"version"`
-	ID         string            `json:"id"`
-	State      string            `json:"state"`
-	Error      string            `json:"error,omitempty"`
-	Point      string            `json:"point"`
-	Repository string            `json:"repository"`
-	SourceVM   string            `json:"sourceVm"`
-	Request    StartRequest      `json:"request"`
-	VM         vsphere.VMRef     `json:"vm"`
-	NFS        string            `json:"nfsDatastore,omitempty"`
-	Export     string            `json:"export,omitempty"`
-	MigrateTo  string            `json:"migrateTo,omitempty"`
-	Progress   int32             `json:"progress,omitempty"`
-	Created    time.Time         `json:"created"`
-	Updated    time.Time         `json:"updated"`
-	Warnings   []string          `json:"warnings,omitempty"`
-	Files      []instant.File    `json:"files,omitempty"`
-	Log        []string          `json:"log,omitempty"`
-	Extra      map[string]string `json:"extra,omitempty"`
+	Version    int           `json:"version"`
+	ID         string        `json:"id"`
+	State      string        `json:"state"`
+	Error      string        `json:"error,omitempty"`
+	Point      string        `json:"point"`
+	Repository string        `json:"repository"`
+	SourceVM   string        `json:"sourceVm"`
+	Request    StartRequest  `json:"request"`
+	VM         vsphere.VMRef `json:"vm"`
+	// Attached are the disk keys an instant disk recovery added to VM
+	// (empty for a whole-VM recovery).
+	Attached  []int32           `json:"attached,omitempty"`
+	NFS       string            `json:"nfsDatastore,omitempty"`
+	Export    string            `json:"export,omitempty"`
+	MigrateTo string            `json:"migrateTo,omitempty"`
+	Progress  int32             `json:"progress,omitempty"`
+	Created   time.Time         `json:"created"`
+	Updated   time.Time         `json:"updated"`
+	Warnings  []string          `json:"warnings,omitempty"`
+	Files     []instant.File    `json:"files,omitempty"`
+	Log       []string          `json:"log,omitempty"`
+	Extra     map[string]string `json:"extra,omitempty"`
 	// OverlayUsed and OverlayLimit are filled when shown (live).
 	OverlayUsed  int64 `json:"overlayUsed"`
 	OverlayLimit int64 `json:"overlayLimit"`
@@ -317,6 +330,9 @@ func (m *Manager) Start(ctx context.Context, req StartRequest, progress func(pha
 			return fail(fmt.Errorf("%w: disk %d of %s has no VMDK descriptor in the export", ErrInvalid, i, p.ID))
 		}
 	}
+	if req.TargetVM != "" {
+		return m.startDisks(ctx, rec, lv, files, &u, fail, report)
+	}
 	e := restore.New(lv.repo, m.vc, restore.Options{})
 	res, err := e.InstantVM(ctx, restore.InstantRequest{
 		VMRequest: restore.VMRequest{RestorePoint: p.ID, Name: req.Name, Datacenter: req.Datacenter, Folder: req.Folder,
@@ -339,6 +355,69 @@ func (m *Manager) Start(ctx context.Context, req StartRequest, progress func(pha
 	}
 	report("running")
 	return m.show(rec), nil
+}
+
+// startDisks attaches the point's disks from the export to an existing VM.
+func (m *Manager) startDisks(ctx context.Context, rec *Record, lv liveOpen, files map[int]string, u *undo,
+	fail func(error) (Record, error), report func(string)) (Record, error) {
+	req := rec.Request
+	report("attach")
+	target, err := m.findVM(ctx, req.TargetVM)
+	if err != nil {
+		return fail(fmt.Errorf("target VM %s: %w", req.TargetVM, err))
+	}
+	idxs := req.Disks
+	if len(idxs) == 0 {
+		for i := range files {
+			idxs = append(idxs, i)
+		}
+		sort.Ints(idxs)
+	}
+	m.mu.Lock()
+	rec.VM = target.VMRef
+	m.mu.Unlock()
+	for _, i := range idxs {
+		f, ok := files[i]
+		if !ok {
+			return fail(fmt.Errorf("%w: restore point %s has no disk %d", ErrInvalid, rec.Point, i))
+		}
+		d, err := m.vc.AttachExistingDisk(ctx, target.VMRef, f)
+		if err != nil {
+			return fail(err)
+		}
+		key := d.Key
+		u.push(func(ctx context.Context) error { return m.vc.DetachDiskKeepFile(ctx, target.VMRef, key) })
+		m.mu.Lock()
+		rec.Attached = append(rec.Attached, key)
+		m.mu.Unlock()
+		m.logf(rec, "disk %d attached to %s as disk %d (%s)", i, target.Name, key, f)
+	}
+	m.mu.Lock()
+	rec.Export, rec.Files = lv.sess.Export, lv.sess.Files()
+	m.mu.Unlock()
+	if err := m.setState(rec, StateRunning, "running"); err != nil {
+		return fail(err)
+	}
+	report("running")
+	return m.show(rec), nil
+}
+
+// findVM finds a VM by name, path, moref or instance UUID (the API's).
+func (m *Manager) findVM(ctx context.Context, id string) (vsphere.VM, error) {
+	v, err := m.vc.FindVM(ctx, id)
+	if err == nil {
+		return v, nil
+	}
+	notes, nerr := m.vc.VMNotes(ctx)
+	if nerr != nil {
+		return vsphere.VM{}, err
+	}
+	for _, n := range notes {
+		if n.InstanceUUID == id {
+			return m.vc.VM(ctx, n.VMRef)
+		}
+	}
+	return vsphere.VM{}, err
 }
 
 type liveOpen struct {
@@ -496,14 +575,19 @@ func (m *Manager) Migrate(ctx context.Context, id, ds string, progress func(pct 
 	if err := m.setState(rec, StateMigrating, "moving to datastore "+ds); err != nil {
 		return m.show(rec), err
 	}
-	err = m.vc.Relocate(ctx, rec.VM, rec.Request.Datacenter, ds, func(pct int32) {
+	onPct := func(pct int32) {
 		m.mu.Lock()
 		rec.Progress = pct
 		m.mu.Unlock()
 		if progress != nil {
 			progress(pct)
 		}
-	})
+	}
+	if len(rec.Attached) > 0 {
+		err = m.vc.RelocateDisks(ctx, rec.VM, rec.Request.Datacenter, ds, rec.Attached, onPct)
+	} else {
+		err = m.vc.Relocate(ctx, rec.VM, rec.Request.Datacenter, ds, onPct)
+	}
 	if err != nil {
 		m.mu.Lock()
 		rec.Error, rec.Progress = "migrate: "+err.Error(), 0
@@ -547,7 +631,34 @@ func (m *Manager) Stop(ctx context.Context, id string) (Record, error) {
 	}
 	defer m.unclaim(id)
 	var errs []error
-	if rec.VM.MoRef != "" && !m.migrated(ctx, rec) {
+	switch {
+	case rec.VM.MoRef == "" && !rec.diskMode():
+		// Killed between CreateVM and the record: find the VM by name,
+		// and only one whose disks are on our datastore.
+		name := rec.Request.Name
+		if name == "" {
+			name = rec.SourceVM + "-instant"
+		}
+		refs, err := m.vc.VMsNamed(ctx, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, r := range refs {
+			if v, err := m.vc.VM(ctx, r); err == nil && onDatastore(v, rec.NFS) {
+				errs = append(errs, restore.RemoveInstantVM(ctx, m.vc, rec.Request.Datacenter, r))
+			}
+		}
+		errs = slicesCompact(errs)
+	case rec.VM.MoRef == "" || m.migrated(ctx, rec):
+	case rec.diskMode():
+		// A disk recovery: the VM is the administrator's; only our
+		// disks come off it, their files stay the export's.
+		for _, k := range rec.Attached {
+			if err := m.vc.DetachDiskKeepFile(ctx, rec.VM, k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	default:
 		if err := restore.RemoveInstantVM(ctx, m.vc, rec.Request.Datacenter, rec.VM); err != nil {
 			errs = append(errs, err)
 		}
@@ -591,6 +702,9 @@ func (m *Manager) migrated(ctx context.Context, rec *Record) bool {
 	}
 	return true
 }
+
+// diskMode says whether the session attaches disks to an existing VM.
+func (r Record) diskMode() bool { return r.Request.TargetVM != "" }
 
 // Resume reopens the sessions a previous run left active. It returns the
 // sessions it could not bring back (each then failed, with its reason).
@@ -707,4 +821,24 @@ func Records(dir string) ([]Record, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
+}
+
+func onDatastore(v vsphere.VM, ds string) bool {
+	for _, d := range v.Disks {
+		if strings.HasPrefix(d.FileName, "["+ds+"]") {
+			return true
+		}
+	}
+	return false
+}
+
+// slicesCompact drops nil errors.
+func slicesCompact(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -264,9 +264,35 @@ func (w *labDSS) RemoveDatastore(ctx *simulator.Context, req *types.RemoveDatast
 		}
 	}
 	// vcsim keeps a moved VM in the source datastore's vm list (its
-	// RelocateVM removes the target's entry instead): nothing above uses
-	// it, so the list is stale.
+	// RelocateVM removes the target's entry instead), and detached or moved
+	// disks in the VMs' file layouts: nothing above uses the datastore, so
+	// both are stale; left, vcsim's next reconfigure of such a VM would
+	// look the gone datastore up and panic.
 	ds.Vm = nil
+	for _, ref := range ctx.Map.All("VirtualMachine") {
+		vm, ok := ctx.Map.Get(ref.Reference()).(*simulator.VirtualMachine)
+		if !ok {
+			continue
+		}
+		ctx.WithLock(vm, func() {
+			if vm.LayoutEx != nil {
+				var keep []types.VirtualMachineFileLayoutExFileInfo
+				for _, f := range vm.LayoutEx.File {
+					if !strings.HasPrefix(f.Name, prefix) {
+						keep = append(keep, f)
+					}
+				}
+				vm.LayoutEx.File = keep
+			}
+			var dss []types.ManagedObjectReference
+			for _, d := range vm.Datastore {
+				if d != ds.Self {
+					dss = append(dss, d)
+				}
+			}
+			vm.Datastore = dss
+		})
+	}
 	tref := ds.DestroyTask(ctx, &types.Destroy_Task{This: ds.Self}).(*methods.Destroy_TaskBody).Res.Returnval
 	if t, ok := ctx.Map.Get(tref).(*simulator.Task); ok {
 		t.Wait()
@@ -353,27 +379,37 @@ func (w *labVM) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task)
 // NFS into the target datastore (vcsim moves nothing) and points the disk
 // there, then lets vcsim move the rest.
 func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Task) soap.HasFault {
-	target := req.Spec.Datastore
-	disks := w.lab.nasDisks(w.VirtualMachine)
-	if target == nil || len(disks) == 0 {
-		return w.VirtualMachine.RelocateVMTask(ctx, req)
-	}
 	fail := func(f types.BaseMethodFault) soap.HasFault {
 		return &methods.RelocateVM_TaskBody{Res: &types.RelocateVM_TaskResponse{Returnval: failedTask(ctx, w.VirtualMachine, "relocateVm", f)}}
 	}
-	tds, ok := ctx.Map.Get(*target).(*simulator.Datastore)
-	if !ok {
-		return fail(&types.ManagedObjectNotFound{Obj: *target})
+	// Where each disk goes: its locator's datastore, else the spec's.
+	targetOf := func(key int32) *types.ManagedObjectReference {
+		for _, l := range req.Spec.Disk {
+			if l.DiskId == key {
+				ref := l.Datastore
+				return &ref
+			}
+		}
+		return req.Spec.Datastore
 	}
-	dir, ok := w.lab.DatastoreDir(tds.Name)
-	if !ok {
-		dir = tds.Info.GetDatastoreInfo().Url
-	}
-	vmDir := filepath.Join(dir, w.Name+"-moved-"+strconv.FormatInt(w.lab.nasSeq.Add(1), 10))
-	if err := os.MkdirAll(vmDir, 0o755); err != nil {
-		return fail(&types.CannotCreateFile{FileFault: types.FileFault{File: vmDir}})
-	}
-	for _, d := range disks {
+	moved := false
+	for _, d := range w.lab.nasDisks(w.VirtualMachine) {
+		target := targetOf(d.disk.Key)
+		if target == nil {
+			continue
+		}
+		tds, ok := ctx.Map.Get(*target).(*simulator.Datastore)
+		if !ok {
+			return fail(&types.ManagedObjectNotFound{Obj: *target})
+		}
+		dir, ok := w.lab.DatastoreDir(tds.Name)
+		if !ok {
+			dir = tds.Info.GetDatastoreInfo().Url
+		}
+		vmDir := filepath.Join(dir, w.Name+"-moved-"+strconv.FormatInt(w.lab.nasSeq.Add(1), 10))
+		if err := os.MkdirAll(vmDir, 0o755); err != nil {
+			return fail(&types.CannotCreateFile{FileFault: types.FileFault{File: vmDir}})
+		}
 		flat := flatOf(d.file)
 		size, err := d.mount.size(flat)
 		if err == nil {
@@ -404,7 +440,15 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		d.backing.FileName = fmt.Sprintf("[%s] %s/%s", tds.Name, filepath.Base(vmDir), filepath.Base(d.file))
 		ref := tds.Self
 		d.backing.Datastore = &ref
+		moved = true
 	}
-	ctx.Update(w.VirtualMachine, []types.PropertyChange{{Name: "config.hardware.device", Val: w.Config.Hardware.Device}})
+	if moved {
+		ctx.Update(w.VirtualMachine, []types.PropertyChange{{Name: "config.hardware.device", Val: w.Config.Hardware.Device}})
+	}
+	if req.Spec.Datastore == nil && len(req.Spec.Disk) > 0 {
+		// Disks only: vcsim's relocate needs nothing more (it moves no files).
+		return &methods.RelocateVM_TaskBody{Res: &types.RelocateVM_TaskResponse{Returnval: simulator.CreateTask(w.VirtualMachine, "relocateVm",
+			func(*simulator.Task) (types.AnyType, types.BaseMethodFault) { return nil, nil }).Run(ctx)}}
+	}
 	return w.VirtualMachine.RelocateVMTask(ctx, req)
 }

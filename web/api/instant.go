@@ -15,6 +15,11 @@ type InstantRecoveryRequest struct {
 	Networks   map[string]string `json:"networks,omitempty"`
 	Isolated   bool              `json:"isolated,omitempty"` // every NIC disconnected (required for restore-only)
 	PowerOn    *bool             `json:"powerOn,omitempty"`  // default true
+	// TargetVM (instance UUID), when set, attaches the point's disks
+	// (Disks: their indexes, default all) to that existing VM instead of
+	// creating one: instant disk recovery (operator).
+	TargetVM string `json:"targetVm,omitempty"`
+	Disks    []int  `json:"disks,omitempty"`
 }
 
 // InstantMigrateRequest is the body of POST /instant-recoveries/{id}/migrate.
@@ -31,6 +36,8 @@ type InstantRecovery struct {
 	Repository   string    `json:"repository"`
 	SourceVM     string    `json:"sourceVm"`
 	VM           VMRef     `json:"vm"`
+	Mode         string    `json:"mode"`               // vm or disk
+	Attached     []int32   `json:"attached,omitempty"` // disk keys added to vm (mode disk)
 	Host         string    `json:"host,omitempty"`
 	NFSDatastore string    `json:"nfsDatastore"`
 	Isolated     bool      `json:"isolated"`
