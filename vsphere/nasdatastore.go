@@ -178,7 +178,15 @@ func (c *Client) HostOf(ctx context.Context, vm VMRef) (string, error) {
 // datastore named ds (Storage vMotion) and waits, reporting the task's
 // percentage.
 func (c *Client) Relocate(ctx context.Context, vm VMRef, datacenter, ds string, progress func(pct int32)) error {
+	return c.relocate(ctx, vm, datacenter, ds, nil, progress)
+}
+
+// relocate moves the disks keys (nil: the VM's files and every disk) to ds.
+func (c *Client) relocate(ctx context.Context, vm VMRef, datacenter, ds string, keys []int32, progress func(pct int32)) error {
 	op := fmt.Sprintf("move %s to datastore %s", vmLabel(vm), ds)
+	if keys != nil {
+		op = fmt.Sprintf("move disks %v of %s to datastore %s", keys, vmLabel(vm), ds)
+	}
 	f := find.NewFinder(c.vim, false)
 	dc, err := f.DatacenterOrDefault(ctx, datacenter)
 	if err != nil {
@@ -189,14 +197,20 @@ func (c *Client) Relocate(ctx context.Context, vm VMRef, datacenter, ds string, 
 	if err != nil {
 		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
 	}
-	v, err := c.VM(ctx, vm)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
 	ref := target.Reference()
-	spec := types.VirtualMachineRelocateSpec{Datastore: &ref}
-	for _, d := range v.Disks {
-		spec.Disk = append(spec.Disk, types.VirtualMachineRelocateSpecDiskLocator{DiskId: d.Key, Datastore: ref})
+	var spec types.VirtualMachineRelocateSpec
+	if keys == nil {
+		v, err := c.VM(ctx, vm)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		spec.Datastore = &ref
+		for _, d := range v.Disks {
+			keys = append(keys, d.Key)
+		}
+	}
+	for _, k := range keys {
+		spec.Disk = append(spec.Disk, types.VirtualMachineRelocateSpecDiskLocator{DiskId: k, Datastore: ref})
 	}
 	task, err := c.vmObject(vm).Relocate(ctx, spec, types.VirtualMachineMovePriorityDefaultPriority)
 	if err != nil {
@@ -307,10 +321,17 @@ func (c *Client) AttachExistingDisk(ctx context.Context, vm VMRef, dsPath string
 	disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = nil
 	// CapacityInKB 0: govmomi's AddDevice then attaches the file as it is
 	// (no file operation).
+	return c.addDisk(ctx, op, vm, ovm, disk, before)
+}
+
+// addDisk adds disk to the VM and returns it as the VM now shows it (the
+// disk whose key was not in before).
+func (c *Client) addDisk(ctx context.Context, op string, vm VMRef, ovm *object.VirtualMachine, disk *types.VirtualDisk, before map[int32]bool) (Disk, error) {
 	if err := ovm.AddDevice(ctx, disk); err != nil {
 		return Disk{}, mapFault(op, err)
 	}
-	if v, err = c.VM(ctx, vm); err != nil {
+	v, err := c.VM(ctx, vm)
+	if err != nil {
 		return Disk{}, fmt.Errorf("%s: %w", op, err)
 	}
 	for _, d := range v.Disks {
@@ -318,7 +339,7 @@ func (c *Client) AttachExistingDisk(ctx context.Context, vm VMRef, dsPath string
 			return d, nil
 		}
 	}
-	return Disk{}, fmt.Errorf("%s: the disk does not show on the VM", op)
+	return Disk{}, fmt.Errorf("%s: the new disk does not show on the VM", op)
 }
 
 // DetachDiskKeepFile removes a disk from a VM and leaves its file (an
@@ -347,28 +368,8 @@ func (c *Client) DetachDiskKeepFile(ctx context.Context, vm VMRef, diskKey int32
 // RelocateDisks moves some disks of a VM to the datastore ds (Storage
 // vMotion of those disks only; the VM's own files stay).
 func (c *Client) RelocateDisks(ctx context.Context, vm VMRef, datacenter, ds string, keys []int32, progress func(pct int32)) error {
-	op := fmt.Sprintf("move disks %v of %s to datastore %s", keys, vmLabel(vm), ds)
-	f := find.NewFinder(c.vim, false)
-	dc, err := f.DatacenterOrDefault(ctx, datacenter)
-	if err != nil {
-		return fmt.Errorf("%s: datacenter: %w: %v", op, ErrNotFound, err)
+	if keys == nil {
+		keys = []int32{}
 	}
-	f.SetDatacenter(dc)
-	target, err := f.Datastore(ctx, ds)
-	if err != nil {
-		return fmt.Errorf("%s: %w: %v", op, ErrNotFound, err)
-	}
-	ref := target.Reference()
-	var spec types.VirtualMachineRelocateSpec
-	for _, k := range keys {
-		spec.Disk = append(spec.Disk, types.VirtualMachineRelocateSpecDiskLocator{DiskId: k, Datastore: ref})
-	}
-	task, err := c.vmObject(vm).Relocate(ctx, spec, types.VirtualMachineMovePriorityDefaultPriority)
-	if err != nil {
-		return mapFault(op, err)
-	}
-	if _, err := c.waitTask(ctx, task.Reference(), progress); err != nil {
-		return mapFault(op, err)
-	}
-	return nil
+	return c.relocate(ctx, vm, datacenter, ds, keys, progress)
 }

@@ -305,19 +305,7 @@ func (c *Client) AttachDisk(ctx context.Context, vm VMRef, spec AttachDiskSpec) 
 	disk.CapacityInBytes = spec.CapacityBytes
 	disk.CapacityInKB = (spec.CapacityBytes + 1023) / 1024
 	disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo).ThinProvisioned = types.NewBool(spec.Thin)
-	if err := ovm.AddDevice(ctx, disk); err != nil {
-		return Disk{}, mapFault(op, err)
-	}
-	v, err := c.VM(ctx, vm)
-	if err != nil {
-		return Disk{}, fmt.Errorf("%s: %w", op, err)
-	}
-	for _, d := range v.Disks {
-		if !before[d.Key] {
-			return d, nil
-		}
-	}
-	return Disk{}, fmt.Errorf("%s: the new disk does not show on the VM", op)
+	return c.addDisk(ctx, op, vm, ovm, disk, before)
 }
 
 // DetachDisk removes a disk from a VM and deletes its files (the clean-up of

@@ -159,8 +159,15 @@ func (s *Server) migrateInstant(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, ir.Point, "", "", "migrate instant recovery "+ir.ID+" to "+req.Datastore)
-	info, err := s.startTask(c, "instant-migrate", ir.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		out, err := in.Migrate(ctx, ir.ID, req.Datastore, rep)
+	return s.sessionTask(c, "instant-migrate", ir, func(ctx context.Context, rep *task.Reporter) (*api.InstantRecovery, error) {
+		return in.Migrate(ctx, ir.ID, req.Datastore, rep)
+	})
+}
+
+// sessionTask runs an action on a session as a task (202).
+func (s *Server) sessionTask(c *gin.Context, kind string, ir api.InstantRecovery, run func(context.Context, *task.Reporter) (*api.InstantRecovery, error)) (any, error) {
+	info, err := s.startTask(c, kind, ir.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
+		out, err := run(ctx, rep)
 		if out == nil {
 			return nil, err
 		}
@@ -178,15 +185,7 @@ func (s *Server) stopInstant(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, ir.Point, "", "", "stop instant recovery "+ir.ID)
-	info, err := s.startTask(c, "instant-stop", ir.Point, func(ctx context.Context, rep *task.Reporter) (any, error) {
-		out, err := in.Stop(ctx, ir.ID, rep)
-		if out == nil {
-			return nil, err
-		}
-		return out, err
+	return s.sessionTask(c, "instant-stop", ir, func(ctx context.Context, rep *task.Reporter) (*api.InstantRecovery, error) {
+		return in.Stop(ctx, ir.ID, rep)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return withStatus(http.StatusAccepted, info), nil
 }

@@ -101,34 +101,15 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	if len(disks) > 0 && *targetVM == "" {
 		return fmt.Errorf("%w: --disk goes with --target-vm", errUsage)
 	}
-	if err := rf.validate(); err != nil {
-		return err
-	}
-	cfg, err := vf.config(env)
-	if err != nil {
-		return err
-	}
 	srv, err := f.server()
 	if err != nil {
 		return err
 	}
-	r, c, closeAll, err := openRepoAndVCenter(ctx, env, rf, cfg)
+	m, sctx, closeAll, err := openInstant(ctx, env, rf, vf, srv, instantvm.Config{Dir: f.dir, Advertise: f.advertise, OverlayLimit: f.limitMiB << 20}, "repository")
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	if err := srv.Start(sctx); err != nil {
-		return err
-	}
-	defer srv.Close()
-	m, err := instantvm.New(instantvm.Config{Dir: f.dir, Advertise: f.advertise, OverlayLimit: f.limitMiB << 20, NoSync: rf.noFsync},
-		c, repos.New(map[string]*repository.Repository{"repository": r}), srv)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
 	rec, err := m.Start(ctx, instantvm.StartRequest{Point: *point, Name: *name, Datacenter: *dc, Host: *host, Folder: *folder,
 		Datastore: *datastore, NetworkMap: nm, Isolated: *isolated, NoPowerOn: *noPower, TargetVM: *targetVM, Disks: disks}, func(p string) {
 		if !*asJSON {
@@ -238,33 +219,14 @@ func runInstantStop(ctx context.Context, env *cliEnv, args []string) error {
 	if !rec.Active() {
 		return fmt.Errorf("session %s is %s: nothing to stop", *id, rec.State)
 	}
-	if err := rf.validate(); err != nil {
-		return err
-	}
-	cfg, err := vf.config(env)
-	if err != nil {
-		return err
-	}
-	r, c, closeAll, err := openRepoAndVCenter(ctx, env, rf, cfg)
+	// The export is reopened (loopback only: nothing mounts it now) so the
+	// manager owns it again, then the session is stopped.
+	srv := instant.NewServer(instant.ServerOptions{Listen: "127.0.0.1:0"})
+	m, _, closeAll, err := openInstant(ctx, env, rf, vf, srv, instantvm.Config{Dir: *dir, Advertise: "127.0.0.1"}, rec.Repository)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	// The export is reopened (loopback only: nothing mounts it now) so the
-	// manager owns it again, then the session is stopped.
-	srv := instant.NewServer(instant.ServerOptions{Listen: "127.0.0.1:0"})
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	if err := srv.Start(sctx); err != nil {
-		return err
-	}
-	defer srv.Close()
-	m, err := instantvm.New(instantvm.Config{Dir: *dir, Advertise: "127.0.0.1", NoSync: rf.noFsync}, c,
-		repos.New(map[string]*repository.Repository{rec.Repository: r}), srv)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
 	if err := m.Resume(ctx); err != nil {
 		fmt.Fprintf(env.stderr, "warning: %v\n", err)
 	}
@@ -277,4 +239,42 @@ func runInstantStop(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "%s: %s\n", st.ID, st.State)
 	return nil
+}
+
+// openInstant opens the repository (named repoName for the sessions) and
+// vCenter, starts srv and returns a session manager over them; closeAll
+// ends them in reverse. sctx outlives a cancelled ctx (stopping a session
+// after Ctrl-C needs the export and vCenter).
+func openInstant(ctx context.Context, env *cliEnv, rf *repoFlags, vf *vcenterFlags, srv *instant.Server, cfg instantvm.Config, repoName string) (*instantvm.Manager, context.Context, func(), error) {
+	if err := rf.validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	vcfg, err := vf.config(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, c, closeRV, err := openRepoAndVCenter(ctx, env, rf, vcfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if err := srv.Start(sctx); err != nil {
+		cancel()
+		closeRV()
+		return nil, nil, nil, err
+	}
+	cfg.NoSync = rf.noFsync
+	m, err := instantvm.New(cfg, c, repos.New(map[string]*repository.Repository{repoName: r}), srv)
+	if err != nil {
+		srv.Close()
+		cancel()
+		closeRV()
+		return nil, nil, nil, err
+	}
+	return m, sctx, func() {
+		m.Close()
+		srv.Close()
+		cancel()
+		closeRV()
+	}, nil
 }
