@@ -343,26 +343,14 @@ func (c *Client) addDisk(ctx context.Context, op string, vm VMRef, ovm *object.V
 }
 
 // DetachDiskKeepFile removes a disk from a VM and leaves its file (an
-// instant disk recovery's disk is the export's). A disk already gone is
-// not an error.
+// instant disk recovery's disk is the export's). A disk or VM already gone
+// is not an error.
 func (c *Client) DetachDiskKeepFile(ctx context.Context, vm VMRef, diskKey int32) error {
-	op := fmt.Sprintf("detach disk %d of %s", diskKey, vmLabel(vm))
-	ovm := c.vmObject(vm)
-	devs, err := ovm.Device(ctx)
-	if err != nil {
-		if isNotFound(err) {
-			return nil
-		}
-		return mapFault(op, err)
-	}
-	d := devs.FindByKey(diskKey)
-	if d == nil {
+	err := c.removeDisk(ctx, fmt.Sprintf("detach disk %d of %s", diskKey, vmLabel(vm)), vm, diskKey, true)
+	if isNotFound(err) {
 		return nil
 	}
-	if err := ovm.RemoveDevice(ctx, true, d); err != nil {
-		return mapFault(op, err)
-	}
-	return nil
+	return err
 }
 
 // RelocateDisks moves some disks of a VM to the datastore ds (Storage

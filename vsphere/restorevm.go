@@ -311,7 +311,12 @@ func (c *Client) AttachDisk(ctx context.Context, vm VMRef, spec AttachDiskSpec) 
 // DetachDisk removes a disk from a VM and deletes its files (the clean-up of
 // a failed single-disk restore).
 func (c *Client) DetachDisk(ctx context.Context, vm VMRef, diskKey int32) error {
-	op := fmt.Sprintf("remove disk %d of %s", diskKey, vmLabel(vm))
+	return c.removeDisk(ctx, fmt.Sprintf("remove disk %d of %s", diskKey, vmLabel(vm)), vm, diskKey, false)
+}
+
+// removeDisk removes a disk device (keepFiles: its files stay); a disk
+// already gone is not an error.
+func (c *Client) removeDisk(ctx context.Context, op string, vm VMRef, diskKey int32, keepFiles bool) error {
 	ovm := c.vmObject(vm)
 	devs, err := ovm.Device(ctx)
 	if err != nil {
@@ -321,7 +326,7 @@ func (c *Client) DetachDisk(ctx context.Context, vm VMRef, diskKey int32) error 
 	if d == nil {
 		return nil
 	}
-	if err := ovm.RemoveDevice(ctx, false, d); err != nil {
+	if err := ovm.RemoveDevice(ctx, keepFiles, d); err != nil {
 		return mapFault(op, err)
 	}
 	return nil
