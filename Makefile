@@ -28,7 +28,7 @@ build:
 
 # scripts/test.sh runs the race run beside the fuzz smoke + plain run (each
 # ends on one long package; side by side their tails overlap).
-test: test-deps vet openapi-lint versitygw
+test: test-deps vet openapi-lint versitygw prism
 	@printf '%s\n' $(RACE_PKGS) > .test-race-pkgs; printf '%s\n' $(PLAIN_PKGS) > .test-plain-pkgs
 	GO=$(GO) FUZZ_SMOKE_TIME=$(FUZZ_SMOKE_TIME) scripts/test.sh .test-race-pkgs .test-plain-pkgs; rc=$$?; rm -f .test-race-pkgs .test-plain-pkgs; exit $$rc
 
@@ -42,6 +42,19 @@ export VMVAULT_VERSITYGW := $(VERSITYGW)
 versitygw: $(VERSITYGW)
 $(VERSITYGW):
 	GOBIN=$(dir $(VERSITYGW)) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+# prism: Stoplight's validating proxy built from web/openapi.json; the
+# contract test (vcsim-tests/contract) runs the demo's API through it and
+# fails on any response the document does not describe. Installed once from
+# the npm registry into a cache outside the tree, found through VMVAULT_PRISM.
+PRISM_VERSION := 5.16.0
+PRISM_DIR := $(HOME)/.cache/vmvault/prism-$(PRISM_VERSION)
+PRISM := $(PRISM_DIR)/node_modules/.bin/prism
+export VMVAULT_PRISM := $(PRISM)
+.PHONY: prism
+prism: $(PRISM)
+$(PRISM): | test-deps
+	mkdir -p $(PRISM_DIR) && npm install --silent --no-audit --no-fund --prefix $(PRISM_DIR) @stoplight/prism-cli@$(PRISM_VERSION)
 
 # $(call install-missing,TOOLS) apt-get installs the packages of TOOLS
 # (command:package) whose command is missing (fresh Debian, as root).

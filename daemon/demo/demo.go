@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,7 +133,16 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 
+	// Instant recovery: the export on a free loopback port, which the lab's
+	// hosts mount through their NFS client (the lab has no portmapper).
+	nfsAddr, err := freeLoopbackPort()
+	if err != nil {
+		return fmt.Errorf("instant recovery port: %w", err)
+	}
+	l.SetNFSServer(nfsAddr)
+
 	cfg := &daemon.Config{
+		Instant:  &daemon.InstantConfig{Listen: nfsAddr, Portmap: "off", Advertise: "127.0.0.1", Allow: []string{"127.0.0.1/32"}},
 		Listen:   o.Listen,
 		TLS:      daemon.TLSConfig{Disable: true},
 		StateDir: filepath.Join(stateDir, "state"),
@@ -250,4 +260,14 @@ func initRepository(ctx context.Context, repoDir, passFile string) error {
 		return fmt.Errorf("init demo repository: %w", err)
 	}
 	return nil
+}
+
+// freeLoopbackPort returns a 127.0.0.1 address no one listens on now.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }
