@@ -41,7 +41,9 @@ type Config struct {
 	Backups         Backups
 	Restores        Restores
 	// Instant runs instant recoveries (nil: 501 on those routes).
-	Instant  InstantRecoveries
+	Instant InstantRecoveries
+	// Verifier verifies restore points (nil: 501).
+	Verifier Verifier
 	Settings SettingsStore
 	// Appliance edits the vCenter, SMTP and maintenance sections; nil: 501.
 	Appliance ApplianceSettings

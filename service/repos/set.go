@@ -42,6 +42,11 @@ type Set struct {
 	nextOp uint64
 	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
 	Maintenance func(ctx context.Context) ([]policy.MaintenanceState, error)
+	// Verification, if set, gives a point's latest verification (full
+	// id; nil: never verified), shown on every point the Set answers
+	// (service/verification keeps them in memory: no read per point).
+	// Set it before the Set serves.
+	Verification func(point string) *api.PointVerification
 
 	// stats is keyed by repository name and the signature of its points:
 	// a point added or removed makes a new key, so statistics are never
@@ -312,7 +317,19 @@ func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint
 	if len(pg.Items) == 0 {
 		return nil, nil
 	}
+	s.withVerification(pg.Items)
 	return pg.Items, nil
+}
+
+// withVerification fills each point's latest verification. The items
+// are copies of the index's (page copies them), so the index keeps none.
+func (s *Set) withVerification(pts []api.RestorePoint) {
+	if s.Verification == nil {
+		return
+	}
+	for i := range pts {
+		pts[i].Verification = s.Verification(pts[i].ID)
+	}
 }
 
 // find returns the repository holding a point id.
@@ -345,6 +362,9 @@ func (s *Set) Point(ctx context.Context, id string) (api.RestorePoint, error) {
 		return api.RestorePoint{}, err
 	}
 	rp := PointView(name, p)
+	if s.Verification != nil {
+		rp.Verification = s.Verification(p.ID)
+	}
 	rp.Config, err = s.pointConfig(ctx, name, p)
 	if err != nil {
 		rp.ConfigError = err.Error()

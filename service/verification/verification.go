@@ -120,7 +120,7 @@ type Config struct {
 // Request asks for one verification.
 type Request struct {
 	Point string
-	Mode  string // walk, boot or both; default boot when boot is available, else walk
+	Mode  string // walk (default), boot or both
 	// Network puts every NIC on this (isolated) port group; "" leaves
 	// every NIC disconnected.
 	Network string
@@ -253,10 +253,8 @@ func newID() string {
 // before it starts a task so that a bad request is refused at once.
 func (m *Manager) Normalize(req Request) (Request, error) {
 	if req.Mode == "" {
+		// Booting is asked for, never assumed: it runs a VM in vCenter.
 		req.Mode = ModeWalk
-		if m.CanBoot() {
-			req.Mode = ModeBoot
-		}
 	}
 	switch req.Mode {
 	case ModeWalk, ModeBoot, ModeBoth:

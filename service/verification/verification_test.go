@@ -442,12 +442,9 @@ func TestBadRequests(t *testing.T) {
 	if _, ok := e.m.Latest(pointID); ok {
 		t.Error("a bad request was recorded")
 	}
-	// The default mode is what the manager can do.
-	if r, _ := walkOnly.Normalize(Request{Point: pointID}); r.Mode != ModeWalk {
-		t.Errorf("default mode without boot: %s", r.Mode)
-	}
-	if r, _ := e.m.Normalize(Request{Point: pointID}); r.Mode != ModeBoot || r.Timeout != DefaultTimeout {
-		t.Errorf("default request with boot: %+v", r)
+	// The default mode never boots.
+	if r, _ := e.m.Normalize(Request{Point: pointID}); r.Mode != ModeWalk || r.Timeout != DefaultTimeout {
+		t.Errorf("default request: %+v", r)
 	}
 }
 
