@@ -16,7 +16,6 @@ import (
 
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/service/instantvm"
 	"github.com/vmvault/vmvault/service/verify"
 	"github.com/vmvault/vmvault/vsphere"
@@ -419,7 +418,7 @@ func (m *Manager) boot(ctx context.Context, p repository.Point, req Request, rep
 	sr := instantvm.StartRequest{Point: p.ID, Name: b.VMName, Datacenter: req.Datacenter, Host: req.Host, Folder: req.Folder,
 		Datastore: req.Datastore, Isolated: req.Network == "", By: req.By}
 	if req.Network != "" {
-		sr.NetworkMap = map[string]string{restore.AnyNetwork: req.Network}
+		sr.NetworkMap = map[string]string{instantvm.AnyNetwork: req.Network}
 	}
 	start := m.clk.Now()
 	since := func() float64 { return m.clk.Since(start).Seconds() }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/vmvault/vmvault/internal/clock"
 	"github.com/vmvault/vmvault/repository"
-	"github.com/vmvault/vmvault/restore"
 	"github.com/vmvault/vmvault/service/instantvm"
 	"github.com/vmvault/vmvault/service/verify"
 	"github.com/vmvault/vmvault/vsphere"
@@ -400,7 +399,7 @@ func TestModes(t *testing.T) {
 				st := e.boot.starts[0]
 				want := map[string]string(nil)
 				if tc.network != "" {
-					want = map[string]string{restore.AnyNetwork: tc.network}
+					want = map[string]string{instantvm.AnyNetwork: tc.network}
 				}
 				if st.Isolated != (tc.network == "") || fmt.Sprint(st.NetworkMap) != fmt.Sprint(want) {
 					t.Errorf("start %+v", st)
