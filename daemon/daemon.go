@@ -461,7 +461,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		return nil, err
 	}
 	wcfg.Verifier = verification.API{M: ver}
-	rs.Verification = verification.API{M: ver}.Latest
+	rs.SetVerification(verification.API{M: ver}.Latest)
 	if runner != nil {
 		wcfg.Backups = runner
 		pcfg := policy.Config{

@@ -133,7 +133,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	rs := repos.New(map[string]*repository.Repository{"main": repo}, repos.WithClock(clk))
 	rs.Maintenance = db.Maintenance
 	mv := newMemVerifier(clk)
-	rs.Verification = mv.latest
+	rs.SetVerification(mv.latest)
 	f.verifier = mv
 	rec := records.New(db)
 	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: rec, Inventory: f.inv, Points: rs, Repositories: rs,
