@@ -44,6 +44,7 @@ import (
 	"github.com/vmvault/vmvault/service/restores"
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/service/topology"
+	"github.com/vmvault/vmvault/service/verification"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -444,15 +445,23 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	if restorer != nil {
 		wcfg.Restores = restorer
 	}
+	var ivm *instantvm.Manager
 	if cfg.Instant != nil && client != nil {
-		m, err := d.newInstant(cfg.Instant, cfg.StateDir, client, rs, clk, log)
-		if err != nil {
+		if ivm, err = d.newInstant(cfg.Instant, cfg.StateDir, client, rs, clk, log); err != nil {
 			return nil, err
 		}
-		wcfg.Instant = instantvm.API{M: m}
+		wcfg.Instant = instantvm.API{M: ivm}
 	} else if cfg.Instant != nil {
 		log.Warn("instant recovery is configured but there is no vCenter connection: it is off")
 	}
+	// Verification walks points everywhere; it boots them only with
+	// instant recovery (the instant section and a vCenter).
+	ver, err := d.newVerification(cfg.StateDir, rs, ivm, client, clk)
+	if err != nil {
+		return nil, err
+	}
+	wcfg.Verifier = verification.API{M: ver}
+	rs.SetVerification(verification.API{M: ver}.Latest)
 	if runner != nil {
 		wcfg.Backups = runner
 		wcfg.Prober = runner

@@ -12,6 +12,8 @@ import (
 	"github.com/vmvault/vmvault/service/instant"
 	"github.com/vmvault/vmvault/service/instantvm"
 	"github.com/vmvault/vmvault/service/repos"
+	"github.com/vmvault/vmvault/service/verification"
+	"github.com/vmvault/vmvault/service/verify"
 	"github.com/vmvault/vmvault/vsphere"
 )
 
@@ -96,4 +98,19 @@ func (d *Daemon) newInstant(cfg *InstantConfig, stateDir string, client *vsphere
 	}
 	log.Info("instant recovery NFS export listening", "nfs", srv.Addr(), "portmap", srv.PortmapAddr(), "advertise", cfg.Advertise)
 	return m, nil
+}
+
+// newVerification builds restore point verification: results in
+// <state_dir>/verification; boot mode only when instant recovery runs
+// (ivm and client set), walk mode always.
+func (d *Daemon) newVerification(stateDir string, rs *repos.Set, ivm *instantvm.Manager, client *vsphere.Client, clk clock.Clock) (*verification.Manager, error) {
+	walker, err := verify.New(rs, clk)
+	if err != nil {
+		return nil, err
+	}
+	cfg := verification.Config{Dir: filepath.Join(stateDir, "verification"), Points: rs, Walker: walker, Clock: clk}
+	if ivm != nil && client != nil {
+		cfg.Boot, cfg.Guest = ivm, client
+	}
+	return verification.New(cfg)
 }

@@ -374,6 +374,8 @@ func TestFakeValidationChangesNothing(t *testing.T) {
 		{"no room", func(vc *fakeVC) { vc.free = int64(len(img)) - 1 }, VMRequest{Name: "x"}, ErrNoSpace},
 		{"name taken", func(vc *fakeVC) { vc.addVM(vsphere.VMSpec{Name: "web01"}) }, VMRequest{}, ErrNameInUse},
 		{"unknown network", func(*fakeVC) {}, VMRequest{Name: "x", NetworkMap: map[string]string{"VM Network": "nope"}}, ErrTargetNotFound},
+		// AnyNetwork maps the NIC no other key names.
+		{"any network to an unknown one", func(*fakeVC) {}, VMRequest{Name: "x", NetworkMap: map[string]string{AnyNetwork: "nope"}}, ErrTargetNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vc := newFakeVC()

@@ -14,6 +14,9 @@ import (
 	"github.com/vmvault/vmvault/vsphere"
 )
 
+// AnyNetwork is NetworkMap's key for every network no other key names.
+const AnyNetwork = "*"
+
 // VMRequest asks for a whole-VM restore. Empty placement fields take the
 // original's (from the restore point's configuration) when it still exists.
 type VMRequest struct {
@@ -32,7 +35,9 @@ type VMRequest struct {
 	// DiskDatastores overrides Datastore per restore point disk index.
 	DiskDatastores map[int]string
 	// NetworkMap maps a source network name to a target network; unmapped
-	// networks keep their name.
+	// networks keep their name. The key AnyNetwork maps every network no
+	// other key names (verification puts every NIC on one isolated port
+	// group without knowing the point's networks).
 	NetworkMap map[string]string
 	// Thin makes every disk thin; otherwise each keeps its provisioning.
 	Thin    bool
@@ -430,6 +435,8 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 			net = m
 		} else if m, ok := req.NetworkMap[srcName]; ok {
 			net = m
+		} else if m, ok := req.NetworkMap[AnyNetwork]; ok && net != "" {
+			net = m
 		}
 		if net == "" {
 			warn("NIC %q had no network; it is not restored", n.Label)
@@ -447,6 +454,9 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		spec.NICs = append(spec.NICs, vsphere.NICSpec{Network: net, Type: typ, Disconnected: req.Rehearsal || req.isolated})
 	}
 	for src := range req.NetworkMap {
+		if src == AnyNetwork {
+			continue
+		}
 		used := false
 		for _, n := range cfg.NICs {
 			used = used || n.Network == src || networkName(inv, n.Network) == src

@@ -39,6 +39,8 @@ type fixture struct {
 	inv    *policy.MemInventory
 	tokens map[auth.Role]string
 	tasks  *task.Registry
+	// verifier is the Verifier the fixture wires (Config.Verifier).
+	verifier *memVerifier
 }
 
 var testVM = policy.VM{InstanceUUID: "4210a1b2-0000-0000-0000-000000000001", Name: "web01", MoRef: "vm-42",
@@ -130,9 +132,13 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	)
 	rs := repos.New(map[string]*repository.Repository{"main": repo}, repos.WithClock(clk))
 	rs.Maintenance = db.Maintenance
+	mv := newMemVerifier(clk)
+	rs.SetVerification(mv.latest)
+	f.verifier = mv
 	rec := records.New(db)
 	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: rec, Inventory: f.inv, Points: rs, Repositories: rs,
-		Events: rec, VMStates: rec, Settings: settings, CopyJobs: newMemCopyJobs(), Instant: newMemInstant(f.points[2]), Prober: fakeProber{}}
+		Events: rec, VMStates: rec, Settings: settings, CopyJobs: newMemCopyJobs(), Instant: newMemInstant(f.points[2]), Prober: fakeProber{},
+		Verifier: mv}
 	if mod != nil {
 		mod(&cfg)
 	}

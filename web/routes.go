@@ -62,6 +62,7 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/restore-points/:id/lock", op, pid, s.lockPoint},
 		{"POST", "/api/v1/restore-points/:id/unlock", op, pid, s.unlockPoint},
 		{"DELETE", "/api/v1/restore-points/:id", adm, pid, s.deletePoint},
+		{"POST", "/api/v1/restore-points/:id/verify", ro, pid, s.verifyPoint},
 		{"GET", "/api/v1/restore-points/:id/volumes", ro, pid, s.listVolumes},
 		{"GET", "/api/v1/restore-points/:id/volumes/:vol/files", ro, pid, s.listFiles},
 		{"GET", "/api/v1/restore-points/:id/volumes/:vol/content", ro, pid, s.getContent},

@@ -386,7 +386,8 @@ func (s *Server) allowsTask(ctx context.Context, j *scopeJudge, t task.Info) boo
 		return true
 	}
 	switch t.Kind {
-	case "restore", "restore-disk":
+	case "restore", "restore-disk", "verify", "instant-recovery", "instant-migrate", "instant-stop":
+		// Their subject is the restore point.
 		rp, err := s.cfg.Points.Point(ctx, t.Subject)
 		return err == nil && j.allowsPoint(rp)
 	case "check", "reclaim":

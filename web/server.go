@@ -43,7 +43,9 @@ type Config struct {
 	// Instant runs instant recoveries (nil: 501 on those routes).
 	Instant InstantRecoveries
 	// Prober tests a VM's transports (nil: 501).
-	Prober   TransportProber
+	Prober TransportProber
+	// Verifier verifies restore points (nil: 501).
+	Verifier Verifier
 	Settings SettingsStore
 	// Appliance edits the vCenter, SMTP and maintenance sections; nil: 501.
 	Appliance ApplianceSettings

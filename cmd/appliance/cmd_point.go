@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "point verify", summary: "walk every file system of a restore point without booting it (--read-data: every file's bytes too)", run: runPointVerify})
+	register(&command{name: "point verify", summary: "walk every file system of a restore point without booting it (--read-data: every file's bytes too); --boot: instant-recover it in isolation, wait for the Tools heartbeat, probe, tear down", run: runPointVerify})
 }
 
 // pointVerifyErrors bounds the errors listed on stderr per failed volume
@@ -24,6 +24,7 @@ func runPointVerify(ctx context.Context, env *cliEnv, args []string) error {
 	point := fs.String("restore-point", "", "restore point id or unique prefix (required)")
 	readData := fs.Bool("read-data", false, "also read every regular file's data to the end (every blob it uses is verified)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	bf := addBootVerifyFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -33,6 +34,12 @@ func runPointVerify(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if *point == "" {
 		return fmt.Errorf("%w: --restore-point is required", errUsage)
+	}
+	if bf.boot {
+		return runPointVerifyBoot(ctx, env, rf, bf, *point, *readData, *asJSON)
+	}
+	if bf.used() {
+		return fmt.Errorf("%w: --port, --url, --network, --host and the NFS flags need --boot", errUsage)
 	}
 	r, err := rf.open(ctx, env)
 	if err != nil {

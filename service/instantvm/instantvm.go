@@ -21,6 +21,10 @@ import (
 	"github.com/vmvault/vmvault/vsphere"
 )
 
+// AnyNetwork is StartRequest.NetworkMap's key for every network no other
+// key names (restore.AnyNetwork): all NICs onto one port group.
+const AnyNetwork = restore.AnyNetwork
+
 // States of a session.
 const (
 	StateStarting  = "starting"

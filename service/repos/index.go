@@ -262,7 +262,9 @@ func (s *Set) PointsPage(ctx context.Context, q api.PointQuery) (api.PointPage, 
 	if err != nil {
 		return api.PointPage{}, err
 	}
-	return idx.page(q), nil
+	pg := idx.page(q)
+	s.withVerification(pg.Items)
+	return pg, nil
 }
 
 // page answers q from the index: the time bounds and the cursor are binary

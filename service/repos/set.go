@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/cache"
@@ -42,6 +43,8 @@ type Set struct {
 	nextOp uint64
 	// Maintenance, if set, adds the scheduler's maintenance progress to RepositoryInfo.
 	Maintenance func(ctx context.Context) ([]policy.MaintenanceState, error)
+	// verification gives a point's latest verification (SetVerification).
+	verification atomic.Pointer[func(point string) *api.PointVerification]
 
 	// stats is keyed by repository name and the signature of its points:
 	// a point added or removed makes a new key, so statistics are never
@@ -312,7 +315,32 @@ func (s *Set) Points(ctx context.Context, f api.PointFilter) ([]api.RestorePoint
 	if len(pg.Items) == 0 {
 		return nil, nil
 	}
+	s.withVerification(pg.Items)
 	return pg.Items, nil
+}
+
+// withVerification fills each point's latest verification. The items
+// are copies of the index's (page copies them), so the index keeps none.
+func (s *Set) withVerification(pts []api.RestorePoint) {
+	f := s.verification.Load()
+	if f == nil {
+		return
+	}
+	for i := range pts {
+		pts[i].Verification = (*f)(pts[i].ID)
+	}
+}
+
+// SetVerification makes every point the Set answers show its latest
+// verification: f gives it by full point id (nil: never verified);
+// service/verification keeps them in memory, so no file is read per
+// point. Safe while the Set serves.
+func (s *Set) SetVerification(f func(point string) *api.PointVerification) {
+	if f == nil {
+		s.verification.Store(nil)
+		return
+	}
+	s.verification.Store(&f)
 }
 
 // find returns the repository holding a point id.
@@ -345,6 +373,9 @@ func (s *Set) Point(ctx context.Context, id string) (api.RestorePoint, error) {
 		return api.RestorePoint{}, err
 	}
 	rp := PointView(name, p)
+	if f := s.verification.Load(); f != nil {
+		rp.Verification = (*f)(p.ID)
+	}
 	rp.Config, err = s.pointConfig(ctx, name, p)
 	if err != nil {
 		rp.ConfigError = err.Error()

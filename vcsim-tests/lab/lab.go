@@ -121,6 +121,8 @@ type Lab struct {
 	nasBoot  map[string]int64
 	nasTotal int64
 	nasSeq   atomic.Int64
+	// nasGuest is what a guest booted from an NFS datastore shows (SetNFSGuest).
+	nasGuest *NFSGuest
 	// lockRunning and lockedRefused: LockRunningExtents (hotadd.go).
 	lockRunning   bool
 	lockedRefused int64

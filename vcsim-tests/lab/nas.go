@@ -352,6 +352,53 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
+// NFSGuest is how the guest of a VM powered on from an NFS datastore
+// behaves once it booted, as the lab shows it (SetNFSGuest).
+type NFSGuest struct {
+	// ToolsRunning: VMware Tools start, so the heartbeat turns green;
+	// otherwise Tools stay not running and the heartbeat gray.
+	ToolsRunning bool
+	// IP is the guest.ipAddress Tools report (with ToolsRunning); tests
+	// that probe services give the address of a local listener.
+	IP string
+}
+
+// SetNFSGuest sets what the guest of every VM powered on from an NFS
+// datastore shows from its power-on on (instant recovery's VMs, which
+// vcsim creates with Tools not running); nil: vcsim's defaults (Tools not
+// running, no heartbeat, no address).
+func (l *Lab) SetNFSGuest(g *NFSGuest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g == nil {
+		l.nasGuest = nil
+		return
+	}
+	c := *g
+	l.nasGuest = &c
+}
+
+// bootGuest gives a VM's guest the state SetNFSGuest asked for.
+func (l *Lab) bootGuest(ctx *simulator.Context, vm *simulator.VirtualMachine) {
+	l.mu.Lock()
+	g := l.nasGuest
+	l.mu.Unlock()
+	if g == nil {
+		return
+	}
+	st, ts, hb, ip := types.VirtualMachineToolsRunningStatusGuestToolsNotRunning, types.VirtualMachineToolsStatusToolsNotRunning, types.ManagedEntityStatusGray, ""
+	if g.ToolsRunning {
+		st, ts, hb, ip = types.VirtualMachineToolsRunningStatusGuestToolsRunning, types.VirtualMachineToolsStatusToolsOk, types.ManagedEntityStatusGreen, g.IP
+	}
+	ctx.Update(vm, []types.PropertyChange{
+		{Name: "guest.toolsRunningStatus", Val: string(st)},
+		{Name: "guest.toolsStatus", Val: ts},
+		{Name: "guest.ipAddress", Val: ip},
+		{Name: "guestHeartbeatStatus", Val: hb},
+		{Name: "summary.quickStats.guestHeartbeatStatus", Val: hb},
+	})
+}
+
 // PowerOnVMTask reads the start of every disk the VM has on an NFS
 // datastore through NFS first, as a booting guest would; an unreadable
 // disk fails the power-on as ESXi does ("cannot open the disk").
@@ -371,6 +418,11 @@ func (w *labVM) PowerOnVMTask(ctx *simulator.Context, req *types.PowerOnVM_Task)
 			return &methods.PowerOnVM_TaskBody{Res: &types.PowerOnVM_TaskResponse{
 				Returnval: failedTask(ctx, w.VirtualMachine, "powerOn", &types.FileNotFound{FileFault: types.FileFault{File: d.backing.FileName, VimFault: types.VimFault{MethodFault: types.MethodFault{FaultMessage: []types.LocalizableMessage{{Message: msg}}}}}})}}
 		}
+	}
+	if len(w.lab.nasDisks(w.VirtualMachine)) > 0 && w.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		// Before the power-on task runs (it updates the VM in its own
+		// goroutine): the guest "boots" as the power-on completes.
+		w.lab.bootGuest(ctx, w.VirtualMachine)
 	}
 	return w.VirtualMachine.PowerOnVMTask(ctx, req)
 }

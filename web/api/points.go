@@ -34,6 +34,9 @@ type RestorePoint struct {
 	// why it got less, if it did. Absent for points written before it was
 	// recorded.
 	Quiesce *PointQuiesce `json:"quiesce,omitempty"`
+	// Verification is the point's latest verification (POST
+	// /restore-points/{id}/verify); absent when it was never verified.
+	Verification *PointVerification `json:"verification,omitempty"`
 }
 
 // PointQuiesce is what a backup asked of the guest and what it obtained.
