@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,9 @@ type Options struct {
 	VMs      int           // sample VMs
 	Churn    time.Duration // how often each sample VM writes; 0 disables
 	DiskSize int64         // bytes per sample disk
+	// Instant serves instant VM recovery: the daemon's NFS export on a
+	// free loopback port (no portmapper), which the lab's hosts mount.
+	Instant bool
 
 	// The daemon's streams and environment. $VMVAULT_ADMIN_PASSWORD, when
 	// set, is the administrator's password.
@@ -143,6 +147,16 @@ func Run(ctx context.Context, o Options) (err error) {
 		Repositories: []daemon.RepoConfig{{Name: RepoName, Path: repoDir, PassphraseFile: passFile}},
 		Maintenance:  daemon.MaintenanceConfig{Window: &policy.Window{Days: everyDay(policy.Range{Start: 3 * 60, End: 5 * 60}), Location: time.UTC}},
 	}
+	if o.Instant {
+		nfs, err := freeLoopbackPort()
+		if err != nil {
+			return fmt.Errorf("instant recovery: %w", err)
+		}
+		// The lab has no portmapper on port 111: its hosts mount at the
+		// NFS port SetNFSServer names.
+		cfg.Instant = &daemon.InstantConfig{Listen: nfs, Portmap: "off", Advertise: "127.0.0.1", Allow: []string{"127.0.0.1/32"}}
+		l.SetNFSServer(nfs)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -195,6 +209,20 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Stopped(l)
 	}
 	return err
+}
+
+// freeLoopbackPort returns a loopback address with a port free now: the
+// lab must know the NFS port before the daemon listens on it.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", err
+	}
+	return addr, nil
 }
 
 func everyDay(r policy.Range) [7][]policy.Range {
