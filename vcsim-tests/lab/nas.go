@@ -405,6 +405,24 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		ref := tds.Self
 		d.backing.Datastore = &ref
 	}
+	// vcsim's relocation leaves LayoutEx listing the files it had on the
+	// NFS datastores (its TODO); once they are unmounted, the next
+	// reconfigure of the VM (enabling CBT to back it up, say) would look
+	// the datastore up and crash vcsim. The base call below re-lists the
+	// disks where they are now.
+	from := map[string]bool{}
+	for _, d := range disks {
+		from[d.mount.name] = true
+	}
+	var files []types.VirtualMachineFileLayoutExFileInfo
+	for _, f := range w.LayoutEx.File {
+		var p object.DatastorePath
+		if p.FromString(f.Name) && from[p.Datastore] {
+			continue
+		}
+		files = append(files, f)
+	}
+	w.LayoutEx.File = files
 	ctx.Update(w.VirtualMachine, []types.PropertyChange{{Name: "config.hardware.device", Val: w.Config.Hardware.Device}})
 	return w.VirtualMachine.RelocateVMTask(ctx, req)
 }

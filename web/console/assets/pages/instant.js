@@ -31,13 +31,13 @@ function badge(state) {
 }
 
 // overlayCell is a meter of the overlay's use with the words beside it
-// (colour is never the only signal).
-function overlayCell(ctx, s) {
+// (colour is never the only signal); ctx needs fmt and nothing else.
+export function overlayCell(ctx, s) {
   const used = s.overlayUsedBytes || 0;
   const limit = s.overlayLimitBytes || 0;
   const level = overlayLevel(used, limit);
   if (!level) return h("span", { class: "hint" }, "no overlay");
-  const pct = Math.min(100, Math.round((used / limit) * 100));
+  const pct = Math.min(100, Math.floor((used / limit) * 100));
   const bar = h("span", { class: "p2-ir-bar", "aria-hidden": "true" }, h("span", { class: "p2-ir-fill" }));
   // The width is set from the module (CSP allows el.style, not style="").
   bar.firstChild.style.width = `${pct}%`;
@@ -256,10 +256,10 @@ export default {
             "!Instant recovery sessions",
             [
               { label: "Source VM", cell: (s) => s.sourceVm || "" },
-              { label: "VM", cell: (s) => h("span", { class: "mono", "data-session": s.id }, (s.vm && s.vm.name) || "") },
+              { label: "VM", class: "p2-ir-vm", cell: (s) => (s.vm && s.vm.name) || "" },
               { label: "State", cell: (s) => stateCell(ctx, s) },
-              { label: "Host", cell: (s) => (s.host ? s.host.split("/").pop() : "the only host") },
-              { label: "NFS datastore", cell: (s) => h("span", { class: "mono" }, s.nfsDatastore || "") },
+              { label: "Host", class: "nowrap", cell: (s) => (s.host ? s.host.split("/").pop() : "the only host") },
+              { label: "NFS datastore", cell: (s) => h("span", { class: "mono p2-ir-nfs" }, s.nfsDatastore || "") },
               { label: "Overlay", cell: (s) => overlayCell(ctx, s) },
               { label: "Created", cell: (s) => ctx.fmt.time(s.created) },
               { label: "Actions", cell: (s) => actions(s) },

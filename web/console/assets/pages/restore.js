@@ -221,16 +221,20 @@ export default {
       out.push(
         h(
           "div",
-          { class: "field p2-check" },
-          h("input", { type: "checkbox", id: "instant-isolated", name: "isolated", checked: isolated, disabled: operator ? null : true, "aria-describedby": "instant-isolated-hint" }),
-          h("label", { for: "instant-isolated" }, "Isolated (network adapters disconnected)"),
-        ),
-        h(
-          "p",
-          { class: operator ? "hint" : "hint notice", id: "instant-isolated-hint" },
-          operator
-            ? "The VM starts with every network adapter disconnected: a copy on the network next to the original would clash with it. Connect them in vCenter when you are ready."
-            : "Your role (restore-only) may start an instant recovery only isolated, every network adapter disconnected: a copy on the network could clash with the original VM. An operator can connect it.",
+          { class: "field" },
+          h(
+            "div",
+            { class: "p2-check p2-ir-check" },
+            h("input", { type: "checkbox", id: "instant-isolated", name: "isolated", checked: isolated, disabled: operator ? null : true, "aria-describedby": "instant-isolated-hint" }),
+            h("label", { for: "instant-isolated" }, "Isolated (network adapters disconnected)"),
+          ),
+          h(
+            "p",
+            { class: operator ? "hint" : "hint notice", id: "instant-isolated-hint" },
+            operator
+              ? "Ticked, the VM starts with every network adapter disconnected: a copy on the network next to a running original would clash with it (the same addresses). Connect them in vCenter when you are ready."
+              : "Your role (restore-only) may start an instant recovery only isolated, every network adapter disconnected: a copy on the network could clash with the original VM. An operator can connect it later.",
+          ),
         ),
         h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "instant-poweron", name: "powerOn", checked: st.irPowerOn ?? true }), h("label", { for: "instant-poweron" }, "Power the VM on")),
       );
