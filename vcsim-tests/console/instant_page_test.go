@@ -280,7 +280,9 @@ func TestInstantRecoveryWizardAndPage(t *testing.T) {
 	}
 }
 
-// TestInstantOverlayBar renders the overlay cell for made-up sessions: up
+// TestInstantOverlayBar renders the overlay and state cells for made-up
+// sessions (a migrating one with its progress, a failed one with its
+// error; the lab moves a VM too fast to see it migrating): up
 // to 80 % it is the ordinary colour, above it the warning colour with
 // "nearly full", at the limit red with "full"; the word is there besides
 // the colour.
@@ -302,10 +304,20 @@ func TestInstantOverlayBar(t *testing.T) {
 			el.remove();
 		}
 		out.push(String(m.overlayCell({fmt, h}, {overlayUsedBytes: 0, overlayLimitBytes: 0}).textContent));
+		const cell = (s) => { const d = h("div", null, m.stateCell({fmt, h}, s)); document.querySelector("main").append(d); const p = d.querySelector("progress");
+			const r = [d.textContent, p ? p.value + "/" + p.max + " " + document.querySelector("label[for='" + p.id + "']").textContent : "no bar"].join("|"); d.remove(); return r; };
+		out.push(cell({id: "m1", state: "migrating", progress: 42, migrateTo: "LocalDS_0", vm: {name: "web-01-instant"}}));
+		out.push(cell({id: "f1", state: "failed", error: "mount NFS: host unreachable", vm: {name: "x"}}));
 		return out;
 	})()`)
-	if len(got) != 6 {
+	if len(got) != 8 {
 		t.Fatalf("cells %v", got)
+	}
+	if want := "migrating 42% to LocalDS_0|42/100 Moving web-01-instant to LocalDS_0"; !strings.Contains(got[6], "42% to LocalDS_0") || !strings.HasSuffix(got[6], "|42/100 Moving web-01-instant to LocalDS_0") {
+		t.Errorf("a migrating session's state cell: %q, want like %q", got[6], want)
+	}
+	if !strings.Contains(got[7], "failed") || !strings.Contains(got[7], "mount NFS: host unreachable") || !strings.HasSuffix(got[7], "|no bar") {
+		t.Errorf("a failed session's state cell: %q", got[7])
 	}
 	colour := func(i int) string { return strings.Split(got[i], "|")[2] }
 	for i, want := range []struct{ level, pct, words string }{

@@ -50,7 +50,9 @@ export function overlayCell(ctx, s) {
   );
 }
 
-function stateCell(ctx, s) {
+// stateCell is a session's state word with what goes with it: isolated,
+// the move's progress while migrating, the error of a failed one.
+export function stateCell(ctx, s) {
   const out = [badge(s.state)];
   if (s.isolated && ACTIVE.has(s.state)) out.push(h("span", { class: "hint p2-block" }, "isolated"));
   if (s.state === "migrating") {
