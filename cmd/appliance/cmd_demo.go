@@ -27,6 +27,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&o.StateDir, "state", "", "keep the demo's repository and database in `DIR` (default: a temporary directory removed on exit)")
 	fs.IntVar(&o.VMs, "vms", 3, "number of sample VMs (web-01, db-01, files-01, then app-01 on GPT+LVM+XFS and win-01 on GPT+NTFS, which need root, web-02, ...)")
 	fs.DurationVar(&o.Churn, "churn", demo.DefaultChurn, "how often each sample VM writes a little data (0 disables)")
+	fs.BoolVar(&o.Instant, "instant", true, "serve instant VM recovery (the NFS export on a free loopback port, mounted by the lab's hosts)")
 	diskMiB := fs.Int("disk-mib", 64, "size of each sample VM's disk in MiB")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

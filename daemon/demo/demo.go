@@ -52,6 +52,9 @@ type Options struct {
 	VMs      int           // sample VMs
 	Churn    time.Duration // how often each sample VM writes; 0 disables
 	DiskSize int64         // bytes per sample disk
+	// Instant serves instant VM recovery: the daemon's NFS export on a
+	// free loopback port (no portmapper), which the lab's hosts mount.
+	Instant bool
 
 	// The daemon's streams and environment. $VMVAULT_ADMIN_PASSWORD, when
 	// set, is the administrator's password.
@@ -133,16 +136,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 
-	// Instant recovery: the export on a free loopback port, which the lab's
-	// hosts mount through their NFS client (the lab has no portmapper).
-	nfsAddr, err := freeLoopbackPort()
-	if err != nil {
-		return fmt.Errorf("instant recovery port: %w", err)
-	}
-	l.SetNFSServer(nfsAddr)
-
 	cfg := &daemon.Config{
-		Instant:  &daemon.InstantConfig{Listen: nfsAddr, Portmap: "off", Advertise: "127.0.0.1", Allow: []string{"127.0.0.1/32"}},
 		Listen:   o.Listen,
 		TLS:      daemon.TLSConfig{Disable: true},
 		StateDir: filepath.Join(stateDir, "state"),
@@ -152,6 +146,16 @@ func Run(ctx context.Context, o Options) (err error) {
 			Thumbprint: l.Thumbprint()},
 		Repositories: []daemon.RepoConfig{{Name: RepoName, Path: repoDir, PassphraseFile: passFile}},
 		Maintenance:  daemon.MaintenanceConfig{Window: &policy.Window{Days: everyDay(policy.Range{Start: 3 * 60, End: 5 * 60}), Location: time.UTC}},
+	}
+	if o.Instant {
+		nfs, err := freeLoopbackPort()
+		if err != nil {
+			return fmt.Errorf("instant recovery: %w", err)
+		}
+		// The lab has no portmapper on port 111: its hosts mount at the
+		// NFS port SetNFSServer names.
+		cfg.Instant = &daemon.InstantConfig{Listen: nfs, Portmap: "off", Advertise: "127.0.0.1", Allow: []string{"127.0.0.1/32"}}
+		l.SetNFSServer(nfs)
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -207,6 +211,20 @@ func Run(ctx context.Context, o Options) (err error) {
 	return err
 }
 
+// freeLoopbackPort returns a loopback address with a port free now: the
+// lab must know the NFS port before the daemon listens on it.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", err
+	}
+	return addr, nil
+}
+
 func everyDay(r policy.Range) [7][]policy.Range {
 	var d [7][]policy.Range
 	for i := range d {
@@ -260,14 +278,4 @@ func initRepository(ctx context.Context, repoDir, passFile string) error {
 		return fmt.Errorf("init demo repository: %w", err)
 	}
 	return nil
-}
-
-// freeLoopbackPort returns a 127.0.0.1 address no one listens on now.
-func freeLoopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }

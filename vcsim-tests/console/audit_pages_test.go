@@ -223,6 +223,7 @@ func TestAuditEveryPage(t *testing.T) {
 		{"#/jobs", "#jobs-table"},
 		{"#/jobs/" + ids.job, ".p2-history .p2-run, .p2-history .empty"},
 		{"#/restore-points", ".p2-vm-group"},
+		{"#/instant-recoveries", "#instant-list table, #instant-list .empty"},
 		{"#/repositories", "#repositories-table"},
 		{"#/repositories/demo", ".usage-chart"},
 		{"#/files", "#files-search"},

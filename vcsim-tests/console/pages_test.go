@@ -203,6 +203,7 @@ func TestViewports(t *testing.T) {
 		{"#/jobs/" + job, ".p2-history .p2-run, .p2-history .empty"},
 		{"#/job-wizard", "#job-name"},
 		{"#/restore", "input[name=vm]"},
+		{"#/instant-recoveries", "#instant-list table, #instant-list .empty"},
 		{"#/restore-points", ".p2-vm-group"},
 		{"#/repositories", "#repositories-table"},
 		{"#/repositories/" + repo, ".usage-chart"},

@@ -173,6 +173,13 @@ func TestInstantRecoveryMigrate(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(e.dir, rec.ID)); len(ents) != 1 {
 		t.Fatalf("session directory keeps more than its record: %v", ents)
 	}
+	// In production now, it backs up like any VM (CBT enabled by a
+	// reconfigure, a snapshot), the NFS datastore it ran from gone.
+	be := backup.NewEngine(backup.FromClient(e.c, vsphere.ReaderOptions{}), backup.RepoStore(e.r),
+		backup.EngineOptions{Workers: 2, RemoveBackoff: 5 * time.Millisecond, RemoveTimeout: 30 * time.Second})
+	if _, err := be.BackupVM(ctx, backup.Request{VM: rec.VM.Name, Quiesce: backup.QuiescePrefer}); err != nil {
+		t.Fatalf("backup of the migrated VM: %v", err)
+	}
 }
 
 // TestInstantRecoveryStopAcrossRestart: a running session survives an

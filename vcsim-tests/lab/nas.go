@@ -445,6 +445,10 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		return req.Spec.Datastore
 	}
 	moved := false
+	var nasBefore []string
+	for _, d := range w.lab.nasDisks(w.VirtualMachine) {
+		nasBefore = append(nasBefore, d.mount.name)
+	}
 	for _, d := range w.lab.nasDisks(w.VirtualMachine) {
 		target := targetOf(d.disk.Key)
 		if target == nil {
@@ -495,6 +499,26 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		moved = true
 	}
 	if moved {
+		// vcsim's relocation leaves LayoutEx listing the files it had on
+		// the NFS datastores (its TODO); once they are unmounted, the next
+		// reconfigure of the VM (enabling CBT to back it up, say) would look
+		// the datastore up and crash vcsim.
+		from := map[string]bool{}
+		for _, d := range w.lab.nasDisks(w.VirtualMachine) {
+			from[d.mount.name] = true
+		}
+		for _, d := range nasBefore {
+			from[d] = true
+		}
+		var files []types.VirtualMachineFileLayoutExFileInfo
+		for _, f := range w.LayoutEx.File {
+			var p object.DatastorePath
+			if p.FromString(f.Name) && from[p.Datastore] && !stillUsed(w.VirtualMachine, f.Name) {
+				continue
+			}
+			files = append(files, f)
+		}
+		w.LayoutEx.File = files
 		ctx.Update(w.VirtualMachine, []types.PropertyChange{{Name: "config.hardware.device", Val: w.Config.Hardware.Device}})
 	}
 	if req.Spec.Datastore == nil && len(req.Spec.Disk) > 0 {
@@ -503,4 +527,19 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 			func(*simulator.Task) (types.AnyType, types.BaseMethodFault) { return nil, nil }).Run(ctx)}}
 	}
 	return w.VirtualMachine.RelocateVMTask(ctx, req)
+}
+
+// stillUsed says whether a disk of the VM still has its backing (or its
+// flat extent) at the datastore path name.
+func stillUsed(vm *simulator.VirtualMachine, name string) bool {
+	for _, d := range vm.Config.Hardware.Device {
+		if vd, ok := d.(*types.VirtualDisk); ok {
+			if b, ok := vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+				if b.FileName == name || flatOf(b.FileName) == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -104,7 +104,8 @@ export function taskTitle(t) {
   // A restore's subject is its point's 64-digit id: the VM's name when the
   // result names it, else the id's first digits.
   if (/^[0-9a-f]{32,}$/i.test(subj)) {
-    const r = Array.isArray(t.result) ? t.result.find(x => x && x.name) : (t.result && (t.result.vmName || t.result.name));
+    // An instant recovery's result (a session) names its source VM.
+    const r = Array.isArray(t.result) ? t.result.find(x => x && x.name) : (t.result && (t.result.vmName || t.result.name || t.result.sourceVm));
     subj = typeof r === "string" ? r : r && r.name ? r.name : `point ${fmt.shortId(subj)}`;
   }
   let kind = t.kind || "task";
@@ -112,6 +113,8 @@ export function taskTitle(t) {
   // restores of web-01 are "restore web-01" and "restore web-01 as web-01-copy".
   const made = t.kind === "restore" && t.result && !Array.isArray(t.result) && (t.result.mode === "new" || t.result.mode === "rehearsal") && t.result.vm && t.result.vm.name;
   if (made && made !== subj) return `restore ${subj} as ${made}`;
+  const instantVM = t.kind === "instant-recovery" && t.result && t.result.vm && t.result.vm.name;
+  if (instantVM && instantVM !== subj) return `instant recovery ${subj} as ${instantVM}`;
   // A full check reads and verifies every blob: it must not look like a quick one.
   if (kind === "check" && checkMode(t) === "full") kind = "full check";
   return `${kind} ${subj}`.trim();

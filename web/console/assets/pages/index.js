@@ -15,6 +15,7 @@ import files from "./files.js";
 import vm from "./vm.js";
 import approvals from "./approvals.js";
 import copyjobs from "./copyjobs.js";
+import instant from "./instant.js";
 
 export default [
   dashboard,
@@ -22,6 +23,7 @@ export default [
   jobs,
   jobwizard,
   restore,
+  instant,
   files,
   points,
   approvals,

@@ -2,7 +2,9 @@
 // choose a VM (also one deleted from vCenter), a restore point on a timeline
 // grouped by day, the kind of restore, the target (datacenter, folder,
 // compute, datastore with free space, network mapping), a summary, then the
-// live progress and the result with the new VM's name.
+// live progress and the result with the new VM's name. Instant recovery
+// runs the VM from the point through the appliance's NFS export instead
+// (POST /instant-recoveries); its sessions are on #/instant-recoveries.
 import { ensureCSS, pick, taskOf, watchTask, errorText } from "./jobs-common.js";
 import { groupByDay, consistency, pointVM, vmChoices, pointSize, datastoreFit } from "./restore-timeline.js";
 
@@ -10,6 +12,7 @@ const MODES = [
   { id: "new", title: "Restore as a new VM", text: "Creates a new VM from the restore point next to the original. Nothing existing is touched." },
   { id: "original", title: "Restore over the original VM", text: "Overwrites the original VM's disks with the restore point. Everything written since is lost.", danger: true },
   { id: "rehearsal", title: "Rehearsal", text: "Restores a disconnected copy (NICs not connected) to prove the point restores, then leaves it for you to inspect and delete." },
+  { id: "instant", title: "Instant recovery", text: "Runs the VM straight from the restore point in about a minute: the host mounts the point from the appliance over NFS and the VM starts from it; what it writes goes to an overlay on the appliance. Move it to production later (Storage vMotion while it runs) or stop it." },
   { id: "disk", title: "Single disk", text: "Restores one disk of the point and attaches it to a VM of your choice." },
   { id: "files", title: "Restore files", text: "Browse the point's file systems and download single files, folders or a selection as a zip. Nothing is restored to vSphere." },
 ];
@@ -172,11 +175,79 @@ export default {
           "fieldset",
           { class: "p2-fieldset", "data-field": "networks", id: "restore-networks" },
           h("legend", null, "Network mapping"),
-          h("p", { class: "hint" }, st.mode === "rehearsal" ? "Each network the VM's adapters were on, and the network to put them on (a rehearsal leaves them disconnected)." : "Each network the VM's adapters were on, and the network to connect them to."),
+          h("p", { class: "hint" }, st.mode === "rehearsal" ? "Each network the VM's adapters were on, and the network to put them on (a rehearsal leaves them disconnected)." : st.mode === "instant" ? "Each network the VM's adapters were on, and the network to put them on (isolated, they stay disconnected)." : "Each network the VM's adapters were on, and the network to connect them to."),
           rows,
         ),
       );
       return out;
+    }
+
+    // instantParts are the target step's fields of an instant recovery: where
+    // the VM runs (datacenter, folder, the host that mounts the export), the
+    // datastore of its own files, the network mapping, isolation, power on.
+    function instantParts(dcs, sel) {
+      const out = [];
+      const dc = dcs.find((d) => d.name === st.datacenter) || dcs[0];
+      if (dc) {
+        st.datacenter = dc.name;
+        out.push(sel("datacenter", "restore-dc", "Datacenter", dcs.map((d) => h("option", { value: d.name, selected: d.name === dc.name }, d.name))));
+        out.push(sel("folder", "restore-folder", "VM folder", [h("option", { value: "" }, "Default (the datacenter's VM folder)"), ...(dc.folders || []).map((x) => h("option", { value: x, selected: st.folder === x }, x))]));
+        const hosts = (dc.compute || []).filter((c) => c.type === "host");
+        const hostField = sel(
+          "host",
+          "instant-host",
+          "Host",
+          [h("option", { value: "" }, hosts.length > 1 ? "Choose a host…" : "Default (the only host)"), ...hosts.map((c) => h("option", { value: c.path || c.name, selected: st.host === (c.path || c.name) }, c.name))],
+          "It mounts the restore point from the appliance as an NFS datastore and runs the VM.",
+        );
+        hostField.querySelector("select").dataset.required = String(hosts.length > 1);
+        out.push(hostField);
+        out.push(
+          sel(
+            "datastore",
+            "instant-ds",
+            "Datastore for the VM's own files",
+            [h("option", { value: "" }, "Default (the first disk's original datastore)"), ...(dc.datastores || []).filter((d) => !/^vmvault-/.test(d.name)).map((d) => h("option", { value: d.name, selected: st.datastore === d.name }, `${d.name} — ${ctx.fmt.bytes(d.free)} free`))],
+            "Only its configuration, log and swap file: the disks stay on the appliance until you move the VM to production.",
+          ),
+        );
+        out.push(...networkParts(dc));
+      }
+      const operator = ctx.can("operator");
+      const inInv = (choices.find((c) => c.key === st.vm) || {}).inInventory;
+      // A copy on the network next to a running original would clash with
+      // it (same addresses): isolated unless the original is gone.
+      const isolated = !operator || (st.isolated ?? !!inInv);
+      out.push(
+        h(
+          "div",
+          { class: "field" },
+          h(
+            "div",
+            { class: "p2-check p2-ir-check" },
+            h("input", { type: "checkbox", id: "instant-isolated", name: "isolated", checked: isolated, disabled: operator ? null : true, "aria-describedby": "instant-isolated-hint" }),
+            h("label", { for: "instant-isolated" }, "Isolated (network adapters disconnected)"),
+          ),
+          h(
+            "p",
+            { class: operator ? "hint" : "hint notice", id: "instant-isolated-hint" },
+            operator
+              ? "Ticked, the VM starts with every network adapter disconnected: a copy on the network next to a running original would clash with it (the same addresses). Connect them in vCenter when you are ready."
+              : "Your role (restore-only) may start an instant recovery only isolated, every network adapter disconnected: a copy on the network could clash with the original VM. An operator can connect it later.",
+          ),
+        ),
+        h("div", { class: "field p2-check" }, h("input", { type: "checkbox", id: "instant-poweron", name: "powerOn", checked: st.irPowerOn ?? true }), h("label", { for: "instant-poweron" }, "Power the VM on")),
+      );
+      return out;
+    }
+
+    function instantSummary(add) {
+      add("VM name", st.name);
+      add("Datacenter", st.datacenter || "the default datacenter");
+      add("Folder", st.folder || "the datacenter's VM folder");
+      add("Host", st.host ? st.host.split("/").pop() : "the only host");
+      add("VM files on", st.datastore || "the first disk's original datastore");
+      add("Disks", "run from the appliance's NFS export (writes go to an overlay on the appliance)");
     }
 
     const render = {
@@ -273,6 +344,7 @@ export default {
         const mayOverwrite = ctx.can("operator");
         const blocked = (m) => m.id === "original" && (!inInv || !mayOverwrite);
         const why = (m) => (!inInv ? "Not possible: the original VM is no longer in vCenter." : "Needs the operator role: restoring over the original VM overwrites it.");
+        const text = (m) => (m.id === "instant" && !mayOverwrite ? `${m.text} Your role starts it isolated (network adapters disconnected).` : m.text);
         f.replaceChildren(
           h(
             "fieldset",
@@ -283,7 +355,7 @@ export default {
                 "div",
                 { class: "p2-radio" },
                 h("input", { type: "radio", name: "mode", id: `mode-${m.id}`, value: m.id, checked: st.mode === m.id, disabled: blocked(m) ? true : null }),
-                h("label", { for: `mode-${m.id}` }, h("strong", null, m.title), h("span", { class: "hint p2-block" }, blocked(m) ? why(m) : m.text)),
+                h("label", { for: `mode-${m.id}` }, h("strong", null, m.title), h("span", { class: "hint p2-block" }, blocked(m) ? why(m) : text(m))),
               ),
             ),
           ),
@@ -292,6 +364,8 @@ export default {
         bind("mode", () => {
           const c = f.querySelector("input[name=mode]:checked");
           if (!c) return fieldErr(f, [{ field: "mode", message: "Choose what to do." }]);
+          // Each kind has its own default name ("-restored", "-instant").
+          if (st.mode !== c.value) st.name = undefined;
           st.mode = c.value;
           if (st.mode === "files") return ctx.navigate(`#/files?point=${encodeURIComponent(st.point.id)}`);
           show("target");
@@ -353,12 +427,13 @@ export default {
             h(
               "div",
               { class: "field" },
-              h("label", { for: "restore-name" }, st.mode === "rehearsal" ? "Name of the rehearsal VM (optional; the appliance appends -rehearsal- and the time)" : "Name of the new VM"),
-              h("input", { id: "restore-name", name: "name", autocomplete: "off", spellcheck: "false", value: st.name ?? (st.mode === "new" ? `${vmName}-restored` : "") }),
+              h("label", { for: "restore-name" }, st.mode === "rehearsal" ? "Name of the rehearsal VM (optional; the appliance appends -rehearsal- and the time)" : st.mode === "instant" ? "Name of the VM" : "Name of the new VM"),
+              h("input", { id: "restore-name", name: "name", autocomplete: "off", spellcheck: "false", value: st.name ?? (st.mode === "new" ? `${vmName}-restored` : st.mode === "instant" ? `${vmName}-instant` : "") }),
             ),
           );
         }
-        if (st.mode !== "original" && dcs.length) {
+        if (st.mode === "instant") parts.push(...instantParts(dcs, sel));
+        else if (st.mode !== "original" && dcs.length) {
           const dc = dcs.find((d) => d.name === st.datacenter) || dcs[0];
           st.datacenter = dc.name;
           if (st.mode !== "disk") {
@@ -403,6 +478,7 @@ export default {
             st.datacenter = dcSel.value;
             st.folder = "";
             st.compute = "";
+            st.host = "";
             st.datastore = "";
             st.netChoice = null;
             render.target();
@@ -429,7 +505,12 @@ export default {
           st.compute = v("compute");
           st.datastore = v("datastore");
           st.thin = c("thin");
-          st.powerOn = c("powerOn");
+          if (st.mode === "instant") {
+            st.host = v("host");
+            st.irPowerOn = c("powerOn");
+            // Restore-only may only run it isolated (the API answers 403 otherwise).
+            st.isolated = !ctx.can("operator") || c("isolated");
+          } else st.powerOn = c("powerOn");
           st.networks = {};
           st.netChoice = {};
           for (const s of f.querySelectorAll("select[data-source]")) {
@@ -443,6 +524,9 @@ export default {
           collect();
           const errs = [];
           if (st.mode === "new" && !st.name) errs.push({ field: "name", message: "Enter a name for the new VM." });
+          if (st.mode === "instant" && !st.name) errs.push({ field: "name", message: "Enter a name for the VM." });
+          const hostSel = f.querySelector("#instant-host");
+          if (hostSel && !st.host && hostSel.dataset.required === "true") errs.push({ field: "host", message: "Choose the host that mounts the restore point and runs the VM." });
           if (st.name && st.name.length > 80) errs.push({ field: "name", message: "At most 80 characters." });
           if (st.mode === "original" && st.confirmName !== vmName) errs.push({ field: "confirmName", message: `Type ${vmName} exactly to confirm.` });
           if (st.mode === "disk" && !st.targetVm) errs.push({ field: "targetVm", message: "Choose the VM to attach the disk to." });
@@ -465,28 +549,32 @@ export default {
         add("VM", (p.vm && p.vm.name) || st.vm);
         add("Restore point", `${ctx.fmt.time(p.time)} · ${consistency(p).label} · ${p.repository}`);
         add("Kind", mode.title);
-        if (st.mode === "new" || st.mode === "rehearsal") add("New VM name", st.name || "(chosen by the appliance)");
+        if (st.mode === "instant") instantSummary(add);
+        else if (st.mode === "new" || st.mode === "rehearsal") add("New VM name", st.name || "(chosen by the appliance)");
         if (st.mode === "disk") {
           const d = (p.disks || []).find((x) => String(x.key) === String(st.disk));
           add("Disk", d ? `${d.label || d.key} (${ctx.fmt.bytes(d.capacity)})` : String(st.disk));
           add("Attach to", (invVMs.find((v) => v.instanceUuid === st.targetVm) || {}).name || st.targetVm);
         }
-        if (st.mode !== "original" && st.mode !== "disk") {
+        if (st.mode !== "original" && st.mode !== "disk" && st.mode !== "instant") {
           // The same words as the target step's defaults: "default" alone
           // says nothing about where the VM lands.
           add("Datacenter", st.datacenter || "the original VM's datacenter");
           add("Folder", st.folder || "the datacenter's VM folder");
           add("Cluster or host", st.compute ? st.compute.replace(/^[^:]*:/, "") : "the original placement if it exists");
         }
-        if (st.mode !== "original") {
+        if (st.mode !== "original" && st.mode !== "instant") {
           add("Datastore", st.datastore || "each disk's original datastore");
           add("Disks", st.thin ? "thin" : "as backed up");
         }
         const maps = Object.entries(st.networks || {});
         if (maps.length) add("Networks", maps.map(([a, b]) => `${netName(a)} → ${b}`).join(", "));
-        if (st.mode === "original") add("Power", st.powerOff ? "power off first" : "leave as is");
+        if (st.mode === "instant") {
+          add("Network adapters", st.isolated ? "disconnected (isolated)" : "connected");
+          add("Power on", st.irPowerOn ? "yes" : "no");
+        } else if (st.mode === "original") add("Power", st.powerOff ? "power off first" : "leave as is");
         else if (st.mode !== "disk") add("Power on", st.powerOn ? "yes" : "no");
-        const nav = navButtons("target", st.mode === "original" ? "Overwrite the VM" : "Start restore");
+        const nav = navButtons("target", st.mode === "original" ? "Overwrite the VM" : st.mode === "instant" ? "Start instant recovery" : "Start restore");
         const startBtn = nav.querySelector("button[type=submit]");
         startBtn.id = "restore-start";
         if (st.mode === "original") startBtn.className = "danger";
@@ -506,7 +594,16 @@ export default {
       }
       let path = "/restores";
       let body;
-      if (st.mode === "disk") {
+      if (st.mode === "instant") {
+        path = "/instant-recoveries";
+        body = { point: p.id, isolated: !!st.isolated, powerOn: !!st.irPowerOn };
+        if (st.name) body.name = st.name;
+        if (st.datacenter) body.datacenter = st.datacenter;
+        if (st.folder) body.folder = st.folder;
+        if (st.host) body.host = st.host;
+        if (st.datastore) body.datastore = st.datastore;
+        if (Object.keys(st.networks || {}).length) body.networks = st.networks;
+      } else if (st.mode === "disk") {
         path = "/restores/disk";
         body = { point: p.id, disk: Number(st.disk), targetVm: st.targetVm };
         if (st.datastore) body.datastore = st.datastore;
@@ -538,7 +635,7 @@ export default {
         if (e.fields && e.fields.length && e.fields.some((x) => x.field !== "point" && x.field !== "mode")) {
           show("target");
           ctx.fieldErrors(panels.target.form, e);
-        } else ctx.fieldErrors(f, { status: e.status, message: `The restore did not start: ${errorText(e)}`, fields: [] });
+        } else ctx.fieldErrors(f, { status: e.status, message: `The ${st.mode === "instant" ? "instant recovery" : "restore"} did not start: ${e.status === 403 ? e.message : errorText(e)}`, fields: [] });
         return;
       }
       const task = taskOf(res);
@@ -556,7 +653,19 @@ export default {
       const t = await w.done;
       if (!root.isConnected) return;
       const r = t.result || {};
-      if (t.state === "succeeded") {
+      if (t.state === "succeeded" && st.mode === "instant") {
+        const vm = r.vm || {};
+        out.replaceChildren(
+          h(
+            "div",
+            { class: "p2-result", role: "status", id: "instant-result", "data-session": r.id || "" },
+            h("p", null, "Running as ", h("a", { href: "#/instant-recoveries", id: "restored-vm-name", "data-moref": vm.moref || "" }, vm.name || st.name || ""), ` from the NFS datastore ${r.nfsDatastore || ""}${r.isolated ? ", network adapters disconnected" : ""}.`),
+            h("p", { class: "hint" }, "Move it to production (Storage vMotion while it runs) or stop it on the Instant recoveries page."),
+            (r.warnings || []).length ? h("ul", null, r.warnings.map((x) => h("li", null, x))) : null,
+          ),
+          h("div", { class: "p2-wizard-nav" }, h("a", { class: "button primary", href: "#/instant-recoveries", id: "instant-sessions-link" }, "Instant recoveries")),
+        );
+      } else if (t.state === "succeeded") {
         const vm = r.vm || {};
         const newName = vm.name || st.name || "";
         const warnings = r.warnings || [];
@@ -585,7 +694,7 @@ export default {
         const retry = h("button", { type: "button", class: "primary", id: "restore-retry" }, "Retry");
         retry.addEventListener("click", () => { show("summary"); start(); });
         const why = String(t.error || "").replace(/^restore: /, "").replace(/[.\s]+$/, "");
-        out.replaceChildren(h("div", { class: "p2-result failed", role: "alert" }, `The restore ${t.state}${why ? `: ${why}` : ""}.`),
+        out.replaceChildren(h("div", { class: "p2-result failed", role: "alert" }, `The ${st.mode === "instant" ? "instant recovery" : "restore"} ${t.state}${why ? `: ${why}` : ""}.`),
           h("div", { class: "p2-wizard-nav" }, back, retry));
       }
       const title = out.querySelector("a, button");
