@@ -3,6 +3,7 @@ package instante2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -233,20 +234,79 @@ func TestInstantRecoveryStopAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestInstantRecoveryFailureUndoes: a power-on that fails (the lab cannot
-// read the disk through NFS) leaves nothing registered or mounted, and
-// the session failed with the reason.
+// TestInstantRecoveryFailureUndoes: a vCenter call failing at each step
+// of a start leaves nothing registered or mounted, the point not held,
+// and the session failed with the reason.
 func TestInstantRecoveryFailureUndoes(t *testing.T) {
+	for _, method := range []string{"CreateNasDatastore", "CreateVM_Task", "PowerOnVM_Task"} {
+		t.Run(method, func(t *testing.T) {
+			e := setup(t)
+			ctx := context.Background()
+			m := e.manager(t)
+			e.l.FailMethod(method, &types.GenericVmConfigFault{Reason: "injected"}, 1)
+			rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0}, nil)
+			if err == nil {
+				t.Fatal("start succeeded with a failing " + method)
+			}
+			if rec.State != instantvm.StateFailed || rec.Error == "" {
+				t.Fatalf("record %+v", rec)
+			}
+			if refs, _ := e.c.VMsNamed(ctx, e.name+"-instant"); len(refs) != 0 {
+				t.Fatalf("VM left registered: %v", refs)
+			}
+			if n := e.l.NASDatastores(); len(n) != 0 {
+				t.Fatalf("NFS datastores left mounted: %v", n)
+			}
+			if _, ok := e.r.InUse(e.pt); ok {
+				t.Fatal("point still held")
+			}
+			// The failed session is listed with its error, and a new start works.
+			if got, err := m.Get(rec.ID); err != nil || got.State != instantvm.StateFailed {
+				t.Fatalf("get: %+v %v", got, err)
+			}
+			ok, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0}, nil)
+			if err != nil || ok.State != instantvm.StateRunning {
+				t.Fatalf("start after the failure: %+v %v", ok, err)
+			}
+			if _, err := m.Stop(ctx, ok.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestInstantRecoveryKilledWhileStarting: an appliance killed between
+// creating the VM and recording it (the record still says starting, with
+// no VM) undoes the start when it comes back: the VM, found by its name
+// and its disks on the session's datastore, is unregistered, the datastore
+// unmounted, the point released.
+func TestInstantRecoveryKilledWhileStarting(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	m := e.manager(t)
-	e.l.FailMethod("PowerOnVM_Task", &types.GenericVmConfigFault{Reason: "injected"}, 1)
 	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0}, nil)
-	if err == nil {
-		t.Fatal("start succeeded with a failing power-on")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rec.State != instantvm.StateFailed || rec.Error == "" {
-		t.Fatalf("record %+v", rec)
+	m.Close() // the process dies; its exports with it
+	path := filepath.Join(e.dir, rec.ID, "record.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	raw["state"], raw["vm"] = instantvm.StateStarting, map[string]any{}
+	b, _ = json.Marshal(raw)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m2 := e.manager(t) // Resume undoes the interrupted start
+	got, err := m2.Get(rec.ID)
+	if err != nil || got.State != instantvm.StateStopped {
+		t.Fatalf("after resume: %+v %v", got, err)
 	}
 	if refs, _ := e.c.VMsNamed(ctx, e.name+"-instant"); len(refs) != 0 {
 		t.Fatalf("VM left registered: %v", refs)
