@@ -2,6 +2,10 @@ package instant
 
 import (
 	"bytes"
+	"context"
+	"github.com/vmvault/vmvault/repository"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -37,6 +41,42 @@ func FuzzPatchFSInfo(f *testing.F) {
 		patchFSInfo(rec)
 		if len(rec) != n {
 			t.Fatal("length changed")
+		}
+	})
+}
+
+// FuzzScratchNames: whatever name a client creates, renames to or
+// removes, nothing appears outside the session's scratch directory, the
+// point's files stay, and nothing panics.
+func FuzzScratchNames(f *testing.F) {
+	for _, s := range []string{"vmware.log", ".lck-0001", "../escape", "a/b", "..", ".", "", "vm.vmx", "x\x00y", "/abs", "\\\\server"} {
+		f.Add(s, "renamed")
+	}
+	r := repository.TestRepository(f)
+	p := backupImages(f, r, "vm", testConfig("vm", 1), image(f, 1<<20, 4))
+	f.Fuzz(func(t *testing.T, name, to string) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "session")
+		s, err := Open(context.Background(), r, Options{Point: p.ID, Dir: dir, ScratchLimit: 1 << 20, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		fs := &exportFS{s: s}
+		if file, err := fs.Create(name); err == nil {
+			file.Write([]byte("x"))
+			file.Close()
+		}
+		fs.Rename(name, to)
+		fs.Remove(to)
+		ents, err := os.ReadDir(parent)
+		if err != nil || len(ents) != 1 || ents[0].Name() != "session" {
+			t.Fatalf("something was created beside the session: %v %v", ents, err)
+		}
+		for _, n := range []string{"vm.vmdk", "vm-flat.vmdk", "vm.vmx"} {
+			if _, err := fs.Stat(n); err != nil {
+				t.Fatalf("the point's %s is gone: %v", n, err)
+			}
 		}
 	})
 }
