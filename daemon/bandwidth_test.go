@@ -1,11 +1,18 @@
 package daemon
 
 import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/web"
+	"github.com/vmvault/vmvault/web/api"
+	"github.com/vmvault/vmvault/web/openapitest"
 )
 
 const limitedConfig = `
@@ -81,5 +88,73 @@ func TestRepoLimitsFollowSchedule(t *testing.T) {
 	}
 	if (*repoLimits)(nil).info() != nil {
 		t.Fatal("no limits shown as limits")
+	}
+}
+
+// A repository opened with limits shows them in GET /repositories and
+// /repositories/{name}, as the OpenAPI document describes them; one
+// without limits shows none.
+func TestRepositoryBandwidthInAPI(t *testing.T) {
+	dir := t.TempDir()
+	repository.TestRepositoryWithPoint(t, filepath.Join(dir, "main"), "repo-pass")
+	repository.TestRepositoryWithPoint(t, filepath.Join(dir, "plain"), "repo-pass")
+	cfg := `
+listen: 127.0.0.1:0
+tls: {disable: true}
+state_dir: state
+repositories:
+  - name: main
+    path: main
+    passphrase_env: MAIN_PASS
+    upload_limit_mb_per_s: 12.5
+    download_limit_mb_per_s: 40
+    limit_schedule:
+      - {window: {days: {sunday: ["00:00-24:00"]}}, upload_limit_mb_per_s: 2, download_limit_mb_per_s: 0}
+  - {name: plain, path: plain, passphrase_env: MAIN_PASS}
+`
+	td := startDaemon(t, dir, cfg, map[string]string{"MAIN_PASS": "repo-pass", "VMVAULT_ADMIN_PASSWORD": "admin-secret-bw"}, Options{})
+	a, _ := cookieLogin(t, td.addr, "admin-secret-bw")
+	v, err := openapitest.New(web.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(`[{"name":"main","bandwidth":{"uploadMBps":"fast"}}]`)
+	if len(v.Response("GET", "/api/v1/repositories", 200, http.Header{"Content-Type": {"application/json"}}, bad)) == 0 {
+		t.Fatal("the validator accepts a malformed bandwidth: the checks below would prove nothing")
+	}
+	get := func(path string, out any) {
+		t.Helper()
+		code, body := a.call("GET", path, nil, nil)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		if probs := v.Response("GET", path, code, http.Header{"Content-Type": {"application/json"}}, body); len(probs) > 0 {
+			t.Fatalf("GET %s does not match the OpenAPI document:\n%s", path, strings.Join(probs, "\n"))
+		}
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list []api.RepositoryInfo
+	get("/api/v1/repositories", &list)
+	byName := map[string]api.RepositoryInfo{}
+	for _, r := range list {
+		byName[r.Name] = r
+	}
+	b := byName["main"].Bandwidth
+	if b == nil || b.UploadMBps != 12.5 || b.DownloadMBps != 40 || len(b.Schedule) != 1 || b.Schedule[0].UploadMBps != 2 {
+		t.Fatalf("main's bandwidth: %+v", b)
+	}
+	sunday := time.Now().UTC().Weekday() == time.Sunday
+	if wantUp := map[bool]float64{true: 2, false: 12.5}[sunday]; b.NowUploadMBps != wantUp {
+		t.Errorf("upload limit now %v, want %v", b.NowUploadMBps, wantUp)
+	}
+	if byName["plain"].Bandwidth != nil {
+		t.Errorf("plain shows limits: %+v", byName["plain"].Bandwidth)
+	}
+	var detail api.RepositoryInfo
+	get("/api/v1/repositories/main", &detail)
+	if detail.Bandwidth == nil || detail.Bandwidth.DownloadMBps != 40 {
+		t.Fatalf("detail's bandwidth: %+v", detail.Bandwidth)
 	}
 }
