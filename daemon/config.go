@@ -146,6 +146,42 @@ type RepoConfig struct {
 	Path           string `json:"path"`
 	PassphraseFile string `json:"passphrase_file"`
 	PassphraseEnv  string `json:"passphrase_env"` // neither: the repository must be unencrypted
+	// UploadLimit and DownloadLimit cap the bytes the appliance sends to
+	// and reads from the repository's storage, in MB/s (10^6 bytes per
+	// second; absent or 0: unlimited), whatever sends them (backups,
+	// copies into it, checks, restores). LimitSchedule overrides them in
+	// weekly windows (the first open one wins), e.g. business hours; a
+	// window's location defaults to time_zone.
+	UploadLimit   float64       `json:"upload_limit_mb_per_s"`
+	DownloadLimit float64       `json:"download_limit_mb_per_s"`
+	LimitSchedule []LimitWindow `json:"limit_schedule"`
+}
+
+// LimitWindow is a pair of bandwidth limits in force while Window is
+// open (repositories[].limit_schedule), in MB/s; 0 is unlimited.
+type LimitWindow struct {
+	Window        policy.Window `json:"window"`
+	UploadLimit   float64       `json:"upload_limit_mb_per_s"`
+	DownloadLimit float64       `json:"download_limit_mb_per_s"`
+}
+
+// validateLimits checks a repository's bandwidth fields; f is its path.
+func (r RepoConfig) validateLimits(f string, bad func(field, format string, args ...any)) {
+	rate := func(field string, v float64) {
+		if err := policy.ValidateMBps(v); err != nil {
+			bad(field, "%v", err)
+		}
+	}
+	rate(f+".upload_limit_mb_per_s", r.UploadLimit)
+	rate(f+".download_limit_mb_per_s", r.DownloadLimit)
+	for i, w := range r.LimitSchedule {
+		g := fmt.Sprintf("%s.limit_schedule[%d]", f, i)
+		if err := w.Window.Validate(); err != nil {
+			bad(g+".window", "%v", err)
+		}
+		rate(g+".upload_limit_mb_per_s", w.UploadLimit)
+		rate(g+".download_limit_mb_per_s", w.DownloadLimit)
+	}
 }
 
 // LimitsConfig bounds the daemon's concurrent work (limits section).
@@ -347,6 +383,34 @@ func ParseConfig(b []byte) (*Config, error) {
 			}
 		}
 	}
+	// So are the windows of bandwidth limits; a window that does not
+	// parse is named here (the decoder's error would not say which).
+	if rs, ok := top["repositories"].([]any); ok {
+		for i, r := range rs {
+			rm, _ := r.(map[string]any)
+			ls, _ := rm["limit_schedule"].([]any)
+			for k, l := range ls {
+				lm, _ := l.(map[string]any)
+				w, ok := lm["window"].(map[string]any)
+				if !ok {
+					continue
+				}
+				if _, has := w["location"]; !has {
+					tz, _ := top["time_zone"].(string)
+					if tz == "" {
+						tz = "UTC"
+					}
+					w["location"] = tz
+				}
+				var pw policy.Window
+				if b, err := json.Marshal(w); err == nil {
+					if err := json.Unmarshal(b, &pw); err != nil {
+						return nil, fmt.Errorf("repositories[%d].limit_schedule[%d].window: %w", i, k, err)
+					}
+				}
+			}
+		}
+	}
 	j, err := json.Marshal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("configuration keys must be strings: %w", err)
@@ -492,6 +556,7 @@ func (c *Config) Validate() error {
 		if r.PassphraseFile != "" && r.PassphraseEnv != "" {
 			bad(f, "give at most one of passphrase_file and passphrase_env")
 		}
+		r.validateLimits(f, bad)
 	}
 	if c.Limits.MaxConcurrentBackups < 0 || c.Limits.MaxConcurrentBackups > 64 {
 		bad("limits.max_concurrent_backups", "from 0 (default 4) to 64")

@@ -297,6 +297,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 
 	opened := map[string]*repository.Repository{}
 	d.repos = opened
+	limits := map[string]*repoLimits{}
 	for _, rc := range cfg.Repositories {
 		pass, err := readSecret(getenv, rc.PassphraseFile, rc.PassphraseEnv, "passphrase of repository "+rc.Name)
 		if err != nil {
@@ -306,7 +307,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		if pass != "" {
 			pw = []byte(pass)
 		}
-		r, err := repository.Open(ctx, rc.Path, pw, repository.OpenOptions{Holder: "daemon (appliance serve)", Logger: log.With("repository", rc.Name)})
+		lim := newRepoLimits(rc, clk)
+		r, err := repository.Open(ctx, rc.Path, pw, lim.apply(repository.OpenOptions{Holder: "daemon (appliance serve)", Logger: log.With("repository", rc.Name)}))
 		if err != nil {
 			if errors.Is(err, repository.ErrLocked) {
 				return nil, fmt.Errorf("repository %s is in use by another daemon or command: %w", rc.Name, err)
@@ -316,12 +318,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 		}
 		d.onClose("repository "+rc.Name, r.Close)
 		opened[rc.Name] = r
-		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted)
+		limits[rc.Name] = lim
+		log.Info("repository opened", "name", rc.Name, "path", rc.Path, "encrypted", r.Config().Encrypted,
+			"upload_limit_mb_per_s", rc.UploadLimit, "download_limit_mb_per_s", rc.DownloadLimit, "limit_windows", len(rc.LimitSchedule))
 	}
 	if err := d.openConsoleRepositories(ctx, st); err != nil {
 		return nil, err
 	}
-	rs := repos.New(opened, repos.WithLowSpace(cfg.Limits.lowSpace()))
+	rs := repos.New(opened, repos.WithLowSpace(cfg.Limits.lowSpace()),
+		repos.WithBandwidth(func(name string) *api.Bandwidth { return limits[name].info() }))
 	rs.Maintenance = db.Maintenance
 
 	authStore, err := auth.NewBoltStore(wdb)

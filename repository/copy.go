@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmvault/vmvault/internal/failpoint"
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // CopySourceTag is the tag a copied restore point carries in the target:
@@ -32,6 +33,10 @@ type CopyOptions struct {
 	// Workers bounds the blobs read, re-encoded and written in parallel
 	// (0 = GOMAXPROCS, at least 2).
 	Workers int
+	// Limit paces the bytes this copy sends into the target (stored
+	// bytes, as BytesSent counts them), on top of any limit the target's
+	// storage has: a copy job's own upload limit. nil: unlimited.
+	Limit storage.Limiter
 }
 
 // CopyProgress reports a Copy's position.
@@ -468,6 +473,11 @@ func (c *copier) copyChunk(ctx context.Context, s *Session, srcID ID) (ID, bool,
 	added, n, err := s.put(BlobData, dstID, data)
 	if err != nil {
 		return ID{}, false, 0, err
+	}
+	if added && c.opts.Limit != nil {
+		if err := c.opts.Limit.WaitN(ctx, n); err != nil {
+			return ID{}, false, 0, err
+		}
 	}
 	c.mu.Lock()
 	c.ids[srcID] = dstID

@@ -50,5 +50,7 @@
 // This package imports nothing of vmvault's except its own subpackages,
 // internal/failpoint (crash-test hooks, off unless VMVAULT_FAILPOINTS is set)
 // and internal/clock (OpenOptions.Clock: when time locks and Object Lock
-// retention expire); in particular it never imports vsphere, backup or dedup.
+// retention expire), and its tests internal/ratelimit (the bandwidth limits
+// that OpenOptions.Upload/Download take through storage.Limiter); in
+// particular it never imports vsphere, backup or dedup.
 package repository

@@ -165,7 +165,7 @@ func (e noBucketError) Is(target error) bool { return target == ErrNoBucket }
 // objectPath names an object in messages: a path for a local repository,
 // location + name for a remote one.
 func (r *Repository) objectPath(name string) string {
-	if l, ok := r.store.(*storage.Local); ok {
+	if l, ok := storage.As[*storage.Local](r.store); ok {
 		return filepath.Join(l.Dir(), filepath.FromSlash(name))
 	}
 	return r.store.Location() + "/" + name
@@ -173,7 +173,7 @@ func (r *Repository) objectPath(name string) string {
 
 // storeDir is the local directory of the backend ("" if remote).
 func (r *Repository) storeDir() string {
-	if l, ok := r.store.(*storage.Local); ok {
+	if l, ok := storage.As[*storage.Local](r.store); ok {
 		return l.Dir()
 	}
 	return ""

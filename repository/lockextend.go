@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // An immutable repository locks each object for a period from its upload,
@@ -49,7 +51,7 @@ func (r *Repository) notePackLock(id packID, until time.Time) {
 // slack. It returns how many it extended.
 func (r *Repository) coverPacks(ctx context.Context, packs map[packID]time.Time) (int, error) {
 	ol := r.cfg.ObjectLock
-	ext, ok := r.store.(retentionExtender)
+	ext, ok := storage.As[retentionExtender](r.store)
 	if ol == nil || !ok {
 		return 0, nil
 	}
@@ -92,7 +94,7 @@ func (s *Session) coverSessionPacks(ctx context.Context) error {
 	if r.cfg.ObjectLock == nil {
 		return nil
 	}
-	if _, ok := r.store.(retentionExtender); !ok {
+	if _, ok := storage.As[retentionExtender](r.store); !ok {
 		return nil
 	}
 	need := r.commitLockNeed()
@@ -223,7 +225,7 @@ func (r *Repository) shortLocks(ctx context.Context) ([]ShortLock, error) {
 	// to a directory) has nothing a server enforces and nothing to extend:
 	// its objects' lock ends follow their write times, so a record always
 	// "outlives" the packs written before it.
-	if _, ok := r.store.(retentionExtender); r.cfg.ObjectLock == nil || !ok {
+	if _, ok := storage.As[retentionExtender](r.store); r.cfg.ObjectLock == nil || !ok {
 		return nil, nil
 	}
 	need, by, _, err := r.lockNeeds(ctx, nil)

@@ -144,7 +144,7 @@ func randomHex(n int) string {
 func seqName(seq uint64) string { return fmt.Sprintf("%s%020d", indexPrefix, seq) }
 
 func (r *Repository) exclusive() (storage.Exclusive, error) {
-	ex, ok := r.store.(storage.Exclusive)
+	ex, ok := storage.As[storage.Exclusive](r.store)
 	if !ok {
 		return nil, fmt.Errorf("backend %s cannot create objects exclusively (needed by several writers)", r.store.Location())
 	}

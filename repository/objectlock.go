@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // ObjectLock is the retention of an immutable repository (FORMAT.md §3
@@ -57,7 +59,7 @@ func (r *Repository) setupObjectLock() error {
 	if ol == nil {
 		return nil
 	}
-	if rt, ok := r.store.(retainer); ok {
+	if rt, ok := storage.As[retainer](r.store); ok {
 		return rt.SetRetention(ol.Mode, ol.period(), ol.lockSlack())
 	}
 	// A backend without retention (a bucket copied to a directory): the
@@ -76,8 +78,7 @@ func (r *Repository) objectLockedUntil(ctx context.Context, name string) (time.T
 		return time.Time{}, nil
 	}
 	var mod, until time.Time
-	switch st := r.store.(type) {
-	case lockInformer:
+	if st, ok := storage.As[lockInformer](r.store); ok {
 		var err error
 		if mod, until, err = st.LockInfo(ctx, name); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -85,7 +86,7 @@ func (r *Repository) objectLockedUntil(ctx context.Context, name string) (time.T
 			}
 			return time.Time{}, err
 		}
-	default:
+	} else {
 		fi, err := os.Stat(filepath.Join(r.storeDir(), filepath.FromSlash(name)))
 		if err != nil {
 			if os.IsNotExist(err) {
@@ -164,7 +165,7 @@ type retentionExtender interface {
 // blobs — at least until until (immutable repositories on S3). LockUntil
 // calls it before writing the hold.
 func (r *Repository) extendPointRetention(ctx context.Context, p Point, pid ID, until time.Time) error {
-	ext, ok := r.store.(retentionExtender)
+	ext, ok := storage.As[retentionExtender](r.store)
 	if !ok || r.cfg.ObjectLock == nil {
 		return nil
 	}

@@ -57,6 +57,11 @@ type OpenOptions struct {
 	// multi-writer repository (manifest "writer", FORMAT.md §12a); "" =
 	// the host name.
 	Appliance string
+	// Upload and Download limit the bytes this process sends to and reads
+	// from the repository's storage (a local directory or an object store;
+	// internal/ratelimit's Limiter, shared with whoever else it limits).
+	// nil: unlimited. The catalog cache (index.db) is never limited.
+	Upload, Download storage.Limiter
 }
 
 // Repository is an open repository. It is safe for concurrent use. Close
@@ -156,6 +161,9 @@ func Open(ctx context.Context, location string, password []byte, opts OpenOption
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", location, err)
 	}
+	if opts.Upload != nil || opts.Download != nil {
+		store = storage.NewLimited(store, opts.Upload, opts.Download)
+	}
 	r, err := openWith(ctx, store, dir, password, opts)
 	if err != nil {
 		store.Close()
@@ -191,7 +199,7 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		encKey, idKey = master[:32], master[32:]
 	}
 	multi := cf.Writers == writersMulti && !opts.ReadOnly
-	if l, ok := store.(*storage.Local); ok && multi && dir == l.Dir() {
+	if l, ok := storage.As[*storage.Local](store); ok && multi && dir == l.Dir() {
 		// Several processes write this directory: each keeps its catalog
 		// in a cache of its own, as for a remote repository.
 		d, err := cacheDir(opts.CacheDir, Location{Raw: l.Dir(), Local: l.Dir()})
@@ -212,7 +220,7 @@ func openWith(ctx context.Context, store storage.Storage, dir string, password [
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
 	}
 	var lease func() error
-	if ls, ok := store.(leaser); ok && !opts.ReadOnly && !multi {
+	if ls, ok := storage.As[leaser](store); ok && !opts.ReadOnly && !multi {
 		// A remote repository is shared by every appliance that can reach
 		// it: the local flock guards the catalog cache, the lease the
 		// bucket.

@@ -9,7 +9,7 @@ import (
 // Space returns the capacity and free space where the repository's files
 // live; ok is false when the backend cannot say (an object store).
 func (r *Repository) Space(ctx context.Context) (sp storage.Space, ok bool, err error) {
-	rep, ok := r.store.(storage.SpaceReporter)
+	rep, ok := storage.As[storage.SpaceReporter](r.store)
 	if !ok {
 		return storage.Space{}, false, nil
 	}

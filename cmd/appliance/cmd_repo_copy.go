@@ -28,6 +28,9 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.BoolVar(&from.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
 	fs.DurationVar(&from.retryLock, "retry-lock", 0, "wait up to this long for a repository locked by another process (default: fail at once)")
+	// The copy reads from the source and writes to the target: the
+	// download limit is the source's, the upload limit the target's.
+	from.addLimitFlags(fs, "the target (--limit-upload) or from the source (--limit-download)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -42,17 +45,22 @@ func runRepoCopy(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	src, err := from.open(ctx, env)
-	if err != nil {
-		return fmt.Errorf("source: %w", err)
-	}
-	defer src.Close()
-	dst, err := repository.Open(ctx, *to, toPW, repository.OpenOptions{
+	dstOpts, err := (&repoFlags{limitUpload: from.limitUpload}).limits(repository.OpenOptions{
 		NoFsync:   from.noFsync,
 		RetryLock: from.retryLock,
 		Holder:    "CLI (repo copy, target)",
 		Logger:    slog.New(slog.NewTextHandler(env.stderr, nil)),
 	})
+	if err != nil {
+		return err
+	}
+	from.limitUpload = 0 // the source is only read
+	src, err := from.open(ctx, env)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	defer src.Close()
+	dst, err := repository.Open(ctx, *to, toPW, dstOpts)
 	if err != nil {
 		if errors.Is(err, repository.ErrWrongPassword) && toPW == nil {
 			return fmt.Errorf("target: open repository %s: it is encrypted: give the passphrase with --to-password-file, --to-password-command or VMVAULT_TO_PASSWORD: %w", *to, err)

@@ -11,7 +11,11 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/ratelimit"
+	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
+	"github.com/vmvault/vmvault/repository/storage"
 )
 
 // repoFlags are the flags every repository command shares. The passphrase is
@@ -27,6 +31,33 @@ type repoFlags struct {
 	retryLock       time.Duration
 	readOnly        bool
 	command         string // "appliance repo check": names this process in the lock file
+	// limitUpload and limitDownload cap the bytes sent to and read from
+	// the repository's storage, in MB/s (0: unlimited).
+	limitUpload, limitDownload float64
+}
+
+// addLimitFlags registers --limit-upload and --limit-download (restic's
+// names; restic counts KiB/s, these MB/s like the configuration file).
+func (f *repoFlags) addLimitFlags(fs *flag.FlagSet, what string) {
+	fs.Float64Var(&f.limitUpload, "limit-upload", 0, "limit uploads to "+what+" to this many MB/s (10^6 bytes per second; default: unlimited)")
+	fs.Float64Var(&f.limitDownload, "limit-download", 0, "limit downloads from "+what+" to this many MB/s (default: unlimited)")
+}
+
+// limits applies --limit-upload and --limit-download to o.
+func (f *repoFlags) limits(o repository.OpenOptions) (repository.OpenOptions, error) {
+	for _, l := range []struct {
+		flag string
+		v    float64
+		dst  *storage.Limiter
+	}{{"--limit-upload", f.limitUpload, &o.Upload}, {"--limit-download", f.limitDownload, &o.Download}} {
+		if err := policy.ValidateMBps(l.v); err != nil {
+			return o, fmt.Errorf("%w: %s %v", errUsage, l.flag, err)
+		}
+		if l.v > 0 {
+			*l.dst = ratelimit.New(clock.Real(), ratelimit.MBps(l.v))
+		}
+	}
+	return o, nil
 }
 
 func addRepoFlags(fs *flag.FlagSet) *repoFlags {
@@ -37,6 +68,7 @@ func addRepoFlags(fs *flag.FlagSet) *repoFlags {
 	fs.BoolVar(&f.noFsync, "unsafe-no-fsync", false, "skip fsync (tests and benchmarks only: a crash may lose data)")
 	fs.DurationVar(&f.retryLock, "retry-lock", 0, "wait up to this long (e.g. 5m) for a repository locked by another process (default: fail at once)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "open without the lock, to list and restore while another appliance owns the repository and writes to it (writes are refused)")
+	f.addLimitFlags(fs, "the repository")
 	return f
 }
 
@@ -136,7 +168,7 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 	if f.retryLock < 0 {
 		return nil, fmt.Errorf("%w: --retry-lock must not be negative", errUsage)
 	}
-	r, err := repository.Open(ctx, f.dir, pw, repository.OpenOptions{
+	opts, err := f.limits(repository.OpenOptions{
 		NoFsync:   f.noFsync,
 		RetryLock: f.retryLock,
 		ReadOnly:  f.readOnly,
@@ -144,6 +176,10 @@ func (f *repoFlags) open(ctx context.Context, env *cliEnv) (*repository.Reposito
 		// Warnings (a catalog rebuilt after corruption) go to the user.
 		Logger: slog.New(slog.NewTextHandler(env.stderr, nil)),
 	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := repository.Open(ctx, f.dir, pw, opts)
 	if err != nil {
 		// repository.Open's errors already say "open repository DIR": this
 		// layer adds only what it knows, the flags that give a passphrase.

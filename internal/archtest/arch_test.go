@@ -139,6 +139,8 @@ var plantedCases = []struct {
 	{"failpoint-nothing", graph{lib("internal/failpoint", "internal/clock")}, "internal/failpoint -> internal/clock"},
 	{"repository-own", graph{lib("repository/pack", "vsphere")}, "repository/pack -> vsphere"},
 	{"storage-only-failpoint", graph{lib("repository/storage", "repository")}, "repository/storage -> repository"},
+	{"storage-only-failpoint", graph{lib("repository/storage", "internal/ratelimit")}, "repository/storage -> internal/ratelimit"},
+	{"ratelimit-leaf", graph{lib("internal/ratelimit", "policy")}, "internal/ratelimit -> policy"},
 	{"vsphere-below-engines", graph{lib("vsphere", "repository")}, "vsphere -> repository"},
 	{"policy-no-engines", graph{testOf("policy", "vsphere")}, "policy (tests) -> vsphere"},
 	{"backup-layer", graph{lib("backup", "restore")}, "backup -> restore"},

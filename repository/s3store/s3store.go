@@ -345,6 +345,10 @@ func (s *Store) Create(ctx context.Context, name string) (storage.Staged, error)
 	return &staged{s: s, name: name}, nil
 }
 
+// SendsAtCommit implements storage.CommitSender: a staged object's bytes
+// cross the network at Commit.
+func (s *Store) SendsAtCommit() bool { return true }
+
 func (st *staged) Write(p []byte) (int, error) {
 	if st.err != nil {
 		return 0, st.err
@@ -412,6 +416,9 @@ func (st *staged) Commit(ctx context.Context, steps storage.Steps) error {
 	if err := hit(steps.Rename); err != nil {
 		return fmt.Errorf("upload %s: %w", st.name, err)
 	}
+	// A bandwidth limit (storage.Limited) paces the upload itself, not
+	// the staging.
+	body = storage.PaceReader(ctx, body, storage.BodyPacer(ctx))
 	// Packs are never overwritten: their names are random, and a name
 	// taken means something is wrong.
 	crc := st.crc

@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -77,11 +79,18 @@ func (l *Local) Create(ctx context.Context, name string) (Staged, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p+tmpSuffix, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A temp name of its own: two writers of one name at once (two copy
+	// jobs committing the same point into one target) must not share, and
+	// truncate, one staging file; each renames a complete file, the last
+	// wins. Clean's patterns (*.tmp) still match it.
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := p + "." + hex.EncodeToString(rnd[:]) + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	return &localStaged{l: l, f: f, tmp: p + tmpSuffix, path: p}, nil
+	return &localStaged{l: l, f: f, tmp: tmp, path: p}, nil
 }
 
 func (s *localStaged) Write(p []byte) (int, error) { return s.f.Write(p) }

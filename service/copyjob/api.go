@@ -75,6 +75,7 @@ func (s *API) PutCopyJob(ctx context.Context, j api.CopyJob) error {
 	if err := s.store.PutJob(ctx, cj); err != nil {
 		return err
 	}
+	s.runner.SetLimit(cj)
 	s.runner.Reload()
 	return nil
 }

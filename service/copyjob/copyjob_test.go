@@ -491,6 +491,13 @@ func TestValidate(t *testing.T) {
 		"empty window": {func(j *Job) { j.Window = policy.Window{} }, "window"},
 		"keeps none":   {func(j *Job) { j.Retention = policy.Retention{} }, "retention"},
 		"empty vm":     {func(j *Job) { j.VMs = []string{""} }, "vms[0]"},
+		"limit":        {func(j *Job) { j.UploadLimitMBps = -1 }, "uploadLimitMBps"},
+		"sched rate":   {func(j *Job) { j.UploadSchedule = []policy.RateWindow{{Window: policy.AlwaysOpen(time.UTC), MBps: 1e9}} }, "uploadSchedule[0].mbps"},
+		"sched window": {func(j *Job) { j.UploadSchedule = []policy.RateWindow{{MBps: 1}} }, "uploadSchedule[0].window"},
+		"limited ok": {func(j *Job) {
+			j.UploadLimitMBps = 5
+			j.UploadSchedule = []policy.RateWindow{{Window: policy.AlwaysOpen(time.UTC), MBps: 1}}
+		}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := job("c", tc.mod).Validate(known)
@@ -641,5 +648,46 @@ func TestDeletedWhileCopying(t *testing.T) {
 	f.mu.Unlock()
 	if n != 0 || len(f.copies(t)) != 0 {
 		t.Fatalf("%d events, %d copies after the deletion", n, len(f.copies(t)))
+	}
+}
+
+// A copy job's upload limit holds its copy back (on the daemon's clock,
+// here a fake one that does not move: the copy waits for its first
+// bytes), and saving the job with another limit applies to the copy that
+// runs: unlimited, it finishes.
+func TestUploadLimitAppliesAndChangesMidCopy(t *testing.T) {
+	f := newFixture(t)
+	commitPoint(t, f.src, "web", "nightly", t0.Add(-time.Hour))
+	j := job("c1", func(j *Job) { j.UploadLimitMBps = 0.0001 }) // 100 bytes/s
+	put(t, f, j)
+	f.start(t)
+	a := NewAPI(f.store, f.runner, nil, func(n string) bool { return n == "main" || n == "offsite" })
+	pending := f.clk.Pending()
+	id, err := f.runner.RunNow(context.Background(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if !f.clk.BlockUntil(pending+1, stop) {
+		t.Fatal("the copy never waited for its limit")
+	}
+	at, _ := f.clk.NextDeadline()
+	if wait := at.Sub(f.clk.Now()); wait < 500*time.Millisecond { // a blob of ~100 stored bytes
+		t.Fatalf("the limited copy waits %v for its first blob at 100 bytes/s", wait)
+	}
+	if _, busy := f.runner.Progress("c1"); !busy {
+		t.Fatal("the copy is not running while it waits")
+	}
+	v, err := a.CopyJob(context.Background(), "c1")
+	if err != nil || v.UploadLimitMBps != 0.0001 {
+		t.Fatalf("the API shows %+v, %v", v.CopyJob, err)
+	}
+	j.UploadLimitMBps = 0
+	if err := a.PutCopyJob(context.Background(), api.CopyJob(j)); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitRun(t, "c1", id); r.State != RunSucceeded || r.PointsCopied != 1 || r.BytesSent == 0 {
+		t.Fatalf("run after the limit was lifted: %+v", r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vmvault/vmvault/internal/ratelimit"
 	"github.com/vmvault/vmvault/policy"
 )
 
@@ -38,6 +39,12 @@ type Job struct {
 	// (disabled ones too) keeps it: the target holds the union.
 	Retention policy.Retention `json:"retention"`
 	Enabled   bool             `json:"enabled"`
+	// UploadLimitMBps caps what the copy sends into the target (MB/s,
+	// 10^6 bytes/s; 0: unlimited), on top of the target repository's own
+	// upload limit. UploadSchedule overrides it inside its windows (the
+	// first open one wins), e.g. a lower rate in business hours.
+	UploadLimitMBps float64             `json:"uploadLimitMBps,omitempty"`
+	UploadSchedule  []policy.RateWindow `json:"uploadSchedule,omitempty"`
 }
 
 var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -80,6 +87,10 @@ func (j Job) Validate(known func(string) bool) error {
 	if err := j.Window.Validate(); err != nil {
 		bad("window", "%v", err)
 	}
+	if err := policy.ValidateMBps(j.UploadLimitMBps); err != nil {
+		bad("uploadLimitMBps", "%v", err)
+	}
+	errs = append(errs, policy.ValidateRateWindows("uploadSchedule", j.UploadSchedule)...)
 	if err := j.Retention.Validate(); err != nil {
 		var ve *policy.ValidationError
 		if errors.As(err, &ve) {
@@ -141,4 +152,13 @@ type Progress struct {
 	PointsDone  int       `json:"pointsDone"`
 	PointsTotal int       `json:"pointsTotal"`
 	BytesSent   int64     `json:"bytesSent"`
+}
+
+// uploadLimit is the job's upload limit as a ratelimit schedule.
+func (j Job) uploadLimit() ratelimit.Schedule {
+	s := ratelimit.Schedule{Default: ratelimit.MBps(j.UploadLimitMBps)}
+	for _, w := range j.UploadSchedule {
+		s.Windows = append(s.Windows, ratelimit.Window{Period: w.Window, Rate: ratelimit.MBps(w.MBps)})
+	}
+	return s
 }

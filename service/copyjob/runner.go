@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/ratelimit"
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/repository"
 	"github.com/vmvault/vmvault/service/repos"
@@ -97,6 +98,7 @@ type Runner struct {
 type active struct {
 	cancel context.CancelCauseFunc
 	prog   Progress
+	limit  *ratelimit.Limiter // the job's upload limit (SetLimit changes it mid-copy)
 }
 
 // New returns a Runner; call Run to start it.
@@ -130,6 +132,16 @@ func (r *Runner) Deleted(job string) {
 	defer r.mu.Unlock()
 	if a, ok := r.active[job]; ok {
 		a.cancel(errJobDeleted)
+	}
+}
+
+// SetLimit applies a saved job's upload limit to its running copy, if
+// any: the copy goes on at the new rate.
+func (r *Runner) SetLimit(j Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.active[j.ID]; ok {
+		a.limit.SetSchedule(j.uploadLimit())
 	}
 }
 
@@ -292,7 +304,7 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 		cancel(nil)
 		return "", err
 	}
-	r.active[j.ID] = &active{cancel: cancel, prog: Progress{Run: run.ID, Started: now}}
+	r.active[j.ID] = &active{cancel: cancel, prog: Progress{Run: run.ID, Started: now}, limit: ratelimit.NewScheduled(r.cfg.Clock, j.uploadLimit())}
 	r.wg.Add(2)
 	stop := make(chan struct{})
 	go func() {
@@ -404,14 +416,20 @@ func (r *Runner) execute(ctx context.Context, j Job, run *Run) *Run {
 	}
 	run.PointsSkipped = p.present
 	if len(p.copy) > 0 {
-		res, err := repository.Copy(ctx, src, dst, repository.CopyOptions{Points: p.copy, Workers: r.cfg.Workers,
-			Progress: func(cp repository.CopyProgress) {
-				r.mu.Lock()
-				if a := r.active[j.ID]; a != nil {
-					a.prog.Point, a.prog.VM, a.prog.PointsDone, a.prog.PointsTotal, a.prog.BytesSent = cp.Point, cp.VM, cp.PointsDone, cp.PointsTotal, cp.BytesSent
-				}
-				r.mu.Unlock()
-			}})
+		opts := repository.CopyOptions{Points: p.copy, Workers: r.cfg.Workers}
+		r.mu.Lock()
+		if a := r.active[j.ID]; a != nil {
+			opts.Limit = a.limit
+		}
+		r.mu.Unlock()
+		opts.Progress = func(cp repository.CopyProgress) {
+			r.mu.Lock()
+			if a := r.active[j.ID]; a != nil {
+				a.prog.Point, a.prog.VM, a.prog.PointsDone, a.prog.PointsTotal, a.prog.BytesSent = cp.Point, cp.VM, cp.PointsDone, cp.PointsTotal, cp.BytesSent
+			}
+			r.mu.Unlock()
+		}
+		res, err := repository.Copy(ctx, src, dst, opts)
 		if res != nil {
 			run.PointsCopied, run.BytesSent, run.BlobsSent = res.PointsCopied, res.BytesSent, res.BlobsSent
 			run.PointsSkipped += res.PointsSkipped

@@ -53,6 +53,7 @@ type Set struct {
 
 	clk       clock.Clock
 	threshold capacity.Threshold
+	bandwidth func(name string) *api.Bandwidth // nil: no limits shown
 
 	// last is each repository's newest statistics and how long their walk
 	// took: served, marked stale, while a slow walk over changed points
@@ -91,6 +92,13 @@ type options struct {
 	clk                   clock.Clock
 	threshold             capacity.Threshold
 	staleAfter, staleWait time.Duration
+	bandwidth             func(name string) *api.Bandwidth
+}
+
+// WithBandwidth makes RepositoryInfo show each repository's bandwidth
+// limits (nil from f: none), which the daemon applies when it opens it.
+func WithBandwidth(f func(name string) *api.Bandwidth) Option {
+	return func(o *options) { o.bandwidth = f }
 }
 
 // WithStaleStats sets when a caller is served a repository's previous
@@ -126,7 +134,7 @@ func New(repos map[string]*repository.Repository, opts ...Option) *Set {
 		o.ttl = DefaultStatsTTL
 	}
 	s := &Set{repos: maps.Clone(repos), ents: make(map[string]*entry, len(repos)), clk: o.clk, threshold: o.threshold,
-		last: map[string]lastStats{}, staleAfter: o.staleAfter, staleWait: o.staleWait}
+		last: map[string]lastStats{}, staleAfter: o.staleAfter, staleWait: o.staleWait, bandwidth: o.bandwidth}
 	for n, r := range repos {
 		s.ents[n] = newEntry(r)
 	}
@@ -476,6 +484,9 @@ func (s *Set) Delete(ctx context.Context, id string) error {
 func (s *Set) info(ctx context.Context, name string, r *repository.Repository, withStats bool, ms map[string]policy.MaintenanceState) (api.RepositoryInfo, error) {
 	cfg := r.Config()
 	ri := api.RepositoryInfo{Name: name, Path: r.Dir(), Format: cfg.Version.String(), Encrypted: cfg.Encrypted}
+	if s.bandwidth != nil {
+		ri.Bandwidth = s.bandwidth(name)
+	}
 	if m, ok := ms[name]; ok {
 		ri.Maintenance = &m
 	}

@@ -23,8 +23,13 @@ func TestCopyJobsPage(t *testing.T) {
 	pageTitle(t, b, "New copy job")
 	b.WaitVisible("#copy-job-form")
 	b.Fill(`#copy-job-form input[name="id"]`, "same-repo")
+	b.Fill(`#copy-job-form input[name="uploadLimitMBps"]`, "-1")
 	b.Click("#save-copy-job")
 	b.WaitText("#copy-job-form", "must differ from the source")
+	// The upload limit is sent, and its error shows under its field.
+	if got := browsertest.Eval[string](b, `document.querySelector('#copy-job-form input[name="uploadLimitMBps"]').getAttribute("aria-invalid")`); got != "true" {
+		t.Errorf("upload limit field aria-invalid = %q", got)
+	}
 	if got := browsertest.Eval[string](b, `document.querySelector('#copy-job-form select[name="target"]').getAttribute("aria-invalid")`); got != "true" {
 		t.Errorf("target field aria-invalid = %q", got)
 	}
@@ -50,8 +55,9 @@ func TestCopyJobsPage(t *testing.T) {
 		const some = O.offsiteCard({protected: 3, copied: 1, missing: ["db-01", "web-02"]})[0];
 		return [none, all.className, all.textContent, some.className, some.querySelector("#offsite-missing").textContent,
 			C.describeWindow({location: "UTC", days: {monday: ["01:00-05:00"], tuesday: ["01:00-05:00"]}}),
-			C.describeRetention({last: 7, weekly: 4, monthly: 0})].join("|"); })()`)
-	want := "0|card ok|2 of 2Protected VMs copied offsite (< 24 h)|card warn|Not yet: db-01, web-02|monday, tuesday 01:00-05:00 (UTC)|keeps last 7, weekly 4"
+			C.describeRetention({last: 7, weekly: 4, monthly: 0}),
+			C.describeLimit({}), C.describeLimit({uploadLimitMBps: 12.5, uploadSchedule: [{window: {}, mbps: 2}]})].join("|"); })()`)
+	want := "0|card ok|2 of 2Protected VMs copied offsite (< 24 h)|card warn|Not yet: db-01, web-02|monday, tuesday 01:00-05:00 (UTC)|keeps last 7, weekly 4|unlimited|12.5 MB/s, other limits in 1 window"
 	if got != want {
 		t.Errorf("offsite card and words:\n got %s\nwant %s", got, want)
 	}

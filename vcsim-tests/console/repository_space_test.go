@@ -51,3 +51,30 @@ func TestRepositorySpace(t *testing.T) {
 		t.Errorf("shrinking repository: %q", flat)
 	}
 }
+
+// TestRepositoryBandwidth: the repository page says when a repository has
+// no bandwidth limits, and bandwidthView words the limits the API reports
+// (made up here: the demo's repository has none).
+func TestRepositoryBandwidth(t *testing.T) {
+	b := signedIn(t)
+	_, repo := p2DemoJobAndRepo(t, b)
+	b.Go("#/repositories/" + repo)
+	b.WaitText("#bandwidth-none", "No bandwidth limits")
+	b.CheckConsole()
+	view := func(bw string) string {
+		t.Helper()
+		return browsertest.Eval[string](b, fmt.Sprintf(`(async () => { const R = await import("/assets/pages/repositories.js");
+			const D = await import("/assets/lib/dom.js");
+			return R.bandwidthView(D.h, %s).map(e => e.textContent).join(" | "); })()`, bw))
+	}
+	got := view(`{uploadMBps: 50, downloadMBps: 0, nowUploadMBps: 5, nowDownloadMBps: 20,
+		schedule: [{window: {location: "Europe/Berlin", days: {monday: ["08:00-18:00"]}}, uploadMBps: 5, downloadMBps: 20}]}`)
+	for _, want := range []string{"Now: uploads 5 MB/s, downloads 20 MB/s", "Outside the windows below: uploads 50 MB/s, downloads unlimited", "monday 08:00-18:00 (Europe/Berlin): uploads 5 MB/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("bandwidth view %q lacks %q", got, want)
+		}
+	}
+	if got := view(`{uploadMBps: 8, downloadMBps: 8, nowUploadMBps: 8, nowDownloadMBps: 8}`); !strings.Contains(got, "Always: uploads 8 MB/s") {
+		t.Errorf("constant limits: %q", got)
+	}
+}

@@ -23,6 +23,10 @@ type CopyJob struct {
 	Window    policy.Window    `json:"window"`
 	Retention policy.Retention `json:"retention"`
 	Enabled   bool             `json:"enabled"`
+	// UploadLimitMBps caps what the copy sends (MB/s; 0 unlimited);
+	// UploadSchedule overrides it inside its windows.
+	UploadLimitMBps float64             `json:"uploadLimitMBps,omitempty"`
+	UploadSchedule  []policy.RateWindow `json:"uploadSchedule,omitempty"`
 }
 
 // CopyRun is one run of a copy job.

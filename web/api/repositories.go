@@ -17,6 +17,25 @@ type RepositoryInfo struct {
 	Stats       *RepoStats               `json:"stats,omitempty"`
 	Maintenance *policy.MaintenanceState `json:"maintenance,omitempty"`
 	Space       *Space                   `json:"space,omitempty"`
+	Bandwidth   *Bandwidth               `json:"bandwidth,omitempty"` // absent: no limits
+}
+
+// Bandwidth is a repository's upload and download limits in MB/s (10^6
+// bytes per second; 0 unlimited): the defaults, the windows that override
+// them (the first open one wins), and the rates in force now.
+type Bandwidth struct {
+	UploadMBps      float64           `json:"uploadMBps"`
+	DownloadMBps    float64           `json:"downloadMBps"`
+	Schedule        []BandwidthWindow `json:"schedule,omitempty"`
+	NowUploadMBps   float64           `json:"nowUploadMBps"`
+	NowDownloadMBps float64           `json:"nowDownloadMBps"`
+}
+
+// BandwidthWindow is a pair of limits in force while Window is open.
+type BandwidthWindow struct {
+	Window       policy.Window `json:"window"`
+	UploadMBps   float64       `json:"uploadMBps"`
+	DownloadMBps float64       `json:"downloadMBps"`
 }
 
 // Space is where a repository's files live: the volume's size and free

@@ -24,6 +24,13 @@ export function describeRetention(r) {
   return parts.length ? `keeps ${parts.join(", ")}` : "keeps nothing";
 }
 
+// describeLimit words a copy job's upload limit (MB/s) and its windows.
+export function describeLimit(j) {
+  const base = j && j.uploadLimitMBps > 0 ? `${j.uploadLimitMBps} MB/s` : "unlimited";
+  const n = ((j && j.uploadSchedule) || []).length;
+  return n ? `${base}, other limits in ${n} window${n === 1 ? "" : "s"}` : base;
+}
+
 function describeSelection(j) {
   const vms = j.vms || [];
   const jobs = j.jobs || [];
@@ -117,6 +124,8 @@ async function formPage(root, ctx, id) {
       field("Closes", h("input", { type: "time", name: "to", value: to }), "a copy still running at the close stops and resumes in the next window"),
       field("Time zone", h("input", { name: "location", value: j.window.location || "UTC" }))),
     h("fieldset", { "data-field": "retention" }, h("legend", null, "The target keeps"), KEEP.map((k) => field(k, num(k, j.retention[k])))),
+    field("Upload limit (MB/s)", h("input", { type: "number", name: "uploadLimitMBps", min: "0", step: "any", value: j.uploadLimitMBps ? String(j.uploadLimitMBps) : "" }),
+      (j.uploadSchedule || []).length ? `10^6 bytes per second; empty: unlimited. The ${j.uploadSchedule.length} window(s) of other limits set through the API are kept.` : "what the copy sends, in 10^6 bytes per second; empty: unlimited (the target repository's own limit still applies)"),
     h("label", { class: "p2-check" }, h("input", { type: "checkbox", name: "enabled", checked: j.enabled }), " Enabled (copy in the window; disabled jobs run only on demand)"),
     h("div", { class: "p2-actions" },
       h("button", { type: "submit", class: "primary", id: "save-copy-job" }, "Save"),
@@ -134,7 +143,10 @@ async function formPage(root, ctx, id) {
       window: { location: String(f.get("location") || "UTC").trim(), days: Object.fromEntries(DAYS.filter((d) => f.get(`day-${d}`)).map((d) => [d, [range]])) },
       retention: Object.fromEntries(KEEP.map((k) => [k, Number(f.get(k) || 0)])),
       enabled: !!f.get("enabled"),
+      uploadLimitMBps: Number(f.get("uploadLimitMBps") || 0),
     };
+    // The form has no editor for the windows: a save keeps them.
+    if ((j.uploadSchedule || []).length) body.uploadSchedule = j.uploadSchedule;
     try {
       if (editing) await ctx.api("PUT", `/copy-jobs/${encodeURIComponent(id)}`, body);
       else await ctx.api("POST", "/copy-jobs", body);
@@ -174,7 +186,8 @@ async function detailPage(root, ctx, id) {
       h("dt", null, "From → to"), h("dd", null, `${job.source} → ${job.target}`),
       h("dt", null, "Copies"), h("dd", null, describeSelection(job)),
       h("dt", null, "Window"), h("dd", null, job.enabled ? describeWindow(job.window) : "disabled (run now only)"),
-      h("dt", null, "Target keeps"), h("dd", null, describeRetention(job.retention))),
+      h("dt", null, "Target keeps"), h("dd", null, describeRetention(job.retention)),
+      h("dt", null, "Upload limit"), h("dd", { id: "copy-job-limit" }, describeLimit(job))),
     progress,
     h("section", { "aria-labelledby": "copy-runs-title" }, h("h2", { id: "copy-runs-title" }, "Runs"), runsBox));
   let timer = 0;

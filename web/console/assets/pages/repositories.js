@@ -96,6 +96,21 @@ export function spaceView(h, fmt, sp, stats) {
   return out;
 }
 
+// bandwidthView: the repository's bandwidth limits (MB/s, from the
+// configuration file) and the rates in force now, or that there are none.
+export function bandwidthView(h, bw) {
+  const rate = (v) => (v > 0 ? `${v} MB/s` : "unlimited");
+  if (!bw) return [h("p", { class: "hint", id: "bandwidth-none" }, "No bandwidth limits: uploads and downloads run as fast as the storage allows (repositories[].upload_limit_mb_per_s and download_limit_mb_per_s in the configuration file set them).")];
+  const out = [h("p", { id: "bandwidth-now" }, `Now: uploads ${rate(bw.nowUploadMBps)}, downloads ${rate(bw.nowDownloadMBps)}.`)];
+  const sched = bw.schedule || [];
+  out.push(h("p", { id: "bandwidth-default" }, `${sched.length ? "Outside the windows below" : "Always"}: uploads ${rate(bw.uploadMBps)}, downloads ${rate(bw.downloadMBps)}.`));
+  if (sched.length) {
+    const days = (w) => Object.entries((w && w.days) || {}).map(([d, rs]) => `${d} ${rs.join(", ")}`).join("; ");
+    out.push(h("ul", { id: "bandwidth-windows" }, ...sched.map((s) => h("li", null, `${days(s.window)}${s.window && s.window.location ? ` (${s.window.location})` : ""}: uploads ${rate(s.uploadMBps)}, downloads ${rate(s.downloadMBps)}`))));
+  }
+  return out;
+}
+
 async function detailPage(root, ctx, name) {
   const h = ctx.h;
   const title = document.getElementById("page-title");
@@ -106,6 +121,7 @@ async function detailPage(root, ctx, name) {
   const chartBox = h("div", { id: "usage-chart" }, h("p", { class: "loading" }, "Loading usage…"));
   const checkBox = h("div", { id: "last-check" });
   const spaceBox = h("div", { id: "repo-space" });
+  const bandwidthBox = h("div", { id: "repo-bandwidth" });
   const opBox = h("div", { id: "repo-operation", "aria-live": "polite" });
   const readData = h("input", { type: "checkbox", id: "check-read-data" });
   const checkBtn = h("button", { type: "button", class: "primary", id: "run-check" }, "Run check");
@@ -120,6 +136,7 @@ async function detailPage(root, ctx, name) {
   root.append(
     cards,
     h("section", { "aria-labelledby": "space-title" }, h("h2", { id: "space-title" }, "Space"), spaceBox),
+    h("section", { "aria-labelledby": "bandwidth-title" }, h("h2", { id: "bandwidth-title" }, "Bandwidth"), bandwidthBox),
     h("section", { "aria-labelledby": "usage-title" }, h("h2", { id: "usage-title" }, "Usage over time"), chartBox),
     h("section", { "aria-labelledby": "check-title" }, h("h2", { id: "check-title" }, "Last check"), checkBox),
     canRun
@@ -152,6 +169,7 @@ async function detailPage(root, ctx, name) {
       card(h, "reclaim would free", reclaimable === undefined || reclaimable === null ? "unknown" : ctx.fmt.bytes(reclaimable), "repo-reclaimable"),
     );
     spaceBox.replaceChildren(...spaceView(h, ctx.fmt, r.space, s));
+    bandwidthBox.replaceChildren(...bandwidthView(h, r.bandwidth));
     reclaimInfo.textContent =
       reclaimable === undefined || reclaimable === null
         ? "Reclaim removes the data of deleted restore points; the appliance has no estimate of what it would free now."
