@@ -468,7 +468,7 @@ func (s *Server) saveSection(c *gin.Context, a ApplianceSettings, sec string, pa
 		extra = append(extra, secretChange("password"))
 	}
 	if after, aerr := sectionOf(ctx, a, sec); beforeErr == nil && aerr == nil {
-		noteChanges(c, before, after, []string{"source", "active", "restartNeeded", "passwordSet"}, extra...)
+		noteChanges(c, before, after, []string{"source", "active", "restartNeeded", "password", "passwordSet"}, extra...)
 	} else {
 		noteChanges(c, nil, nil, nil, extra...)
 	}
