@@ -186,3 +186,42 @@ func TestRepositoryTestIsNotAdded(t *testing.T) {
 		t.Errorf("repository.add: %+v", e)
 	}
 }
+
+// The Kind filter offers every kind: each audit kind of a route, the
+// download's, and the scheduler's, each in a known group.
+func TestEventKindsCoverEveryKind(t *testing.T) {
+	f := newFixture(t, nil)
+	var kinds []EventKind
+	if r := f.as(auth.RoleRestoreOnly, "GET", "/api/v1/events/kinds", nil); r.status != 200 {
+		t.Fatalf("events/kinds: %d %s", r.status, r.body)
+	} else {
+		r.json(t, &kinds)
+	}
+	listed := map[string]EventKind{}
+	groups := map[string]bool{}
+	for _, g := range eventKindGroups {
+		groups[g] = true
+	}
+	for _, k := range kinds {
+		if _, dup := listed[k.Kind]; dup {
+			t.Errorf("kind %s listed twice", k.Kind)
+		}
+		listed[k.Kind] = k
+		if !groups[k.Group] || k.Label == "" {
+			t.Errorf("kind %+v has no known group or no label", k)
+		}
+	}
+	want := []string{EventKindFileDownload, "repository.test", EventLoginLockout,
+		policy.EventJobStarted, policy.EventJobFinished, policy.EventVMBackedUp, policy.EventVMFailed, policy.EventVMCancelled,
+		policy.EventVMInterrupted, policy.EventVMNotBackedUp, policy.EventSelectionNew, policy.EventSelectionVanished,
+		policy.EventSelectionFailed, policy.EventWindowMissed, policy.EventRetentionRemoved, policy.EventReclaimDone,
+		policy.EventCheckClean, policy.EventCheckDamage, policy.EventCheckPaused, policy.EventMaintenanceFailed}
+	for _, k := range auditKinds {
+		want = append(want, k)
+	}
+	for _, k := range want {
+		if k != "" && listed[k].Kind == "" {
+			t.Errorf("the Kind filter lacks %s", k)
+		}
+	}
+}
