@@ -59,12 +59,28 @@ export default {
       ctx.api("GET", "/jobs").catch(() => []),
       ctx.api("GET", "/events/kinds").catch(() => []),
     ]);
+    // Each group offers its kinds and, first, every prefix two or more of
+    // them share ("restore": restore.vm and restore.disk; the server
+    // matches a prefix).
     const groups = new Map();
+    const perPrefix = new Map();
     for (const k of kinds || []) {
-      if (!groups.has(k.group)) groups.set(k.group, h("optgroup", { label: k.group }));
-      groups.get(k.group).append(h("option", { value: k.kind, title: k.kind }, `${k.label} (${k.kind})`));
+      const p = String(k.kind).split(".")[0];
+      perPrefix.set(p, (perPrefix.get(p) || 0) + 1);
     }
-    kind.append(...groups.values());
+    const prefixShown = new Set();
+    for (const k of kinds || []) {
+      if (!groups.has(k.group)) groups.set(k.group, { el: h("optgroup", { label: k.group }), prefixes: [], kinds: [] });
+      const g = groups.get(k.group);
+      const p = String(k.kind).split(".")[0];
+      if (perPrefix.get(p) > 1 && !prefixShown.has(p)) {
+        prefixShown.add(p);
+        g.prefixes.push(h("option", { value: p }, `Every ${p}.* event`));
+      }
+      g.kinds.push(h("option", { value: k.kind, title: k.kind }, `${k.label} (${k.kind})`));
+    }
+    for (const g of groups.values()) g.el.append(...g.prefixes, ...g.kinds);
+    kind.append(...[...groups.values()].map(g => g.el));
     const wantKind = q.get("kind") || "";
     // A kind or prefix from a link that the list lacks (an older event's kind) still filters.
     if (wantKind && ![...kind.options].some(o => o.value === wantKind)) kind.append(h("option", { value: wantKind }, wantKind));
