@@ -192,7 +192,7 @@ func TestRepositoryTestIsNotAdded(t *testing.T) {
 func TestEventKindsCoverEveryKind(t *testing.T) {
 	f := newFixture(t, nil)
 	var kinds []EventKind
-	if r := f.as(auth.RoleRestoreOnly, "GET", "/api/v1/events/kinds", nil); r.status != 200 {
+	if r := f.as(auth.RoleRestoreOnly, "GET", "/api/v1/event-kinds", nil); r.status != 200 {
 		t.Fatalf("events/kinds: %d %s", r.status, r.body)
 	} else {
 		r.json(t, &kinds)

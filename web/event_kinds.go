@@ -10,7 +10,7 @@ import (
 	"github.com/vmvault/vmvault/web/api"
 )
 
-// EventKind is one kind of event GET /events/kinds lists: the console's
+// EventKind is one kind of event GET /event-kinds lists: the console's
 // Kind filter offers every one, grouped.
 type EventKind = api.EventKind
 

@@ -24,7 +24,7 @@ type EventQuery struct {
 	Limit       int    // at most this many, oldest first (0: no limit)
 }
 
-// EventKind is one kind of event (GET /events/kinds): the console's Kind
+// EventKind is one kind of event (GET /event-kinds): the console's Kind
 // filter lists them all under their groups.
 type EventKind struct {
 	Kind  string `json:"kind"`

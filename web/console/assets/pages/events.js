@@ -35,7 +35,7 @@ export default {
     severity.value = q.get("severity") || "";
     const vm = h("select", { name: "vm", id: "events-vm" }, h("option", { value: "" }, "All VMs"));
     const job = h("select", { name: "job", id: "events-job" }, h("option", { value: "" }, "All jobs"));
-    // Every kind the appliance records (GET /events/kinds), under its group.
+    // Every kind the appliance records (GET /event-kinds), under its group.
     const kind = h("select", { name: "kind", id: "events-kind" }, h("option", { value: "" }, "All kinds"));
     const user = h("input", { type: "search", name: "user", id: "events-user", autocomplete: "off", placeholder: "user name" });
     user.value = q.get("user") || "";
@@ -57,7 +57,7 @@ export default {
     const [vms, jobs, kinds] = await Promise.all([
       ctx.api("GET", "/vms").catch(() => []),
       ctx.api("GET", "/jobs").catch(() => []),
-      ctx.api("GET", "/events/kinds").catch(() => []),
+      ctx.api("GET", "/event-kinds").catch(() => []),
     ]);
     // Each group offers its kinds and, first, every prefix two or more of
     // them share ("restore": restore.vm and restore.disk; the server
