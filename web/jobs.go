@@ -154,6 +154,9 @@ func (s *Server) putJob(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteObject(c, "job", id, prev.Name)
+	// A change held for approval records what it asks for; a saved one
+	// what the stored job became (saveJobFrom).
+	noteChanges(c, prev, j, nil)
 	if res, held, err := s.holdShorterRetention(c, prev, j); held { // approvals.go: a delay is configured
 		return res, err
 	}

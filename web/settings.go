@@ -463,11 +463,12 @@ func (s *Server) saveSection(c *gin.Context, a ApplianceSettings, sec string, pa
 	if err != nil {
 		return res, err
 	}
+	after, afterErr := sectionOf(ctx, a, sec)
 	var extra []policy.Change
-	if password {
-		extra = append(extra, secretChange("password"))
+	if password || (beforeErr == nil && afterErr == nil && flatJSON(before)["passwordSet"] != flatJSON(after)["passwordSet"]) {
+		extra = append(extra, secretChange("password")) // given, or gone with a reset
 	}
-	if after, aerr := sectionOf(ctx, a, sec); beforeErr == nil && aerr == nil {
+	if beforeErr == nil && afterErr == nil {
 		noteChanges(c, before, after, []string{"source", "active", "restartNeeded", "password", "passwordSet"}, extra...)
 	} else {
 		noteChanges(c, nil, nil, nil, extra...)
