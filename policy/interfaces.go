@@ -120,6 +120,26 @@ type Event struct {
 	Address string `json:"address,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// ObjectKind, ObjectID and ObjectName name what a user's action acted
+	// on (job, copyjob, repository, user, token, settings, point, instant,
+	// task, approval, vm): its id and the name people know it by. Absent
+	// on events recorded before they existed and on the scheduler's.
+	ObjectKind string `json:"objectKind,omitempty"`
+	ObjectID   string `json:"objectId,omitempty"`
+	ObjectName string `json:"objectName,omitempty"`
+	// Changes lists the fields a change (an update of a job, copy job,
+	// user, token or settings section) changed, from what to what.
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// Change is one field an audited change changed. A secret (a password,
+// passphrase, token or key) is never recorded: Secret is true and From
+// and To are empty.
+type Change struct {
+	Field  string `json:"field"` // dotted path in the object's JSON, e.g. retention.daily
+	From   string `json:"from,omitempty"`
+	To     string `json:"to,omitempty"`
+	Secret bool   `json:"secret,omitempty"`
 }
 
 // VMState is the scheduler's memory of one VM in one job.

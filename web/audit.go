@@ -72,20 +72,28 @@ var auditKinds = map[string]string{
 // auditVerbs says what each kind did, for the event's message.
 var auditVerbs = map[string]string{
 	"auth.login": "signed in", "auth.logout": "signed out",
-	"vm.probe-transports": "tested a VM's transports", "instant.start": "started an instant recovery", "instant.migrate": "moved an instant recovery to production", "instant.stop": "stopped an instant recovery",
-	"token.create": "created an API token", "token.delete": "deleted an API token", "token.scope": "changed an API token's scope",
-	"user.create": "created a user", "user.update": "changed a user", "user.delete": "deleted a user",
-	"job.create": "created a job", "job.update": "changed a job", "job.delete": "deleted a job", "job.run": "started a job run",
-	"copyjob.create": "created a copy job", "copyjob.update": "changed a copy job", "copyjob.delete": "deleted a copy job", "copyjob.run": "started a copy job run",
-	"point.lock": "locked a restore point", "point.unlock": "unlocked a restore point", "point.delete": "deleted a restore point", "point.verify": "verified a restore point",
-	"repository.check": "checked a repository", "repository.reclaim": "reclaimed a repository's space",
-	"task.cancel": "cancelled a task", "settings.update": "changed the settings",
+	"vm.probe-transports": "tested the transports of VM", "instant.start": "started an instant recovery of restore point", "instant.migrate": "moved to production the VM of instant recovery", "instant.stop": "stopped instant recovery",
+	"token.create": "created API token", "token.delete": "deleted API token", "token.scope": "changed the scope of API token",
+	"user.create": "created user", "user.update": "changed user", "user.delete": "deleted user",
+	"job.create": "created job", "job.update": "changed job", "job.delete": "deleted job", "job.run": "started a run of job",
+	"copyjob.create": "created copy job", "copyjob.update": "changed copy job", "copyjob.delete": "deleted copy job", "copyjob.run": "started a run of copy job",
+	"point.lock": "locked restore point", "point.unlock": "unlocked restore point", "point.delete": "deleted restore point", "point.verify": "verified restore point",
+	"repository.check": "checked repository", "repository.reclaim": "reclaimed the space of repository",
+	"task.cancel": "cancelled task", "settings.update": "changed settings",
 	"settings.test-vcenter": "tested the vCenter connection", "settings.test-smtp": "tested the SMTP settings",
 	"approval.request": "asked for a delayed action", "approval.approve": "approved", "approval.cancel": "cancelled",
 	"backup.adhoc": "backed up", "restore.vm": "restored a VM", "restore.disk": "restored a disk",
-	"settings.vcenter": "changed the vCenter connection", "settings.smtp": "changed the mail settings",
-	"settings.maintenance": "changed the maintenance window", "settings.reset": "reset settings to the configuration file",
-	"repository.add": "added a repository", "repository.remove": "removed a repository (its data kept)",
+	"settings.vcenter": "changed settings", "settings.smtp": "changed settings",
+	"settings.maintenance": "changed settings", "settings.reset": "reset to the configuration file: settings",
+	"repository.add": "added repository", "repository.remove": "removed repository", "repository.test": "tested repository",
+	"file.download": "downloaded files",
+}
+
+// auditObjectKinds is the object kind (policy.Event.ObjectKind) of each
+// audit kind's prefix whose route names the object by its id.
+var auditObjectKinds = map[string]string{
+	"job": "job", "copyjob": "copyjob", "repository": "repository", "user": "user", "token": "token",
+	"point": "point", "task": "task", "approval": "approval", "instant": "instant",
 }
 
 const auditKey = "vmvault.audit"
@@ -100,6 +108,9 @@ type audit struct {
 	vm, repo   string
 	detail     string
 	taskHandle bool // a task records the event when it ends
+	// What the action acted on and what it changed (noteObject, noteChanges).
+	objKind, objID, objName string
+	changes                 []policy.Change
 }
 
 func auditOf(c *gin.Context) *audit {
@@ -141,6 +152,23 @@ func (s *Server) startAudit(c *gin.Context, rt route) *audit {
 			a.subject = v
 		}
 	}
+	// The object from the route alone, so that a request refused before
+	// its handler ran still names it; the handler adds the name.
+	prefix, rest, _ := strings.Cut(kind, ".")
+	switch {
+	case prefix == "settings" && !strings.HasPrefix(rest, "test-"):
+		sec := rest
+		switch rest {
+		case "update":
+			sec = "general"
+		case "reset":
+			sec = c.Param("section")
+		}
+		a.objKind, a.objID, a.objName = "settings", sec, sectionNames[sec]
+	case a.subject == "":
+	case auditObjectKinds[prefix] != "":
+		a.objKind, a.objID = auditObjectKinds[prefix], a.subject
+	}
 	c.Set(auditKey, a)
 	return a
 }
@@ -166,14 +194,24 @@ func (s *Server) finishAudit(c *gin.Context, a *audit, err error) {
 // it can record), the metrics and /stream.
 func (s *Server) recordAudit(a *audit, taskID string, err error) {
 	e := policy.Event{Time: s.now(), Severity: policy.SeverityInfo, Kind: a.kind, Subject: a.subject,
-		VM: a.vm, Repository: a.repo, User: a.user, Address: a.address, Outcome: OutcomeOK}
+		VM: a.vm, Repository: a.repo, User: a.user, Address: a.address, Outcome: OutcomeOK,
+		ObjectKind: a.objKind, ObjectID: a.objID, ObjectName: a.objName, Changes: a.changes}
+	if a.objKind == "job" && e.Job == "" {
+		e.Job = a.objID // the Job filter finds a job's changes too
+	}
 	verb := auditVerbs[a.kind]
 	if verb == "" {
 		verb = a.kind
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", orDash(a.user), verb)
-	if a.subject != "" && a.kind != "auth.login" && a.kind != "auth.logout" {
+	switch {
+	case a.objID != "":
+		fmt.Fprintf(&b, " %s", a.objID)
+		if a.objName != "" && a.objName != a.objID {
+			fmt.Fprintf(&b, " (%s)", a.objName)
+		}
+	case a.subject != "" && a.kind != "auth.login" && a.kind != "auth.logout":
 		fmt.Fprintf(&b, " %s", a.subject)
 	}
 	if a.detail != "" {
@@ -188,6 +226,15 @@ func (s *Server) recordAudit(a *audit, taskID string, err error) {
 		e.Severity = policy.SeverityWarning
 		e.Error = auditError(err)
 		fmt.Fprintf(&b, ": failed: %s", e.Error)
+	}
+	if len(a.changes) > 0 && err == nil {
+		parts := make([]string, len(a.changes))
+		for i, ch := range a.changes {
+			parts[i] = changeText(ch)
+		}
+		fmt.Fprintf(&b, "; %s", strings.Join(parts, "; "))
+	} else if err != nil {
+		e.Changes = nil // nothing changed
 	}
 	e.Message = b.String()
 	if rec, ok := s.cfg.Events.(EventRecorder); ok {
@@ -264,4 +311,5 @@ func (s *Server) auditPoint(c *gin.Context, id string) {
 	}
 	a.vm, a.repo = rp.VM.InstanceUUID, rp.Repository
 	a.subject = fmt.Sprintf("%s (VM %s, %s)", rp.ID, rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+	a.objKind, a.objID, a.objName = "point", rp.ID, fmt.Sprintf("VM %s, %s", rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
 }

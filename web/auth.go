@@ -85,6 +85,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, req.Name, "", "", "role "+string(req.Role)+", "+scopeNote(req.Scope))
+	noteObject(c, "token", "", req.Name)
 	if req.Name == "" || len(req.Name) > 128 {
 		return nil, invalid("name", "required, at most 128 bytes")
 	}
@@ -101,6 +102,7 @@ func (s *Server) createToken(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteObject(c, "token", t.ID, t.Name)
 	return withStatus(http.StatusCreated, tokenResponse{Token: secret, Detail: t}), nil
 }
 
@@ -125,7 +127,30 @@ func (s *Server) putTokenScope(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, id, "", "", scopeNote(req.Scope))
-	return s.cfg.Auth.SetTokenScope(c.Request.Context(), id, req.Scope)
+	prev := s.noteToken(c, id)
+	t, err := s.cfg.Auth.SetTokenScope(c.Request.Context(), id, req.Scope)
+	if err != nil {
+		return nil, err
+	}
+	noteChanges(c, prev, t, nil)
+	return t, nil
+}
+
+// noteToken names the token id, with its name, in the request's audit
+// event and returns it (nil when it is unknown).
+func (s *Server) noteToken(c *gin.Context, id string) *auth.Token {
+	noteObject(c, "token", id, "")
+	ts, err := s.cfg.Auth.Tokens(c.Request.Context())
+	if err != nil {
+		return nil
+	}
+	for i := range ts {
+		if ts[i].ID == id {
+			noteObject(c, "token", id, ts[i].Name)
+			return &ts[i]
+		}
+	}
+	return nil
 }
 
 func (s *Server) deleteToken(c *gin.Context) (any, error) {
@@ -133,6 +158,7 @@ func (s *Server) deleteToken(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteToken(c, id)
 	if err := s.cfg.Auth.DeleteToken(c.Request.Context(), id); err != nil {
 		return nil, err
 	}

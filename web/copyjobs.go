@@ -78,6 +78,7 @@ func (s *Server) createCopyJob(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	ctx := c.Request.Context()
+	noteObject(c, "copyjob", j.ID, j.Name)
 	if j.ID != "" {
 		if _, err := cj.CopyJob(ctx, j.ID); err == nil {
 			return nil, &apiError{status: http.StatusConflict, code: "conflict", msg: fmt.Sprintf("copy job %q exists; use PUT to change it", j.ID)}
@@ -120,12 +121,19 @@ func (s *Server) putCopyJob(c *gin.Context) (any, error) {
 		return nil, invalid("id", "must match the path (%q)", id)
 	}
 	ctx := c.Request.Context()
-	if _, err := cj.CopyJob(ctx, id); err != nil {
+	prev, err := cj.CopyJob(ctx, id)
+	if err != nil {
 		return nil, err
 	}
+	noteObject(c, "copyjob", id, j.Name)
 	if err := cj.PutCopyJob(ctx, j); err != nil {
 		return nil, err
 	}
+	after := j
+	if stored, err := cj.CopyJob(ctx, id); err == nil {
+		after = stored.CopyJob
+	}
+	noteChanges(c, prev.CopyJob, after, nil)
 	return j, nil
 }
 
@@ -134,6 +142,7 @@ func (s *Server) deleteCopyJob(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteCopyJob(c, cj, id)
 	if err := cj.DeleteCopyJob(c.Request.Context(), id); err != nil {
 		return nil, err
 	}
@@ -145,6 +154,7 @@ func (s *Server) runCopyJob(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteCopyJob(c, cj, id)
 	run, err := cj.RunCopyJob(c.Request.Context(), id)
 	if err != nil {
 		return nil, err
@@ -211,4 +221,14 @@ func (s *Server) offsite(ctx context.Context, vms []vmstatus.Status, now time.Ti
 		}
 	}
 	return o, nil
+}
+
+// noteCopyJob names the copy job id, with its name when it exists, in the
+// request's audit event.
+func (s *Server) noteCopyJob(c *gin.Context, cj CopyJobs, id string) {
+	name := ""
+	if j, err := cj.CopyJob(c.Request.Context(), id); err == nil {
+		name = j.Name
+	}
+	noteObject(c, "copyjob", id, name)
 }

@@ -251,7 +251,7 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 			return nil, filesError(err)
 		}
 		defer f.Close()
-		s.auditDownload(c, rp, vol, cleaned, "")
+		s.auditDownload(c, rp, vol, cleaned, "", nil)
 		name := path.Base(cleaned[0])
 		h := c.Writer.Header()
 		// Never rendered: a restored .html or .js must not run in the
@@ -273,7 +273,6 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 	} else if len(cleaned) == 1 {
 		base = rp.VM.Name + "-" + vol
 	}
-	s.auditDownload(c, rp, vol, cleaned, format)
 	h := c.Writer.Header()
 	if format == "zip" {
 		h.Set("Content-Type", "application/zip")
@@ -282,7 +281,11 @@ func (s *Server) getContent(c *gin.Context) (any, error) {
 	}
 	h.Set("Content-Disposition", attachment(base+"."+format))
 	c.Status(http.StatusOK)
-	if err := fsvc.WriteArchive(ctx, c.Writer, format, rp.ID, vol, cleaned); err != nil {
+	// Recorded when the archive ends: the event says whether the files
+	// were restored or the download broke off.
+	err = fsvc.WriteArchive(ctx, c.Writer, format, rp.ID, vol, cleaned)
+	s.auditDownload(c, rp, vol, cleaned, format, err)
+	if err != nil {
 		// The status is sent: the client sees a truncated archive (a zip
 		// without its directory, a tar without its end), and the log says why.
 		s.cfg.Logger.Warn("file archive interrupted", "point", rp.ID, "volume", vol, "err", err)
@@ -323,7 +326,7 @@ func urlPathEscape(s string) string {
 
 // auditDownload records who downloaded what in the event log (Config.Events
 // when it can record: internal/state.DB) and the live stream.
-func (s *Server) auditDownload(c *gin.Context, rp RestorePoint, vol string, paths []string, format string) {
+func (s *Server) auditDownload(c *gin.Context, rp RestorePoint, vol string, paths []string, format string, failed error) {
 	who := principal(c)
 	shown := make([]string, 0, min(len(paths), 20))
 	for i, p := range paths {
@@ -340,7 +343,15 @@ func (s *Server) auditDownload(c *gin.Context, rp RestorePoint, vol string, path
 	e := policy.Event{Time: s.now(), Severity: policy.SeverityInfo, Kind: EventKindFileDownload, Subject: who.User,
 		VM: rp.VM.InstanceUUID, Repository: rp.Repository, User: who.User, Address: s.clientIP(c), Outcome: OutcomeOK,
 		Message: fmt.Sprintf("%s (%s) downloaded %s %s from volume %s of restore point %s (%s, %s) from %s",
-			who.User, who.Role, what, strings.Join(shown, ", "), vol, rp.ID, rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04"), s.clientIP(c))}
+			who.User, who.Role, what, strings.Join(shown, ", "), vol, rp.ID, rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04:05 UTC"), s.clientIP(c)),
+		ObjectKind: "point", ObjectID: rp.ID, ObjectName: fmt.Sprintf("VM %s, %s", rp.VM.Name, rp.Time.UTC().Format("2006-01-02 15:04:05 UTC"))}
+	if failed != nil {
+		e.Outcome, e.Severity, e.Error = OutcomeFailed, policy.SeverityWarning, failed.Error()
+		if c.Request.Context().Err() != nil {
+			e.Error = "the client hung up: " + e.Error
+		}
+		e.Message += ": failed: " + e.Error
+	}
 	if rec, ok := s.cfg.Events.(interface {
 		AddEvent(context.Context, policy.Event) error
 	}); ok {

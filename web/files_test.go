@@ -232,7 +232,7 @@ func TestFilesAPI(t *testing.T) {
 	for _, e := range evs {
 		if e.Kind == EventKindFileDownload {
 			downloads = append(downloads, e.Message)
-			if e.Subject != "admin" || e.Repository != "main" || e.VM != "uuid-web01" {
+			if e.Subject != "admin" || e.Repository != "main" || e.VM != "uuid-web01" || e.ObjectKind != "point" || e.ObjectID != f.point.ID || e.Outcome != OutcomeOK {
 				t.Errorf("event %+v", e)
 			}
 		}

@@ -3,9 +3,11 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/policy"
 )
 
 // TestInstantRoles: restore-only starts isolated sessions only; migrate
@@ -59,5 +61,30 @@ func TestInstantRoles(t *testing.T) {
 	}
 	if !found || len(list) != 3 {
 		t.Fatalf("sessions %+v", list)
+	}
+	// A second stop fails in its task: the event says so when the task ends.
+	r := f.as(auth.RoleOperator, "POST", "/api/v1/instant-recoveries/"+memInstantID+"/stop", nil)
+	var info struct{ ID string }
+	r.json(t, &info)
+	waitTask(t, f, info.ID)
+
+	// Each start, migrate and stop is an audit event with its outcome,
+	// naming the point or the session it acted on.
+	var evs []policy.Event
+	f.admin("GET", "/api/v1/events?kind=instant", nil).json(t, &evs)
+	count := map[string]int{}
+	for _, e := range evs {
+		count[e.Kind+" "+e.Outcome]++
+		if e.Kind == "instant.stop" && (e.ObjectKind != "instant" || (e.Outcome == OutcomeOK && e.ObjectID != memInstantID)) {
+			t.Errorf("stop event names %q %q, want the session %s", e.ObjectKind, e.ObjectID, memInstantID)
+		}
+		if e.Kind == "instant.start" && e.Outcome == OutcomeOK && (e.ObjectKind != "point" || e.ObjectID != pt || !strings.Contains(e.Message, "VM ")) {
+			t.Errorf("start event %+v does not name the point and its VM", e)
+		}
+	}
+	for k, n := range map[string]int{"instant.start ok": 2, "instant.start failed": 3, "instant.stop ok": 1, "instant.stop failed": 3, "instant.migrate failed": 1} {
+		if count[k] != n {
+			t.Errorf("%d %s events, want %d (all: %v)", count[k], k, n, count)
+		}
 	}
 }

@@ -83,13 +83,27 @@ func (s *Server) validateJob(ctx context.Context, j policy.Job) ([]string, error
 }
 
 func (s *Server) saveJob(c *gin.Context, j policy.Job, status int) (any, error) {
+	return s.saveJobFrom(c, nil, j, status)
+}
+
+// saveJobFrom saves j over prev (nil: a new job) and tells the audit event
+// which job it was and, for a change, which fields the stored job changed.
+func (s *Server) saveJobFrom(c *gin.Context, prev *policy.Job, j policy.Job, status int) (any, error) {
 	ctx := c.Request.Context()
+	noteObject(c, "job", j.ID, j.Name)
 	warnings, err := s.validateJob(ctx, j)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.cfg.Jobs.PutJob(ctx, j); err != nil {
 		return nil, err
+	}
+	if prev != nil {
+		after := j
+		if stored, err := s.cfg.Jobs.Job(ctx, j.ID); err == nil {
+			after = stored // as kept, defaults and all
+		}
+		noteChanges(c, *prev, after, nil)
 	}
 	s.reload(ctx)
 	return withStatus(status, jobResponse{Job: j, Warnings: warnings}), nil
@@ -139,16 +153,25 @@ func (s *Server) putJob(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteObject(c, "job", id, prev.Name)
+	// A change held for approval records what it asks for; a saved one
+	// what the stored job became (saveJobFrom).
+	noteChanges(c, prev, j, nil)
 	if res, held, err := s.holdShorterRetention(c, prev, j); held { // approvals.go: a delay is configured
 		return res, err
 	}
-	return s.saveJob(c, j, http.StatusOK)
+	return s.saveJobFrom(c, &prev, j, http.StatusOK)
 }
 
 func (s *Server) deleteJob(c *gin.Context) (any, error) {
 	id, err := pathID(c)
 	if err != nil {
 		return nil, err
+	}
+	if prev, err := s.cfg.Jobs.Job(c.Request.Context(), id); err == nil {
+		noteObject(c, "job", id, prev.Name)
+	} else {
+		noteObject(c, "job", id, "")
 	}
 	if err := s.cfg.Jobs.DeleteJob(c.Request.Context(), id); err != nil {
 		return nil, err
@@ -165,9 +188,11 @@ func (s *Server) runJob(c *gin.Context) (any, error) {
 	if s.cfg.Scheduler == nil {
 		return nil, fmt.Errorf("run job %s: the scheduler is not running: %w", id, ErrUnavailable)
 	}
-	if _, err := s.cfg.Jobs.Job(c.Request.Context(), id); err != nil {
+	j, err := s.cfg.Jobs.Job(c.Request.Context(), id)
+	if err != nil {
 		return nil, err
 	}
+	noteObject(c, "job", id, j.Name)
 	run, err := s.cfg.Scheduler.RunNow(c.Request.Context(), id)
 	if err != nil {
 		return nil, err

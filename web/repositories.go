@@ -87,6 +87,7 @@ func (s *Server) repoTask(c *gin.Context, kind string, fn func(ctx context.Conte
 		return nil, err
 	}
 	noteAudit(c, id, "", id, "")
+	noteObject(c, "repository", id, "")
 	info, err := s.startTask(c, kind, id, func(ctx context.Context, rep *task.Reporter) (any, error) { return fn(ctx, id, rep) })
 	if err != nil {
 		return nil, err

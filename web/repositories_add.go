@@ -57,6 +57,12 @@ func (s *Server) addRepository(c *gin.Context) (any, error) {
 	if err := decodeStrict(c, &req); err != nil {
 		return nil, err
 	}
+	if a := auditOf(c); a != nil && req.Check {
+		// The console's Test button tries the request and keeps nothing:
+		// an auditor must not read it as a repository added.
+		a.kind = "repository.test"
+	}
+	noteObject(c, "repository", strings.TrimSpace(req.Name), "")
 	if err := validateAddRepository(&req); err != nil {
 		return nil, err
 	}
@@ -64,9 +70,6 @@ func (s *Server) addRepository(c *gin.Context) (any, error) {
 		return nil, &apiError{status: http.StatusNotImplemented, code: "not_implemented", msg: "this appliance cannot add repositories at runtime"}
 	}
 	what := req.Mode + " " + req.Path
-	if req.Check {
-		what = "check only: " + what
-	}
 	noteAudit(c, req.Name, "", req.Name, what)
 	ri, err := s.cfg.AddRepository.AddRepository(c.Request.Context(), req)
 	if err != nil {

@@ -63,6 +63,7 @@ func (s *Server) removeRepository(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, id, "", id, "")
+	noteObject(c, "repository", id, "")
 	if s.cfg.RemoveRepository == nil {
 		return nil, &apiError{status: http.StatusNotImplemented, code: "not_implemented", msg: "this appliance cannot remove repositories at runtime"}
 	}

@@ -87,6 +87,7 @@ func (s *Server) table() []route {
 
 		{"GET", "/api/v1/events", ro, flt, s.listEvents},
 		{"GET", "/api/v1/events/export", ro, flt, s.exportEvents},
+		{"GET", "/api/v1/event-kinds", ro, na, s.listEventKinds},
 		{"GET", "/api/v1/stream", ro, flt, s.stream},
 		{"GET", "/api/v1/dashboard", ro, flt, s.dashboard},
 		{"GET", "/api/v1/vms", ro, flt, s.listVMs},

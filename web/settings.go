@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -143,9 +144,12 @@ func (s *Server) putSettings(c *gin.Context) (any, error) {
 	if s.cfg.Settings == nil {
 		return nil, fmt.Errorf("settings store: %w", ErrNotImplemented)
 	}
+	noteObject(c, "settings", "general", sectionNames["general"])
+	prev, _ := s.settings(c.Request.Context())
 	if err := s.cfg.Settings.PutSettings(c.Request.Context(), st); err != nil {
 		return nil, err
 	}
+	noteChanges(c, prev, st, nil)
 	return st, nil
 }
 
@@ -300,7 +304,7 @@ func (s *Server) putVCenterSettings(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, SectionVCenter, "", "", "url "+v.URL+", user "+v.Username)
-	return a.SaveVCenter(c.Request.Context(), v)
+	return s.saveSection(c, a, SectionVCenter, v.Password != "", func(ctx context.Context) (api.SectionSaved, error) { return a.SaveVCenter(ctx, v) })
 }
 
 func (s *Server) putSMTPSettings(c *gin.Context) (any, error) {
@@ -320,7 +324,7 @@ func (s *Server) putSMTPSettings(c *gin.Context) (any, error) {
 		detail = fmt.Sprintf("server %s:%d (%s), to %s", m.Host, m.Port, m.TLS, strings.Join(m.To, ", "))
 	}
 	noteAudit(c, SectionSMTP, "", "", detail)
-	return a.SaveSMTP(c.Request.Context(), m)
+	return s.saveSection(c, a, SectionSMTP, m.Password != "", func(ctx context.Context) (api.SectionSaved, error) { return a.SaveSMTP(ctx, m) })
 }
 
 func (s *Server) putMaintenanceSettings(c *gin.Context) (any, error) {
@@ -342,7 +346,7 @@ func (s *Server) putMaintenanceSettings(c *gin.Context) (any, error) {
 		}
 	}
 	noteAudit(c, SectionMaintenance, "", "", detail)
-	return a.SaveMaintenance(c.Request.Context(), m)
+	return s.saveSection(c, a, SectionMaintenance, false, func(ctx context.Context) (api.SectionSaved, error) { return a.SaveMaintenance(ctx, m) })
 }
 
 func (s *Server) resetSettings(c *gin.Context) (any, error) {
@@ -357,7 +361,7 @@ func (s *Server) resetSettings(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, sec, "", "", "back to the configuration file")
-	return a.ResetSection(c.Request.Context(), sec)
+	return s.saveSection(c, a, sec, false, func(ctx context.Context) (api.SectionSaved, error) { return a.ResetSection(ctx, sec) })
 }
 
 func (s *Server) testVCenter(c *gin.Context) (any, error) {
@@ -438,4 +442,50 @@ func (s *Server) testSMTP(c *gin.Context) (any, error) {
 
 func smtpNotConfigured() error {
 	return &apiError{status: http.StatusConflict, code: "smtp_not_configured", msg: "SMTP is not configured on this appliance: fill in the Mail section (or smtp in the configuration file)"}
+}
+
+// sectionNames are the settings sections as the console names them.
+var sectionNames = map[string]string{
+	"general": "time zone and event retention", SectionVCenter: "vCenter connection",
+	SectionSMTP: "mail server", SectionMaintenance: "maintenance window",
+}
+
+// saveSection runs save (a change of one settings section) and tells the
+// audit event which section it was and which fields changed: the section's
+// effective values before against after. A password given in the request
+// is recorded as changed, never with its value (Sections never returns
+// one; passwordSet goes with it).
+func (s *Server) saveSection(c *gin.Context, a ApplianceSettings, sec string, password bool, save func(context.Context) (api.SectionSaved, error)) (api.SectionSaved, error) {
+	ctx := c.Request.Context()
+	noteObject(c, "settings", sec, sectionNames[sec])
+	before, beforeErr := sectionOf(ctx, a, sec)
+	res, err := save(ctx)
+	if err != nil {
+		return res, err
+	}
+	after, afterErr := sectionOf(ctx, a, sec)
+	var extra []policy.Change
+	if password || (beforeErr == nil && afterErr == nil && flatJSON(before)["passwordSet"] != flatJSON(after)["passwordSet"]) {
+		extra = append(extra, secretChange("password")) // given, or gone with a reset
+	}
+	if beforeErr == nil && afterErr == nil {
+		noteChanges(c, before, after, []string{"source", "active", "restartNeeded", "password", "passwordSet"}, extra...)
+	} else {
+		noteChanges(c, nil, nil, nil, extra...)
+	}
+	return res, nil
+}
+
+func sectionOf(ctx context.Context, a ApplianceSettings, sec string) (any, error) {
+	v, m, mt, err := a.Sections(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch sec {
+	case SectionVCenter:
+		return v, nil
+	case SectionSMTP:
+		return m, nil
+	}
+	return mt, nil
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"unicode"
@@ -8,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vmvault/vmvault/internal/auth"
+	"github.com/vmvault/vmvault/policy"
 )
 
 // meResponse is GET /auth/me: the principal plus what the console needs
@@ -78,6 +80,7 @@ func (s *Server) createUser(c *gin.Context) (any, error) {
 		return nil, err
 	}
 	noteAudit(c, req.Username, "", "", "role "+string(req.Role)+", "+scopeNote(req.Scope))
+	noteObject(c, "user", req.Username, "")
 	if err := auth.CheckUsername(req.Username); err != nil {
 		return nil, invalid("username", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
 	}
@@ -109,6 +112,7 @@ func (s *Server) updateUser(c *gin.Context) (any, error) {
 	if req.Scope != nil {
 		noteAudit(c, name, "", "", scopeNote(*req.Scope))
 	}
+	noteObject(c, "user", name, "")
 	if req.Role != nil {
 		if _, err := auth.ParseRole(string(*req.Role)); err != nil {
 			return nil, invalid("role", "administrator, operator or restore-only")
@@ -119,7 +123,34 @@ func (s *Server) updateUser(c *gin.Context) (any, error) {
 			return nil, invalid("password", "%s", strings.TrimPrefix(err.Error(), auth.ErrBadUser.Error()+": "))
 		}
 	}
-	return s.cfg.Auth.UpdateUser(c.Request.Context(), name, auth.UserChange{Role: req.Role, Password: req.Password, Scope: req.Scope}, principal(c).Session)
+	prev, _ := s.findUser(c.Request.Context(), name)
+	u, err := s.cfg.Auth.UpdateUser(c.Request.Context(), name, auth.UserChange{Role: req.Role, Password: req.Password, Scope: req.Scope}, principal(c).Session)
+	if err != nil {
+		return nil, err
+	}
+	var extra []policy.Change
+	if req.Password != nil {
+		extra = append(extra, secretChange("password"))
+	}
+	// created and source are the record's, not the change's; the password
+	// flag goes with the password.
+	noteChanges(c, prev, u, []string{"created", "source", "passwordNotSet"}, extra...)
+	return u, nil
+}
+
+// findUser returns the user name (nil when there is none or the list
+// cannot be read: the audit event then shows no "from").
+func (s *Server) findUser(ctx context.Context, name string) (*auth.User, error) {
+	us, err := s.cfg.Auth.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range us {
+		if us[i].Username == name {
+			return &us[i], nil
+		}
+	}
+	return nil, nil
 }
 
 func (s *Server) deleteUser(c *gin.Context) (any, error) {
@@ -127,6 +158,7 @@ func (s *Server) deleteUser(c *gin.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteObject(c, "user", name, "")
 	if err := s.cfg.Auth.DeleteUser(c.Request.Context(), name); err != nil {
 		return nil, err
 	}

@@ -23,3 +23,12 @@ type EventQuery struct {
 	Outcome     string // "ok" or "failed" (audit events)
 	Limit       int    // at most this many, oldest first (0: no limit)
 }
+
+// EventKind is one kind of event (GET /event-kinds): the console's Kind
+// filter lists them all under their groups.
+type EventKind struct {
+	Kind  string `json:"kind"`
+	Group string `json:"group"`           // e.g. Jobs, Restores
+	Label string `json:"label"`           // what an event of the kind says happened
+	Audit bool   `json:"audit,omitempty"` // a user's action (the audit trail)
+}

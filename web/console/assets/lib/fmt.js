@@ -39,6 +39,45 @@ export function time(t) {
   }).format(d);
 }
 
+// utc writes t in UTC to the second ("2026-11-29 12:00:00 UTC"): the
+// title of every time shown in the console's zone.
+export function utc(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() <= 1) return "";
+  return `${d.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+// timeEl is t in the console's time zone, with the UTC time on hover.
+export function timeEl(t) {
+  const el = document.createElement("time");
+  const u = utc(t);
+  if (u) {
+    el.setAttribute("datetime", new Date(t).toISOString());
+    el.title = u;
+  }
+  el.textContent = time(t);
+  return el;
+}
+
+// zonedTimes rewrites the UTC times a server message carries (RFC 3339, or
+// "2026-11-29 12:00[:00] UTC") in the console's time zone: a list of text
+// and <time> nodes (the UTC time in their title), or null when there is none.
+const utcInText = /\b(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.\d+)?(?:Z| UTC)/g;
+export function zonedTimes(text) {
+  const s = String(text ?? "");
+  const out = [];
+  let last = 0;
+  for (const m of s.matchAll(utcInText)) {
+    const d = new Date(`${m[1]}T${m[2].length === 5 ? `${m[2]}:00` : m[2]}Z`);
+    if (Number.isNaN(d.getTime())) continue;
+    out.push(s.slice(last, m.index), timeEl(d));
+    last = m.index + m[0].length;
+  }
+  if (!out.length) return null;
+  out.push(s.slice(last));
+  return out;
+}
+
 export function duration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds)) || seconds < 0) return "–";
   let s = Math.round(Number(seconds));

@@ -35,13 +35,8 @@ export default {
     severity.value = q.get("severity") || "";
     const vm = h("select", { name: "vm", id: "events-vm" }, h("option", { value: "" }, "All VMs"));
     const job = h("select", { name: "job", id: "events-job" }, h("option", { value: "" }, "All jobs"));
-    // Kinds a prefix matches on the server ("restore": restore.vm and restore.disk).
-    const kind = h("select", { name: "kind", id: "events-kind" }, h("option", { value: "" }, "All kinds"),
-      ...[["auth", "Sign-ins"], ["restore", "Restores"], ["file.download", "File downloads"], ["backup.adhoc", "Ad-hoc backups"],
-        ["point", "Restore point lock, unlock, delete"], ["job", "Job changes and runs"], ["repository", "Checks and reclaims"],
-        ["settings", "Settings"], ["token", "API tokens"], ["user", "Users"], ["task.cancel", "Task cancels"], ["vm", "VM backups"]]
-        .map(([v, l]) => h("option", { value: v }, l)));
-    kind.value = q.get("kind") || "";
+    // Every kind the appliance records (GET /event-kinds), under its group.
+    const kind = h("select", { name: "kind", id: "events-kind" }, h("option", { value: "" }, "All kinds"));
     const user = h("input", { type: "search", name: "user", id: "events-user", autocomplete: "off", placeholder: "user name" });
     user.value = q.get("user") || "";
     const outcome = h("select", { name: "outcome", id: "events-outcome" }, h("option", { value: "" }, "Any"),
@@ -59,17 +54,60 @@ export default {
     const list = h("div", { id: "events-list" });
     root.append(form, status, list);
 
-    const [vms, jobs] = await Promise.all([
+    const [vms, jobs, kinds] = await Promise.all([
       ctx.api("GET", "/vms").catch(() => []),
       ctx.api("GET", "/jobs").catch(() => []),
+      ctx.api("GET", "/event-kinds").catch(() => []),
     ]);
+    // Each group offers its kinds and, first, every prefix two or more of
+    // them share ("restore": restore.vm and restore.disk; the server
+    // matches a prefix).
+    const groups = new Map();
+    const perPrefix = new Map();
+    for (const k of kinds || []) {
+      const p = String(k.kind).split(".")[0];
+      perPrefix.set(p, (perPrefix.get(p) || 0) + 1);
+    }
+    const prefixShown = new Set();
+    for (const k of kinds || []) {
+      if (!groups.has(k.group)) groups.set(k.group, { el: h("optgroup", { label: k.group }), prefixes: [], kinds: [] });
+      const g = groups.get(k.group);
+      const p = String(k.kind).split(".")[0];
+      if (perPrefix.get(p) > 1 && !prefixShown.has(p)) {
+        prefixShown.add(p);
+        g.prefixes.push(h("option", { value: p }, `Every ${p}.* event`));
+      }
+      g.kinds.push(h("option", { value: k.kind, title: k.kind }, `${k.label} (${k.kind})`));
+    }
+    for (const g of groups.values()) g.el.append(...g.prefixes, ...g.kinds);
+    kind.append(...[...groups.values()].map(g => g.el));
+    const wantKind = q.get("kind") || "";
+    // A kind or prefix from a link that the list lacks (an older event's kind) still filters.
+    if (wantKind && ![...kind.options].some(o => o.value === wantKind)) kind.append(h("option", { value: wantKind }, wantKind));
+    kind.value = wantKind;
     const vmName = new Map();
     // readable shows ids as people read them: a VM's instance UUID as its
     // name, a restore point's 64-digit id by its first 12 digits (the whole
     // text stays in the title, and the exports keep the ids).
     const readable = (text) => {
       const shown = fmt.readableIds(text, vmName);
+      const zoned = fmt.zonedTimes(shown);
+      if (zoned) return h("span", { title: shown === text ? null : text }, ...zoned);
       return shown === text ? text : h("span", { title: text }, shown);
+    };
+    // changes is a change event's list of changed fields, from what to what
+    // (a secret only as changed).
+    const changes = (e) => (e.changes && e.changes.length
+      ? h("ul", { class: "event-changes", "aria-label": "Changed fields" }, ...e.changes.map(c => h("li", null,
+        h("code", null, c.field), ": ",
+        c.secret ? h("em", null, "(changed)") : h("span", null, readable(c.from || "(none)"), " → ", readable(c.to || "(none)")))))
+      : null);
+    // withoutChanges is the message without the changes it ends with (the
+    // list under it shows them; the exports keep the whole message).
+    const withoutChanges = (e) => {
+      const m = e.message || "";
+      const tail = `; ${e.changes.map(c => (c.secret ? `${c.field}: (changed)` : `${c.field}: ${c.from || "(none)"} → ${c.to || "(none)"}`)).join("; ")}`;
+      return m.endsWith(tail) ? m.slice(0, -tail.length) : m;
     };
     for (const v of vms || []) {
       const id = v.instanceUuid;
@@ -143,7 +181,7 @@ export default {
         ? `The newest ${events.length} of ${matched} events; narrow the filter to see older ones.`
         : `${events.length} event${events.length === 1 ? "" : "s"}.`;
       clear(list).append(table("!Events", [
-        { label: "Time", cell: e => fmt.time(e.time) },
+        { label: "Time", cell: e => fmt.timeEl(e.time) },
         { label: "Severity", cell: e => badge(e.severity || "info") },
         { label: "Kind", cell: e => e.kind || "" },
         { label: "Subject", cell: e => readable(e.subject || "") },
@@ -153,7 +191,7 @@ export default {
         },
         { label: "VM", cell: e => (e.vm ? vmName.get(e.vm) || e.vm : "") },
         { label: "Job", cell: e => (e.job ? jobName.get(e.job) || e.job : "") },
-        { label: "Message", cell: e => readable(e.message || "") },
+        { label: "Message", cell: e => (e.changes && e.changes.length ? h("div", null, readable(withoutChanges(e)), changes(e)) : readable(e.message || "")) },
       ], events, "No events match the filter."));
     }
 
