@@ -206,6 +206,9 @@ func Init(ctx context.Context, location string, password []byte, opts InitOption
 	}
 	if loc.S3 == nil {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			if _, err := os.Stat(filepath.Join(dir, "config")); err == nil {
+				return fmt.Errorf("init %s: %w: a repository exists there already (open it with the other repo commands)", dir, ErrNotEmpty)
+			}
 			return fmt.Errorf("init %s: %w", dir, ErrNotEmpty)
 		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("init %s: %w", dir, err)

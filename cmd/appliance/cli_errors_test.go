@@ -155,3 +155,37 @@ func TestRepeatedPhrase(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandHelp: a group alone lists its commands; a near miss says
+// what was meant (within the group it names); both exit 2.
+func TestCommandHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"repo"}, []string{"appliance repo: a group of commands", "repo list", "repo key add"}},
+		{[]string{"repo", "lst"}, []string{`did you mean "repo list"?`}},
+		{[]string{"repoo", "list"}, []string{`did you mean "repo list"?`}},
+		{[]string{"instnat", "start"}, []string{`did you mean "instant start"?`}},
+		{[]string{"repo", "frobnicate"}, []string{`unknown command "repo frobnicate"; the repo commands are`}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "usage: appliance COMMAND"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runCLI(t, tc.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2\n%s", r.code, r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+		})
+	}
+	repo := initRepo(t)
+	r := runCLI(t, "repo", "init", "--repo", repo)
+	if r.code != 1 || !strings.Contains(r.stderr, "a repository exists there already") {
+		t.Fatalf("repo init on a repository: %d %s", r.code, r.stderr)
+	}
+}

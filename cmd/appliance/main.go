@@ -110,9 +110,7 @@ func run(ctx context.Context, env *cliEnv, args []string) int {
 			usage(env.stdout)
 			return 0
 		}
-		fmt.Fprintf(env.stderr, "appliance: unknown command %q\n\n", strings.Join(args, " "))
-		usage(env.stderr)
-		return 2
+		return unknownCommand(env.stderr, args)
 	}
 	if err := cmd.run(ctx, env, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -125,6 +123,73 @@ func run(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// unknownCommand answers a command that is not one: a group alone
+// ("appliance repo") lists its commands; a near miss ("repo lst") says
+// what was meant; anything else gets the whole list. Status 2.
+func unknownCommand(w io.Writer, args []string) int {
+	var group []string
+	for n := range commands {
+		if strings.HasPrefix(n, args[0]+" ") {
+			group = append(group, n)
+		}
+	}
+	sort.Strings(group)
+	typed := strings.Join(args[:min(len(args), 3)], " ")
+	best, bestD := "", 3
+	for n := range commands {
+		if len(group) > 0 && !strings.HasPrefix(n, args[0]+" ") {
+			continue // "repo lst" means a repo command, never "demo"
+		}
+		words := len(strings.Fields(n))
+		if words > len(args) {
+			continue
+		}
+		if d := editDistance(strings.Join(args[:words], " "), n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	switch {
+	case best != "":
+		fmt.Fprintf(w, "appliance: unknown command %q; did you mean %q?\n", typed, best)
+		fmt.Fprintf(w, "Run 'appliance %s -h' for its flags, or 'appliance help' for every command.\n", best)
+	case len(group) > 0:
+		if len(args) == 1 {
+			fmt.Fprintf(w, "appliance %s: a group of commands; say which:\n\n", args[0])
+		} else {
+			fmt.Fprintf(w, "appliance: unknown command %q; the %s commands are:\n\n", typed, args[0])
+		}
+		for _, n := range group {
+			fmt.Fprintf(w, "  %-22s %s\n", n, commands[n].summary)
+		}
+		fmt.Fprintln(w, "\nRun 'appliance COMMAND -h' for the flags of a command.")
+	default:
+		fmt.Fprintf(w, "appliance: unknown command %q\n\n", typed)
+		usage(w)
+	}
+	return 2
+}
+
+// editDistance is the Levenshtein distance of a and b (short strings).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func usage(w io.Writer) {
