@@ -25,6 +25,10 @@ type InstantRequest struct {
 	// Isolated leaves every NIC disconnected (verification, restore-only
 	// users).
 	Isolated bool
+	// Original keeps the original VM's identity: its BIOS UUID and MACs,
+	// its instance UUID and name too when it is gone. The original must be
+	// gone or powered off (two running copies would clash).
+	Original bool
 }
 
 type unregisterer interface {
@@ -65,6 +69,22 @@ func (e *Engine) InstantVM(ctx context.Context, req InstantRequest) (Result, err
 		}
 	}
 	vr := req.VMRequest
+	if req.Original {
+		orig, ferr := e.findOriginal(ctx, cfg)
+		switch {
+		case ferr == nil && orig.PowerState != "poweredOff":
+			return Result{}, fmt.Errorf("%w: the original VM %s is %s: power it off first, or recover without its identity", ErrInvalidRequest, orig.Name, orig.PowerState)
+		case ferr == nil:
+			vr.identity = true
+		case errors.Is(ferr, ErrTargetNotFound):
+			vr.identity, vr.originalGone = true, true
+			if vr.Name == "" {
+				vr.Name = cfg.Name
+			}
+		default:
+			return Result{}, fmt.Errorf("look for the original VM: %w", ferr)
+		}
+	}
 	if vr.Name == "" {
 		vr.Name = cfg.Name + "-instant"
 	}

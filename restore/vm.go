@@ -61,6 +61,9 @@ type VMRequest struct {
 	// instead of disks to create; isolated disconnects every NIC.
 	existing map[int]string
 	isolated bool
+	// identity keeps the original's BIOS UUID and MACs (and its instance
+	// UUID when the original is gone).
+	identity, originalGone bool
 }
 
 // Transports of VMRequest.Transport.
@@ -303,6 +306,14 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 		GuestID: cfg.GuestID, NumCPU: cfg.NumCPU, MemoryMB: int64(cfg.MemoryMB), Firmware: cfg.Firmware,
 		CoresPerSocket: cfg.CoresPerSocket, ExtraConfig: cfg.ExtraConfig, Annotation: cfg.Annotation,
 	}
+	if req.identity {
+		spec.UUID = cfg.BIOSUUID
+		if req.originalGone {
+			// Two VMs may not share an instance UUID; the original's is
+			// free only when it is gone.
+			spec.InstanceUUID = cfg.InstanceUUID
+		}
+	}
 	for _, hd := range cfg.HostDevices {
 		warn("%s %q is tied to the source host and is not restored", hd.Kind, hd.Label)
 	}
@@ -451,7 +462,11 @@ func (e *Engine) planNew(ctx context.Context, req VMRequest, p repository.Point,
 			warn("NIC %q of type %q cannot be created; restored as vmxnet3", n.Label, typ)
 			typ = "vmxnet3"
 		}
-		spec.NICs = append(spec.NICs, vsphere.NICSpec{Network: net, Type: typ, Disconnected: req.Rehearsal || req.isolated})
+		nic := vsphere.NICSpec{Network: net, Type: typ, Disconnected: req.Rehearsal || req.isolated}
+		if req.identity {
+			nic.MAC = n.MAC
+		}
+		spec.NICs = append(spec.NICs, nic)
 	}
 	for src := range req.NetworkMap {
 		if src == AnyNetwork {

@@ -32,6 +32,10 @@ type VMSpec struct {
 	Annotation   string
 	// CoresPerSocket, when set, must divide NumCPU.
 	CoresPerSocket int32
+	// UUID (the BIOS UUID) and InstanceUUID, when set, keep an identity
+	// (instant recovery with the original's identity); empty: vCenter
+	// makes new ones.
+	UUID, InstanceUUID string
 	// ExtraConfig are advanced settings (key = value) set at creation.
 	ExtraConfig map[string]string
 	// Controllers, when set, are created as given and every disk names its
@@ -75,6 +79,8 @@ type NICSpec struct {
 	// Disconnected leaves the adapter unplugged and not connected at power
 	// on (restore rehearsal: the copy must not talk to the production net).
 	Disconnected bool
+	// MAC, when set, is kept (manual address); empty: vCenter generates one.
+	MAC string
 }
 
 // CreateVM creates a powered-off VM with new, empty disks and returns its
@@ -261,6 +267,12 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 		if n.Disconnected {
 			card.GetVirtualDevice().Connectable = &types.VirtualDeviceConnectInfo{StartConnected: false, Connected: false, AllowGuestControl: true}
 		}
+		if n.MAC != "" {
+			if eth, ok := card.(types.BaseVirtualEthernetCard); ok {
+				e := eth.GetVirtualEthernetCard()
+				e.AddressType, e.MacAddress = string(types.VirtualEthernetCardMacTypeManual), n.MAC
+			}
+		}
 		devs = append(devs, card)
 	}
 	changes, err := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
@@ -289,6 +301,7 @@ func (c *Client) buildVM(ctx context.Context, op string, spec VMSpec) (*builtVM,
 	if spec.CoresPerSocket > 0 {
 		cs.NumCoresPerSocket = types.NewInt32(spec.CoresPerSocket)
 	}
+	cs.Uuid, cs.InstanceUuid = spec.UUID, spec.InstanceUUID
 	for _, k := range sortedKeys(spec.ExtraConfig) {
 		cs.ExtraConfig = append(cs.ExtraConfig, &types.OptionValue{Key: k, Value: spec.ExtraConfig[k]})
 	}

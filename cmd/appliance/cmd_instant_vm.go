@@ -54,6 +54,7 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	var netMap stringList
 	fs.Var(&netMap, "network-map", "SRC=DST: put NICs of network SRC on network DST (repeatable)")
 	isolated := fs.Bool("isolated", false, "leave every NIC disconnected")
+	original := fs.Bool("original", false, "keep the original VM's identity (BIOS UUID, MACs; name and instance UUID when it is gone); the original must be gone or powered off")
 	targetVM := fs.String("target-vm", "", "instant disk recovery: attach the point's disks to this existing VM (name, path, moref or instance UUID) instead of creating one")
 	var diskIdx stringList
 	fs.Var(&diskIdx, "disk", "with --target-vm: the point's disk index to attach (repeatable; default all)")
@@ -111,7 +112,7 @@ func runInstantStart(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer closeAll()
 	rec, err := m.Start(ctx, instantvm.StartRequest{Point: *point, Name: *name, Datacenter: *dc, Host: *host, Folder: *folder,
-		Datastore: *datastore, NetworkMap: nm, Isolated: *isolated, NoPowerOn: *noPower, TargetVM: *targetVM, Disks: disks}, func(p string) {
+		Datastore: *datastore, NetworkMap: nm, Isolated: *isolated, NoPowerOn: *noPower, TargetVM: *targetVM, Disks: disks, Original: *original}, func(p string) {
 		if !*asJSON {
 			fmt.Fprintf(env.stderr, "%s\n", p)
 		}

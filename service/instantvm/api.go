@@ -54,7 +54,7 @@ func (a API) Get(_ context.Context, id string) (api.InstantRecovery, error) {
 func (a API) Start(ctx context.Context, req api.InstantRecoveryRequest, by string, rep api.Reporter) (*api.InstantRecovery, error) {
 	sr := StartRequest{Point: req.Point, Name: req.Name, Datacenter: req.Datacenter, Host: req.Host, Folder: req.Folder,
 		Datastore: req.Datastore, NetworkMap: req.Networks, Isolated: req.Isolated, NoPowerOn: req.PowerOn != nil && !*req.PowerOn, By: by,
-		TargetVM: req.TargetVM, Disks: req.Disks}
+		TargetVM: req.TargetVM, Disks: req.Disks, Original: req.Original}
 	r, err := a.M.Start(ctx, sr, func(phase string) { rep.Progress(phase, 0, 0) })
 	if r.ID == "" {
 		return nil, kind(err)

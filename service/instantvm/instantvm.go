@@ -115,6 +115,8 @@ type StartRequest struct {
 	// new VM being created.
 	TargetVM string `json:",omitempty"`
 	Disks    []int  `json:",omitempty"`
+	// Original keeps the original VM's identity (restore.InstantRequest).
+	Original bool `json:",omitempty"`
 }
 
 // Record is a session as stored and shown.
@@ -342,7 +344,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest, progress func(pha
 		VMRequest: restore.VMRequest{RestorePoint: p.ID, Name: req.Name, Datacenter: req.Datacenter, Folder: req.Folder,
 			Host: req.Host, Datastore: req.Datastore, NetworkMap: req.NetworkMap, PowerOn: !req.NoPowerOn,
 			Progress: func(pr restore.Progress) { report(pr.Phase) }},
-		DiskFiles: files, Isolated: req.Isolated,
+		DiskFiles: files, Isolated: req.Isolated, Original: req.Original,
 	})
 	if err != nil {
 		return fail(err)

@@ -318,3 +318,45 @@ func TestInstantRecoveryKilledWhileStarting(t *testing.T) {
 		t.Fatal("point still held")
 	}
 }
+
+// TestInstantRecoveryOriginalIdentity: with the original gone, the
+// recovered VM takes its name, BIOS UUID, instance UUID and MACs; with the
+// original running, the request is refused and nothing is left.
+func TestInstantRecoveryOriginalIdentity(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m := e.manager(t)
+	src, err := e.c.FindVM(ctx, e.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.PowerOn(ctx, src.VMRef); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0, Original: true}, nil); err == nil || !strings.Contains(err.Error(), "power it off") {
+		t.Fatalf("start with the original running: %v", err)
+	}
+	if n := e.l.NASDatastores(); len(n) != 0 {
+		t.Fatalf("left mounted after the refusal: %v", n)
+	}
+	if err := e.c.DestroyVM(ctx, src.VMRef); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0, Original: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.c.VM(ctx, rec.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Name != e.name || v.InstanceUUID != src.InstanceUUID || v.BIOSUUID != src.BIOSUUID {
+		t.Fatalf("identity: name %q uuid %q instance %q, want %q %q %q", v.Name, v.BIOSUUID, v.InstanceUUID, e.name, src.BIOSUUID, src.InstanceUUID)
+	}
+	if len(v.NICs) != 1 || len(src.NICs) != 1 || v.NICs[0].MAC != src.NICs[0].MAC {
+		t.Fatalf("MACs %+v, want %+v", v.NICs, src.NICs)
+	}
+	if _, err := m.Stop(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+}

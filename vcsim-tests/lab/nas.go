@@ -543,3 +543,28 @@ func stillUsed(vm *simulator.VirtualMachine, name string) bool {
 	}
 	return false
 }
+
+// DestroyTask and UnregisterVM drop the lab's wrapper from the caller's
+// session registry once the VM is gone: vcsim's property collector looks
+// there first, and a stale wrapper would keep answering for a VM vCenter
+// no longer has.
+func (w *labVM) DestroyTask(ctx *simulator.Context, req *types.Destroy_Task) soap.HasFault {
+	res := w.VirtualMachine.DestroyTask(ctx, req)
+	if body, ok := res.(*methods.Destroy_TaskBody); ok && body.Res != nil {
+		if t, ok := ctx.Map.Get(body.Res.Returnval).(*simulator.Task); ok {
+			t.Wait()
+			if t.Info.Error == nil && ctx.Session != nil {
+				ctx.Session.Registry.Remove(ctx, w.Self)
+			}
+		}
+	}
+	return res
+}
+
+func (w *labVM) UnregisterVM(ctx *simulator.Context, req *types.UnregisterVM) soap.HasFault {
+	res := w.VirtualMachine.UnregisterVM(ctx, req)
+	if res.Fault() == nil && ctx.Session != nil {
+		ctx.Session.Registry.Remove(ctx, w.Self)
+	}
+	return res
+}

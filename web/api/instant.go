@@ -19,6 +19,9 @@ type InstantRecoveryRequest struct {
 	// (Disks: their indexes, default all) to that existing VM instead of
 	// creating one: instant disk recovery (operator).
 	TargetVM string `json:"targetVm,omitempty"`
+	// Original keeps the original VM's identity: BIOS UUID and MACs, and
+	// its name and instance UUID when it is gone (it must be gone or off).
+	Original bool `json:"original,omitempty"`
 	Disks    []int  `json:"disks,omitempty"`
 }
 
