@@ -138,8 +138,9 @@ type Daemon struct {
 	keep     int // copies of state.db kept
 	settings *settings.Bolt
 	tasks    *task.Registry
-	sched    *policy.Scheduler // nil without vCenter
-	vclient  *vsphere.Client   // nil without vCenter
+	sched    *policy.Scheduler  // nil without vCenter
+	vclient  *vsphere.Client    // nil without vCenter
+	instant  *instantvm.Manager // nil without the instant section
 	files    *filerestore.Service
 	srv      *web.Server
 	am       *auth.Manager
@@ -456,6 +457,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 			return nil, err
 		}
 		wcfg.Instant = instantvm.API{M: ivm}
+		d.instant = ivm
 	} else if cfg.Instant != nil {
 		log.Warn("instant recovery is configured but there is no vCenter connection: it is off")
 	}
@@ -590,6 +592,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer close(spaceDone)
 		watchSpace(schedCtx, func() map[string]spaceReader { return spaceReaders(d.openRepositories()) }, cfg.Limits.lowSpace(), clk, log, d.record)
 	}()
+	overlaysDone := make(chan struct{})
+	go func() {
+		defer close(overlaysDone)
+		if d.instant != nil {
+			watchOverlays(schedCtx, d.instant, clk, d.record)
+		}
+	}()
 	approvalsDone := make(chan struct{})
 	go func() {
 		defer close(approvalsDone)
@@ -618,6 +627,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		stopSched()
 		<-pruneDone
 		<-spaceDone
+		<-overlaysDone
 		<-copiesDone
 		<-approvalsDone
 		<-copyJobsDone

@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/vmvault/vmvault/internal/clock"
+	"github.com/vmvault/vmvault/internal/progress"
+	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/service/instant"
 	"github.com/vmvault/vmvault/service/instantvm"
 	"github.com/vmvault/vmvault/service/repos"
@@ -113,4 +116,40 @@ func (d *Daemon) newVerification(stateDir string, rs *repos.Set, ivm *instantvm.
 		cfg.Boot, cfg.Guest = ivm, client
 	}
 	return verification.New(cfg)
+}
+
+// Events of instant recovery's overlays.
+const (
+	EventOverlayHigh = "instant.overlay-high"
+	EventOverlayFull = "instant.overlay-full"
+)
+
+// overlayEvery is how often the overlays' use is checked.
+const overlayEvery = 30 * time.Second
+
+// watchOverlays emits an event when a session's overlay passes 80% of its
+// limit (migrate the VM before it fills) and when it is full (the guest's
+// writes fail), until ctx ends.
+func watchOverlays(ctx context.Context, m *instantvm.Manager, clk clock.Clock, emit func(policy.Event)) {
+	for {
+		for _, a := range m.OverlayAlerts() {
+			r := a.Record
+			e := policy.Event{Severity: policy.SeverityWarning, Kind: EventOverlayHigh, Subject: r.VM.Name, Repository: r.Repository,
+				Message: fmt.Sprintf("instant recovery %s of %s: the overlay holds %s of its %s; migrate the VM to production storage before it fills (then its writes fail)",
+					r.ID, r.VM.Name, progress.Bytes(r.OverlayUsed), progress.Bytes(r.OverlayLimit))}
+			if a.Full {
+				e.Severity, e.Kind = policy.SeverityError, EventOverlayFull
+				e.Message = fmt.Sprintf("instant recovery %s of %s: the overlay is full (%s): the VM's writes fail until it is migrated or stopped",
+					r.ID, r.VM.Name, progress.Bytes(r.OverlayLimit))
+			}
+			emit(e)
+		}
+		t := clk.NewTimer(overlayEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
 }

@@ -44,6 +44,8 @@ var schedulerKinds = []EventKind{
 	{Kind: policy.EventMaintenanceFailed, Group: "Repositories", Label: "maintenance failed"},
 	{Kind: "repository.space-low", Group: "Repositories", Label: "space low"},
 	{Kind: "repository.space-ok", Group: "Repositories", Label: "space recovered"},
+	{Kind: "instant.overlay-high", Group: "Restores", Label: "instant recovery overlay above 80%"},
+	{Kind: "instant.overlay-full", Group: "Restores", Label: "instant recovery overlay full"},
 	{Kind: "approval.execute", Group: "Approvals and tasks", Label: "delayed action carried out"},
 }
 

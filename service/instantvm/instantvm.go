@@ -172,6 +172,7 @@ type Manager struct {
 	mu      sync.Mutex
 	records map[string]*Record
 	live    map[string]*live
+	alerted map[string]int // OverlayAlerts: 1 warned at 80%, 2 full
 }
 
 // New returns a Manager; call Resume before serving requests.
@@ -845,6 +846,63 @@ func slicesCompact(errs []error) []error {
 		if e != nil {
 			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// OverlayAlert is a session whose overlay crossed a threshold.
+type OverlayAlert struct {
+	Record Record
+	Full   bool // at its limit: the guest's writes fail
+}
+
+// Overlay thresholds: alert at 80% and when full, again after use fell
+// under 70% (so a session hovering at the mark does not alert on every
+// check).
+const (
+	overlayWarn  = 0.80
+	overlayReset = 0.70
+)
+
+// OverlayAlerts returns the sessions whose overlay crossed 80% or filled
+// since the last call (the daemon turns them into events).
+func (m *Manager) OverlayAlerts() []OverlayAlert {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	sort.Strings(ids)
+	var out []OverlayAlert
+	for _, id := range ids {
+		m.mu.Lock()
+		r := m.records[id]
+		m.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		rec := m.show(r)
+		if rec.OverlayLimit <= 0 {
+			continue
+		}
+		frac := float64(rec.OverlayUsed) / float64(rec.OverlayLimit)
+		m.mu.Lock()
+		if m.alerted == nil {
+			m.alerted = map[string]int{}
+		}
+		level := m.alerted[id]
+		switch {
+		case frac >= 1 && level < 2:
+			m.alerted[id] = 2
+			out = append(out, OverlayAlert{Record: rec, Full: true})
+		case frac >= overlayWarn && level < 1:
+			m.alerted[id] = 1
+			out = append(out, OverlayAlert{Record: rec})
+		case frac < overlayReset:
+			delete(m.alerted, id)
+		}
+		m.mu.Unlock()
 	}
 	return out
 }

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	nfsc "github.com/willscott/go-nfs-client/nfs"
+	"github.com/willscott/go-nfs-client/nfs/rpc"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -358,5 +362,60 @@ func TestInstantRecoveryOriginalIdentity(t *testing.T) {
 	}
 	if _, err := m.Stop(ctx, rec.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInstantOverlayAlerts: a guest writing into its overlay past 80% of
+// the limit raises one alert, filling it raises one more, and a write past
+// the limit fails without touching the point.
+func TestInstantOverlayAlerts(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	m, err := instantvm.New(instantvm.Config{Dir: e.dir, Advertise: "127.0.0.1", NoSync: true, OverlayLimit: 1 << 20}, e.c, e.rs, e.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.Start(ctx, instantvm.StartRequest{Point: e.pt, Host: host, Datastore: ds0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(ctx, rec.ID)
+	_, port, _ := net.SplitHostPort(e.srv.Addr())
+	p, _ := strconv.Atoi(port)
+	cl, err := nfsc.DialServiceAtPort("127.0.0.1", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	v, err := (&nfsc.Mount{Client: cl}).Mount(rec.Export, rpc.NewAuthUnix("guest", 0, 0).Auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.OpenFile(e.name+"-flat.vmdk", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.OverlayAlerts(); len(got) != 0 {
+		t.Fatalf("alerts before any write: %+v", got)
+	}
+	if _, err := f.Write(make([]byte, 900<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.OverlayAlerts(); len(got) != 1 || got[0].Full || got[0].Record.ID != rec.ID {
+		t.Fatalf("after 900 KiB: %+v", got)
+	}
+	if got := m.OverlayAlerts(); len(got) != 0 {
+		t.Fatalf("alerted twice: %+v", got)
+	}
+	f.Write(make([]byte, 124<<10))
+	if got := m.OverlayAlerts(); len(got) != 1 || !got[0].Full {
+		t.Fatalf("when full: %+v", got)
+	}
+	if _, err := f.Write(make([]byte, 64<<10)); err == nil {
+		t.Fatal("a write past the overlay's limit succeeded")
+	}
+	f.Close()
+	if rep, err := e.r.Check(ctx, repository.CheckOptions{ReadData: true}, nil); err != nil || !rep.Clean() {
+		t.Fatalf("check --read-data after the writes: %+v %v", rep, err)
 	}
 }
