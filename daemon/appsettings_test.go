@@ -348,8 +348,9 @@ func TestConsoleRepositories(t *testing.T) {
 	}
 	check()
 	_, body = c.call("GET", "/api/v1/events?kind=repository&limit=100", nil, nil)
-	if n := strings.Count(string(body), `"repository.add"`); n != 15 {
-		t.Errorf("%d repository.add audit events, want 15 (11 refused, 2 checked, 2 added)", n)
+	// A Test (check) is its own kind, not an add.
+	if n, m := strings.Count(string(body), `"repository.add"`), strings.Count(string(body), `"repository.test"`); n != 12 || m != 3 {
+		t.Errorf("%d repository.add and %d repository.test audit events, want 12 (10 refused, 2 added) and 3 (1 refused, 2 checked)", n, m)
 	}
 
 	sd.stop(t, ShutdownGrace+10*time.Second)
