@@ -2,13 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -17,31 +14,9 @@ import (
 // moves it to production storage and exits; `instant list` shows the
 // session done; `instant stop` has nothing left to stop.
 func TestInstantStartMigrate(t *testing.T) {
-	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
-	repo := initRepo(t)
-	env := backupEnv(l.URL().String(), l.Username(), l.Password())
-	tp := []string{"--thumbprint", l.Thumbprint()}
-	vm := "DC0_H0_VM0"
-	if err := l.WriteDisk(vm, 0, 0, randBytes(3, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	cli := func(want int, args ...string) cliResult {
-		t.Helper()
-		r := runCLIEnv(t, env, args...)
-		if r.code != want {
-			t.Fatalf("appliance %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, want, r.stdout, r.stderr)
-		}
-		return r
-	}
-	bj := decodeJSON[[]backupJSON](t, cli(0, append([]string{"backup", "--repo", repo, "--vm", vm, "--json", "--unsafe-no-fsync"}, tp...)...).stdout)
-	pt := bj[0].RestorePoint
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	l.SetNFSServer(addr)
+	g := newInstantLab(t, 3)
+	l, repo, tp, pt, addr, cli := g.l, g.repo, g.tp, g.pt, g.nfs, g.cli
+	const vm = "DC0_H0_VM0"
 	dir := filepath.Join(t.TempDir(), "sessions")
 
 	// Usage errors first: nothing is started.

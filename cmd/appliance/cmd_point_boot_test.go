@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/vmvault/vmvault/vcsim-tests/lab"
-	"github.com/vmvault/vmvault/vcsim-tests/lab/labtest"
 	"github.com/vmvault/vmvault/web/api"
 )
 
@@ -17,31 +16,9 @@ import (
 // probed port and URL do, fails (exit 1) when Tools never start, and
 // leaves no VM or NFS datastore either way; bad flags are usage errors.
 func TestPointVerifyBoot(t *testing.T) {
-	l := labtest.Start(t, lab.Options{DiskCapacity: 4 << 20})
-	repo := initRepo(t)
-	env := backupEnv(l.URL().String(), l.Username(), l.Password())
-	tp := []string{"--thumbprint", l.Thumbprint()}
-	vm := "DC0_H0_VM0"
-	if err := l.WriteDisk(vm, 0, 0, randBytes(4, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	cli := func(want int, args ...string) cliResult {
-		t.Helper()
-		r := runCLIEnv(t, env, args...)
-		if r.code != want {
-			t.Fatalf("appliance %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, want, r.stdout, r.stderr)
-		}
-		return r
-	}
-	bj := decodeJSON[[]backupJSON](t, cli(0, append([]string{"backup", "--repo", repo, "--vm", vm, "--json", "--unsafe-no-fsync"}, tp...)...).stdout)
-	pt := bj[0].RestorePoint
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	l.SetNFSServer(addr)
+	g := newInstantLab(t, 4)
+	l, repo, tp, pt, addr, cli := g.l, g.repo, g.tp, g.pt, g.nfs, g.cli
+	const vm = "DC0_H0_VM0"
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer web.Close()
 	ip, port, _ := net.SplitHostPort(web.Listener.Addr().String())
