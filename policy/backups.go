@@ -108,7 +108,7 @@ func (s *Scheduler) startBackup(c candidate, now time.Time) {
 	}
 	job := ar.job
 	if ar.scripts == nil && job.Scripts.any() {
-		ar.scripts = &runScripts{}
+		ar.scripts = &runScripts{now: s.now}
 	}
 	scripts, runID := ar.scripts, ar.rec.ID
 	s.wg.Add(1)

@@ -1,7 +1,7 @@
 package policy
 
 // Running a job's scripts around its VMs' backups (scripts.go has the
-// configuration, internal/jobscript the processes).
+// configuration, policy/jobscript the processes).
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vmvault/vmvault/internal/jobscript"
+	"github.com/vmvault/vmvault/policy/jobscript"
 )
 
 // Event kinds of scripts.
@@ -42,6 +42,7 @@ const (
 // pre-job script runs once, before the first VM's backup, and every VM of
 // the run waits for it.
 type runScripts struct {
+	now     func() time.Time
 	once    sync.Once
 	preErr  error       // the pre-job script failed with onFailure fail
 	started atomic.Bool // a VM reached the pre-job stage: the post-job script is due
@@ -52,7 +53,8 @@ type scriptReport struct {
 	hook  string // preJob, postJob, preVM, postVM
 	vm    VM     // zero for the job's scripts
 	res   jobscript.Result
-	fatal bool // it failed and fails its VM or job
+	took  time.Duration // by the scheduler's clock
+	fatal bool          // it failed and fails its VM or job
 }
 
 func hookLabel(hook string) string {
@@ -85,14 +87,15 @@ func vmEnv(j Job, runID string, vm VM) []string {
 
 // runHook runs one script. A post script due after ctx was cancelled still
 // runs, for at most cleanupTimeout.
-func runHook(ctx context.Context, hook string, sc *Script, env []string, post bool, vm VM) scriptReport {
+func runHook(ctx context.Context, now func() time.Time, hook string, sc *Script, env []string, post bool, vm VM) scriptReport {
 	timeout := sc.Timeout()
 	if post && ctx.Err() != nil {
 		ctx = context.WithoutCancel(ctx)
 		timeout = min(timeout, cleanupTimeout)
 	}
+	start := now()
 	res := jobscript.Run(ctx, jobscript.Spec{Command: sc.Command, Timeout: timeout, Env: env})
-	return scriptReport{hook: hook, vm: vm, res: res, fatal: res.Err != nil && sc.Fails(!post)}
+	return scriptReport{hook: hook, vm: vm, res: res, took: now().Sub(start), fatal: res.Err != nil && sc.Fails(!post)}
 }
 
 // scriptError is the error a fatal script gives its VM: the exit status
@@ -113,7 +116,7 @@ func (rs *runScripts) backupVM(ctx context.Context, runner Runner, job Job, runI
 	rs.started.Store(true)
 	if sc.PreJob != nil {
 		rs.once.Do(func() {
-			r := runHook(ctx, "preJob", sc.PreJob, jobEnv(job, runID), false, VM{})
+			r := runHook(ctx, rs.now, "preJob", sc.PreJob, jobEnv(job, runID), false, VM{})
 			reps = append(reps, r)
 			if r.fatal {
 				rs.preErr = r.scriptError()
@@ -125,7 +128,7 @@ func (rs *runScripts) backupVM(ctx context.Context, runner Runner, job Job, runI
 	}
 	env := vmEnv(job, runID, vm)
 	if sc.PreVM != nil {
-		r := runHook(ctx, "preVM", sc.PreVM, env, false, vm)
+		r := runHook(ctx, rs.now, "preVM", sc.PreVM, env, false, vm)
 		reps = append(reps, r)
 		if r.fatal {
 			// No backup, and no post-VM script: nothing was started that
@@ -143,7 +146,7 @@ func (rs *runScripts) backupVM(ctx context.Context, runner Runner, job Job, runI
 			result = resultFailed
 		}
 		penv := append(env, "VMVAULT_VM_RESULT="+result, "VMVAULT_RESTORE_POINT="+res.PointID)
-		r := runHook(ctx, "postVM", sc.PostVM, penv, true, vm)
+		r := runHook(ctx, rs.now, "postVM", sc.PostVM, penv, true, vm)
 		reps = append(reps, r)
 		if r.fatal && err == nil {
 			err = fmt.Errorf("backed up to restore point %s (kept), but: %w", res.PointID, r.scriptError())
@@ -188,7 +191,7 @@ func (s *Scheduler) startPostJob(ar *activeRun) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.results <- postJobDone{job: job, rep: runHook(ctx, "postJob", sc, env, true, VM{})}
+		s.results <- postJobDone{job: job, rep: runHook(ctx, s.now, "postJob", sc, env, true, VM{})}
 	}()
 }
 
@@ -206,7 +209,7 @@ func (s *Scheduler) emitScript(j Job, r scriptReport) {
 	}
 	var b strings.Builder
 	if r.res.Err == nil {
-		fmt.Fprintf(&b, "%s succeeded in %s", hookLabel(r.hook), r.res.Duration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "%s succeeded in %s", hookLabel(r.hook), r.took.Round(time.Millisecond))
 	} else {
 		ev.Kind, ev.Severity = EventScriptFailed, SeverityWarning
 		what := "continuing (onFailure continue)"
@@ -223,7 +226,7 @@ func (s *Scheduler) emitScript(j Job, r scriptReport) {
 				what = "the run counts as failed"
 			}
 		}
-		fmt.Fprintf(&b, "%s failed after %s: %v; %s", hookLabel(r.hook), r.res.Duration.Round(time.Millisecond), r.res.Err, what)
+		fmt.Fprintf(&b, "%s failed after %s: %v; %s", hookLabel(r.hook), r.took.Round(time.Millisecond), r.res.Err, what)
 	}
 	if len(r.res.Output) > 0 {
 		fmt.Fprintf(&b, "\noutput:\n%s", strings.ToValidUTF8(string(r.res.Output), "\uFFFD"))

@@ -182,7 +182,9 @@ func TestRunCancelled(t *testing.T) {
 	// test waits on: cancellation must hit a running script.
 	dir := t.TempDir()
 	ready := dir + "/ready"
-	go func() { res <- Run(ctx, Spec{Command: sh("sleep 60 & echo $! > " + ready + ".tmp; mv " + ready + ".tmp " + ready + "; wait"), Timeout: time.Minute}) }()
+	go func() {
+		res <- Run(ctx, Spec{Command: sh("sleep 60 & echo $! > " + ready + ".tmp; mv " + ready + ".tmp " + ready + "; wait"), Timeout: time.Minute})
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	var pidb []byte
 	for {

@@ -2,8 +2,9 @@
 // appliance: one command (an argv, no shell) in its own process group, with
 // a time limit, a given environment, and its output captured within bounds.
 //
-// It owns the process's lifetime and nothing else: when to run a script and
-// what its failure means are policy's. It has no clock of its own: the time
+// It owns the process's lifetime and nothing else: when to run a script,
+// what its failure means and how long it took are policy's (the caller's
+// clock). It has no clock of its own: the time
 // limit is a context deadline, so a job's cancellation and a timeout end a
 // script the same way (SIGTERM to the whole group, SIGKILL KillGrace later).
 // When the script's main process ends, whatever it left running in its group
@@ -46,10 +47,9 @@ type Spec struct {
 
 // Result is what a script did. Err is nil only when it exited with status 0.
 type Result struct {
-	ExitCode  int  // -1 when it did not exit by itself (killed, not started)
-	TimedOut  bool // the time limit ended it
-	Cancelled bool // ctx was cancelled (the job was cancelled or the appliance stops)
-	Duration  time.Duration
+	ExitCode  int    // -1 when it did not exit by itself (killed, not started)
+	TimedOut  bool   // the time limit ended it
+	Cancelled bool   // ctx was cancelled (the job was cancelled or the appliance stops)
 	Output    []byte // the first MaxOutput bytes of stdout and stderr together
 	Truncated int64  // bytes of output beyond MaxOutput, not kept
 	Stderr    []byte // the last StderrTail bytes of stderr
@@ -59,7 +59,6 @@ type Result struct {
 // Run runs the script and waits for it and its process group to end. It
 // never returns before the processes it started are gone or killed.
 func Run(ctx context.Context, s Spec) Result {
-	start := time.Now()
 	r := Result{ExitCode: -1}
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		r.Err = errors.New("script has no command")
@@ -111,7 +110,6 @@ func Run(ctx context.Context, s Spec) Result {
 	errW.Close()
 	if err != nil {
 		r.Err = fmt.Errorf("start %s: %w", s.Command[0], err)
-		r.Duration = time.Since(start)
 		return r
 	}
 	var readers sync.WaitGroup
@@ -158,7 +156,6 @@ func Run(ctx context.Context, s Spec) Result {
 	}
 	t.Stop()
 	err = waitErr
-	r.Duration = time.Since(start)
 	r.Output, r.Truncated = out.buf.Bytes(), out.dropped
 	r.Stderr = tail.bytes()
 	if cmd.ProcessState != nil {
