@@ -107,12 +107,22 @@ func (s *Scheduler) startBackup(c candidate, now time.Time) {
 		s.mu.Unlock()
 	}
 	job := ar.job
+	if ar.scripts == nil && job.Scripts.any() {
+		ar.scripts = &runScripts{now: s.now}
+	}
+	scripts, runID := ar.scripts, ar.rec.ID
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		res, err := s.cfg.Runner.RunBackup(ctx, job, vm, progress)
+		var d backupDone
+		if scripts != nil {
+			d.res, d.scripts, d.err = scripts.backupVM(ctx, s.cfg.Runner, job, runID, vm, progress)
+		} else {
+			d.res, d.err = s.cfg.Runner.RunBackup(ctx, job, vm, progress)
+		}
 		cancel()
-		s.results <- backupDone{task: t, res: res, err: err}
+		d.task = t
+		s.results <- d
 	}()
 }
 
@@ -137,6 +147,9 @@ func (s *Scheduler) backupFinished(d backupDone) {
 	delete(s.status, ar.rec.Job+"\x00"+vm.InstanceUUID)
 	s.mu.Unlock()
 
+	for _, r := range d.scripts {
+		s.emitScript(ar.job, r)
+	}
 	st := s.states[stateKey{ar.rec.Job, vm.InstanceUUID}]
 	o := ar.rec.Outcome(vm.InstanceUUID)
 	st.Running, st.RunningRunID = false, ""

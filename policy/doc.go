@@ -53,4 +53,13 @@
 //   - Missed windows are detected from a persisted checkpoint (the last time
 //     the scheduler looked): an occurrence that opened and closed entirely
 //     after it was missed.
+//   - Scripts (Job.Scripts, scripts_run.go; processes in policy/jobscript):
+//     the pre-job script runs once per run, in the goroutine of the first VM
+//     to start, and the others wait for it; pre-VM and post-VM run in each
+//     VM's backup goroutine around Runner.RunBackup; post-job runs once the
+//     run has ended (finishIfDone), in its own goroutine that stop waits for.
+//     Their outcomes come back with the backup's result and become
+//     script.ran / script.failed events on the scheduler goroutine. A run
+//     cut short by a stop runs no post-job script; its resume run runs the
+//     pre-job script again.
 package policy

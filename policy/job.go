@@ -92,6 +92,9 @@ type Job struct {
 	// reason recorded on the restore point) or one transport only, which
 	// fails a disk it cannot read.
 	Transport Transport `json:"transport,omitempty"`
+	// Scripts are commands run on the appliance before and after the job
+	// and each VM's backup (scripts.go); absent in jobs saved before they existed.
+	Scripts Scripts `json:"scripts,omitzero"`
 }
 
 // Transport names how disks are read (backup.Transport's values; policy
@@ -208,6 +211,7 @@ func (j Job) Validate(ctx context.Context, env ValidateEnv) (warnings []string, 
 	if j.ActiveFullDays < 0 || j.ActiveFullDays > 3650 {
 		bad("activeFullDays", "must be 0 (never) to 3650 days (got %d)", j.ActiveFullDays)
 	}
+	j.Scripts.validate(bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

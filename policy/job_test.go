@@ -56,6 +56,24 @@ func TestJobValidate(t *testing.T) {
 		{"transport hotadd", func(j *Job) { j.Transport = TransportHotAdd }, nil, nil},
 		{"transport nfc", func(j *Job) { j.Transport = TransportNFC }, nil, nil},
 		{"transport unknown", func(j *Job) { j.Transport = "san" }, []string{"transport"}, nil},
+		{"scripts all set", func(j *Job) {
+			j.Scripts = Scripts{
+				PreJob:  &Script{Command: []string{"/usr/local/bin/prepare", "--all"}},
+				PostJob: &Script{Command: []string{"sh", "-c", "logger done"}, TimeoutSeconds: 86400, OnFailure: ScriptFail},
+				PreVM:   &Script{Command: []string{"freeze-app"}, TimeoutSeconds: 1, OnFailure: ScriptContinue},
+				PostVM:  &Script{Command: []string{"/bin/true"}},
+			}
+		}, nil, nil},
+		{"script with an empty argv", func(j *Job) { j.Scripts.PreJob = &Script{} }, []string{"scripts.preJob.command"}, nil},
+		{"script with an empty program", func(j *Job) { j.Scripts.PostVM = &Script{Command: []string{"", "x"}} }, []string{"scripts.postVM.command"}, nil},
+		{"script with a relative path", func(j *Job) { j.Scripts.PreVM = &Script{Command: []string{"bin/freeze"}} }, []string{"scripts.preVM.command"}, nil},
+		{"script with NUL in an argument", func(j *Job) { j.Scripts.PreVM = &Script{Command: []string{"/bin/echo", "a\x00b"}} }, []string{"scripts.preVM.command[1]"}, nil},
+		{"script timeout negative", func(j *Job) { j.Scripts.PostJob = &Script{Command: []string{"true"}, TimeoutSeconds: -1} }, []string{"scripts.postJob.timeoutSeconds"}, nil},
+		{"script timeout over a day", func(j *Job) { j.Scripts.PostJob = &Script{Command: []string{"true"}, TimeoutSeconds: 86401} }, []string{"scripts.postJob.timeoutSeconds"}, nil},
+		{"script policy unknown", func(j *Job) { j.Scripts.PreJob = &Script{Command: []string{"true"}, OnFailure: "warn"} }, []string{"scripts.preJob.onFailure"}, nil},
+		{"several scripts bad", func(j *Job) {
+			j.Scripts = Scripts{PreJob: &Script{}, PostVM: &Script{Command: []string{"true"}, OnFailure: "ignore", TimeoutSeconds: -5}}
+		}, []string{"scripts.preJob.command", "scripts.postVM.timeoutSeconds", "scripts.postVM.onFailure"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,5 +187,46 @@ func TestJobRequireAllDisksJSON(t *testing.T) {
 	var back Job
 	if err := json.Unmarshal(b, &back); err != nil || !back.RequireAllDisks || !strings.Contains(string(b), `"requireAllDisks":true`) {
 		t.Fatalf("round trip %s: %+v, %v", b, back.RequireAllDisks, err)
+	}
+}
+
+func TestScriptDefaults(t *testing.T) {
+	tests := []struct {
+		sc      Script
+		timeout time.Duration
+		failPre bool
+		failPst bool
+	}{
+		{Script{}, 300 * time.Second, true, false},
+		{Script{TimeoutSeconds: 5, OnFailure: ScriptContinue}, 5 * time.Second, false, false},
+		{Script{OnFailure: ScriptFail}, 300 * time.Second, true, true},
+	}
+	for _, tc := range tests {
+		if got := tc.sc.Timeout(); got != tc.timeout {
+			t.Errorf("%+v: timeout %v, want %v", tc.sc, got, tc.timeout)
+		}
+		if got := tc.sc.Fails(true); got != tc.failPre {
+			t.Errorf("%+v: pre fails %v, want %v", tc.sc, got, tc.failPre)
+		}
+		if got := tc.sc.Fails(false); got != tc.failPst {
+			t.Errorf("%+v: post fails %v, want %v", tc.sc, got, tc.failPst)
+		}
+	}
+}
+
+func TestJobScriptsJSON(t *testing.T) {
+	var j Job
+	if err := json.Unmarshal([]byte(`{"id":"a","scripts":{"preVM":{"command":["sh","-c","exit 0"],"timeoutSeconds":30,"onFailure":"continue"}}}`), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Scripts.PreVM == nil || !slices.Equal(j.Scripts.PreVM.Command, []string{"sh", "-c", "exit 0"}) || j.Scripts.PreVM.TimeoutSeconds != 30 || j.Scripts.PreVM.OnFailure != ScriptContinue || j.Scripts.PreJob != nil {
+		t.Fatalf("decoded %+v", j.Scripts)
+	}
+	b, err := json.Marshal(validJob())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "scripts") {
+		t.Errorf("a job without scripts encodes them: %s", b)
 	}
 }

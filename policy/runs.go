@@ -329,6 +329,7 @@ func (s *Scheduler) finishIfDone(ar *activeRun) {
 	ar.rec.End = s.now()
 	delete(s.runs, ar.rec.ID)
 	s.putRun(ar)
+	s.startPostJob(ar)
 	sev := SeverityInfo
 	for _, o := range ar.rec.VMs {
 		if o.Status != OutcomeSucceeded {

@@ -121,28 +121,29 @@ type Scheduler struct {
 	mstat  map[string]*RunningMaintenance
 
 	// Owned by the Run goroutine.
-	wg           sync.WaitGroup
-	jobs         map[string]Job
-	jobSince     map[string]time.Time // missed-window detection starts here per job
-	states       map[stateKey]*VMState
-	runs         map[string]*activeRun
-	current      map[string]*activeRun // job -> open scheduled run
-	doneSlot     map[string]string     // job -> the slot whose run ended with every VM backed up
-	busyVM       map[string]*backupTask
-	jobRunning   map[string]int
-	repoRunning  map[string]int
-	running      int
-	resolveWait  map[string]time.Time // job -> when to retry a failed selection
-	resolving    map[string]bool      // job -> its selection is being evaluated for a window
-	resolveCount int                  // selections being evaluated (windows and run now)
-	maint        map[string]*maintTask
-	mstate       map[string]MaintenanceState
-	maintFailed  map[string]string   // repo+task -> maintenance occurrence id in which it failed
-	dirty        map[*activeRun]bool // runs whose per-VM outcomes changed since last written
-	lastStep     time.Time
-	pctx         context.Context // for persistence: outlives the Run context's cancellation
-	runCtx       context.Context
-	shutdown     bool
+	wg             sync.WaitGroup
+	jobs           map[string]Job
+	jobSince       map[string]time.Time // missed-window detection starts here per job
+	states         map[stateKey]*VMState
+	runs           map[string]*activeRun
+	current        map[string]*activeRun // job -> open scheduled run
+	doneSlot       map[string]string     // job -> the slot whose run ended with every VM backed up
+	busyVM         map[string]*backupTask
+	jobRunning     map[string]int
+	repoRunning    map[string]int
+	running        int
+	scriptsRunning int                  // post-job scripts in flight (scripts_run.go)
+	resolveWait    map[string]time.Time // job -> when to retry a failed selection
+	resolving      map[string]bool      // job -> its selection is being evaluated for a window
+	resolveCount   int                  // selections being evaluated (windows and run now)
+	maint          map[string]*maintTask
+	mstate         map[string]MaintenanceState
+	maintFailed    map[string]string   // repo+task -> maintenance occurrence id in which it failed
+	dirty          map[*activeRun]bool // runs whose per-VM outcomes changed since last written
+	lastStep       time.Time
+	pctx           context.Context // for persistence: outlives the Run context's cancellation
+	runCtx         context.Context
+	shutdown       bool
 }
 
 type stateKey struct{ job, vm string }
@@ -153,8 +154,9 @@ type activeRun struct {
 	vms     map[string]VM
 	closing bool // window closed: waiting for running backups
 	tasks   int
-	marks   int       // per-VM changes since the record was last written
-	written time.Time // when the record was last written
+	scripts *runScripts // the job's scripts' state in this run; nil without scripts
+	marks   int         // per-VM changes since the record was last written
+	written time.Time   // when the record was last written
 }
 
 type backupTask struct {
@@ -165,9 +167,10 @@ type backupTask struct {
 }
 
 type backupDone struct {
-	task *backupTask
-	res  BackupResult
-	err  error
+	task    *backupTask
+	res     BackupResult
+	err     error
+	scripts []scriptReport
 }
 
 type maintTask struct {
@@ -386,6 +389,8 @@ func (s *Scheduler) handleResult(r any) {
 		s.maintFinished(r)
 	case resolveDone:
 		s.resolved(r)
+	case postJobDone:
+		s.postJobFinished(r)
 	}
 }
 
@@ -730,7 +735,7 @@ func (s *Scheduler) stop() {
 	for _, m := range s.maint {
 		m.cancel()
 	}
-	for s.running > 0 || len(s.maint) > 0 {
+	for s.running > 0 || len(s.maint) > 0 || s.scriptsRunning > 0 {
 		s.handleResult(<-s.results)
 	}
 	s.wg.Wait()

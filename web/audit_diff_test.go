@@ -215,7 +215,8 @@ func TestEventKindsCoverEveryKind(t *testing.T) {
 		policy.EventJobStarted, policy.EventJobFinished, policy.EventVMBackedUp, policy.EventVMFailed, policy.EventVMCancelled,
 		policy.EventVMInterrupted, policy.EventVMNotBackedUp, policy.EventSelectionNew, policy.EventSelectionVanished,
 		policy.EventSelectionFailed, policy.EventWindowMissed, policy.EventRetentionRemoved, policy.EventReclaimDone,
-		policy.EventCheckClean, policy.EventCheckDamage, policy.EventCheckPaused, policy.EventMaintenanceFailed}
+		policy.EventCheckClean, policy.EventCheckDamage, policy.EventCheckPaused, policy.EventMaintenanceFailed,
+		policy.EventScriptRan, policy.EventScriptFailed}
 	for _, k := range auditKinds {
 		want = append(want, k)
 	}

@@ -27,6 +27,8 @@ var schedulerKinds = []EventKind{
 	{Kind: policy.EventSelectionVanished, Group: "Jobs", Label: "selected VM gone"},
 	{Kind: policy.EventSelectionFailed, Group: "Jobs", Label: "selection failed"},
 	{Kind: policy.EventWindowMissed, Group: "Jobs", Label: "backup window missed"},
+	{Kind: policy.EventScriptRan, Group: "Jobs", Label: "job script ran"},
+	{Kind: policy.EventScriptFailed, Group: "Jobs", Label: "job script failed"},
 	{Kind: policy.EventVMBackedUp, Group: "Backups", Label: "VM backed up"},
 	{Kind: policy.EventVMFailed, Group: "Backups", Label: "VM backup failed"},
 	{Kind: policy.EventVMCancelled, Group: "Backups", Label: "VM backup cancelled"},

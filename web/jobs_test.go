@@ -88,6 +88,32 @@ func TestJobVSSType(t *testing.T) {
 	}
 }
 
+// A job's scripts go through the API (validated against the OpenAPI Job
+// schema by the fixture) and into the store as given.
+func TestJobScripts(t *testing.T) {
+	f := newFixture(t, nil)
+	job := validJob("hooks")
+	job["scripts"] = map[string]any{
+		"preVM":   map[string]any{"command": []string{"/usr/local/bin/freeze", "--all"}, "timeoutSeconds": 120},
+		"postJob": map[string]any{"command": []string{"sh", "-c", "logger $VMVAULT_JOB_RESULT"}, "onFailure": "fail"},
+	}
+	if r := f.admin("POST", "/api/v1/jobs", job); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r := f.admin("GET", "/api/v1/jobs/hooks", nil)
+	var got struct {
+		Scripts policy.Scripts `json:"scripts"`
+	}
+	r.json(t, &got)
+	if sc := got.Scripts; sc.PreVM == nil || sc.PreVM.TimeoutSeconds != 120 || len(sc.PreVM.Command) != 2 || sc.PostJob == nil || sc.PostJob.OnFailure != policy.ScriptFail || sc.PreJob != nil || sc.PostVM != nil {
+		t.Errorf("served scripts %+v", sc)
+	}
+	j, err := f.db.Job(context.Background(), "hooks")
+	if err != nil || j.Scripts.PreVM == nil || j.Scripts.PreVM.Command[0] != "/usr/local/bin/freeze" {
+		t.Errorf("job in the store %+v (%v)", j.Scripts, err)
+	}
+}
+
 // A point's quiesce record (its quiesce.* tags) is served as the quiesce
 // object, which the OpenAPI document describes; an older point has none.
 func TestJobPointQuiesceDetail(t *testing.T) {

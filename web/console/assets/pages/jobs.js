@@ -385,6 +385,7 @@ async function detailPage(root, ctx, id) {
       h("dd", null, describeRetention(j.retention)),
       h("dt", null, "Quiesce"),
       h("dd", null, `${j.quiesce || "filesystem"}${j.quiesce === "application" ? `, VSS ${j.vssType || "copy"}` : ""}${j.quiesceRequired ? ", required (a VM that cannot be quiesced fails)" : ""}`),
+      ...scriptRows(h, j.scripts),
     ),
     progressHolder,
     history,
@@ -455,3 +456,25 @@ export default {
     return listPage(root, ctx);
   },
 };
+
+// scriptRows shows a job's appliance-side scripts, read-only (they are set
+// through the API or the CLI): one row per hook that is set.
+function scriptRows(h, scripts) {
+  const hooks = [
+    ["preJob", "Pre-job script", true],
+    ["postJob", "Post-job script", false],
+    ["preVM", "Pre-VM script", true],
+    ["postVM", "Post-VM script", false],
+  ];
+  const rows = [];
+  for (const [key, label, pre] of hooks) {
+    const sc = scripts && scripts[key];
+    if (!sc || !Array.isArray(sc.command)) continue;
+    const policy = sc.onFailure || (pre ? "fail" : "continue");
+    rows.push(
+      h("dt", null, label),
+      h("dd", null, h("code", null, sc.command.join(" ")), ` (timeout ${sc.timeoutSeconds || 300} s, on failure: ${policy})`),
+    );
+  }
+  return rows;
+}
