@@ -301,6 +301,57 @@ func TestAPIThroughPrism(t *testing.T) {
 		}
 		check("GET "+q, c.do("GET", q, nil, nil))
 	}
+	// The documented valid example of every POST and PUT that changes
+	// nothing outside the demo (no settings, no sign-out, no new
+	// repository directories, no vCenter connection change): whatever the
+	// daemon answers, Prism finds it in the document.
+	var bodies struct {
+		Paths map[string]map[string]struct {
+			RequestBody struct {
+				Content map[string]struct {
+					Examples map[string]struct {
+						Value json.RawMessage `json:"value"`
+					} `json:"examples"`
+				} `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(b, &bodies); err != nil {
+		t.Fatal(err)
+	}
+	skip := regexp.MustCompile(`^/api/v1/(settings|auth/logout|repositories$|approvals|users/|auth/tokens/)`)
+	var writes []string
+	for p, ops := range bodies.Paths {
+		for m := range ops {
+			if m == "post" || m == "put" {
+				writes = append(writes, m+" "+p)
+			}
+		}
+	}
+	sort.Strings(writes)
+	for _, w := range writes {
+		m, p, _ := strings.Cut(w, " ")
+		if skip.MatchString(p) {
+			continue
+		}
+		ex, ok := bodies.Paths[p][m].RequestBody.Content["application/json"].Examples["valid"]
+		if !ok {
+			continue
+		}
+		q := p
+		switch {
+		case strings.HasPrefix(p, "/api/v1/restore-points/{id}"):
+			q = strings.Replace(q, "{id}", ids["point"], 1)
+		case strings.HasPrefix(p, "/api/v1/jobs/{id}"):
+			q = strings.Replace(q, "{id}", ids["job"], 1)
+		}
+		if param.MatchString(q) {
+			continue
+		}
+		var body any
+		json.Unmarshal([]byte(strings.ReplaceAll(string(ex.Value), "0123456789abcdef", ids["point"])), &body)
+		check(strings.ToUpper(m)+" "+q+" (documented example)", c.do(strings.ToUpper(m), q, body, nil))
+	}
 	// Error answers the daemon documents.
 	check("GET an unknown point", c.do("GET", "/api/v1/restore-points/"+strings.Repeat("0", 64), nil, nil), 404)
 	check("POST /restores of an unknown point", c.do("POST", "/api/v1/restores", map[string]any{"point": "0123456789abcdef", "mode": "new"}, nil), 422)
