@@ -64,7 +64,6 @@ func Validate(j Job) error {
 	default:
 		bad("mode", "%q: want walk, boot or both", j.Mode)
 	}
-	booting := mode == verification.ModeBoot || mode == verification.ModeBoth
 	if mode == verification.ModeWalk {
 		for _, f := range []struct {
 			field string
@@ -75,7 +74,7 @@ func Validate(j Job) error {
 			}
 		}
 	}
-	if booting || mode == verification.ModeWalk {
+	{
 		seen := map[int]bool{}
 		for i, p := range j.Ports {
 			switch {
