@@ -5,7 +5,6 @@ package verifyjob
 
 import (
 	"context"
-	"errors"
 
 	"github.com/vmvault/vmvault/policy"
 	"github.com/vmvault/vmvault/service/verification"
@@ -86,9 +85,5 @@ func (a API) DeleteVerificationJob(ctx context.Context, id string) error {
 }
 
 func (a API) RunVerificationJob(ctx context.Context, id string) (string, error) {
-	run, err := a.Runner.RunNow(ctx, id)
-	if errors.Is(err, api.ErrNotFound) {
-		return "", err
-	}
-	return run, err
+	return a.Runner.RunNow(ctx, id)
 }

@@ -104,9 +104,9 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Jobs returns every job, by id; an unreadable file is skipped (and
-// logged by the caller through the error list's absence: it stays on disk
-// for an operator to look at).
+// Jobs returns every readable job, by id, and an error naming the
+// unreadable files (left on disk for an operator to look at): one damaged
+// file does not stop the other jobs.
 func (s *Store) Jobs() ([]Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
