@@ -80,6 +80,7 @@ func (a API) DeleteVerificationJob(ctx context.Context, id string) error {
 	if err := a.Store.Delete(id); err != nil {
 		return err
 	}
+	a.Runner.Deleted(id)
 	a.Runner.Reload()
 	return nil
 }

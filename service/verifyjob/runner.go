@@ -56,6 +56,7 @@ type Runner struct {
 	mu        sync.Mutex
 	ctx       context.Context // Run's; nil when not running
 	active    map[string]*Run // job id -> its running run (a copy kept current)
+	cancels   map[string]context.CancelFunc
 	done      map[string]string
 	lastStart map[string]time.Time
 	wake      chan struct{}
@@ -71,7 +72,7 @@ func New(cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{cfg: cfg, active: map[string]*Run{}, done: map[string]string{}, lastStart: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+	return &Runner{cfg: cfg, active: map[string]*Run{}, cancels: map[string]context.CancelFunc{}, done: map[string]string{}, lastStart: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 // Reload makes Run look at the jobs now (after one was saved or deleted).
@@ -79,6 +80,17 @@ func (r *Runner) Reload() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Deleted ends the job's running run, if any, as its definition is
+// deleted: its verifications see their context end (a boot is torn down)
+// and the run, its file gone, is neither recorded nor an event.
+func (r *Runner) Deleted(job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cancel, ok := r.cancels[job]; ok {
+		cancel()
 	}
 }
 
@@ -225,10 +237,12 @@ func (r *Runner) start(j Job, trigger string, occ policy.Occurrence) (string, er
 	}
 	a := run
 	r.active[j.ID] = &a
-	ctx := r.ctx
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.cancels[j.ID] = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer cancel()
 		r.finish(ctx, j, r.execute(ctx, j, run, occ))
 	}()
 	return run.ID, nil
@@ -359,6 +373,7 @@ func (r *Runner) finish(ctx context.Context, j Job, run Run) {
 	}
 	r.mu.Lock()
 	delete(r.active, j.ID)
+	delete(r.cancels, j.ID)
 	if run.Window != "" && run.State != RunInterrupted {
 		r.done[j.ID] = run.Window
 	}

@@ -448,3 +448,36 @@ func TestStoreRoundTripAndDelete(t *testing.T) {
 		t.Errorf("run of a deleted job: %v", err)
 	}
 }
+
+func TestDeleteEndsRunningRun(t *testing.T) {
+	pts := fakePoints{point("p1", "vm-1", 1, false), point("p2", "vm-2", 1, false)}
+	e := newEnv(t, pts, job(t, "gone", nil))
+	a := API{Store: e.store, Runner: e.r}
+	if _, err := a.RunVerificationJob(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	e.next(t) // held: only the delete ends it
+	if err := a.DeleteVerificationJob(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	// The run's end wakes the loop (finish reloads): wait for the loop's
+	// turns until it has ended, the stop not yet asked.
+	for {
+		if _, ok := e.r.Running("gone"); !ok {
+			break
+		}
+		select {
+		case <-e.waits:
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("the deleted job's run still runs")
+		}
+	}
+	select {
+	case ev := <-e.events:
+		t.Errorf("event %+v for a deleted job's run", ev)
+	default:
+	}
+	if _, err := e.store.Job("gone"); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("the run brought the job back: %v", err)
+	}
+}
