@@ -45,6 +45,7 @@ import (
 	"github.com/vmvault/vmvault/service/settings"
 	"github.com/vmvault/vmvault/service/topology"
 	"github.com/vmvault/vmvault/service/verification"
+	"github.com/vmvault/vmvault/service/verifyjob"
 	"github.com/vmvault/vmvault/vsphere"
 	"github.com/vmvault/vmvault/web"
 	"github.com/vmvault/vmvault/web/api"
@@ -148,7 +149,10 @@ type Daemon struct {
 	// the configuration into the repositories.
 	copyStore *copyjob.Store
 	copies    *copyjob.Runner
-	saver     *drconfig.Saver
+	// verifyJobs runs the verification jobs (their files in
+	// <state_dir>/verification-jobs).
+	verifyJobs *verifyjob.Runner
+	saver      *drconfig.Saver
 	// observe receives the scheduler's and the sweep's events (notifier,
 	// then the API's live stream); set once the server exists.
 	observe func(policy.Event)
@@ -222,19 +226,20 @@ func Serve(ctx context.Context, cfg *Config, opts Options) error {
 // wrappers spell web's interfaces again over web/api's types (feed may not
 // import web), so the two must stay the same both ways.
 var (
-	_ policy.Runner     = (*backups.Runner)(nil)
-	_ web.Backups       = (*backups.Runner)(nil)
-	_ web.Restores      = (*restores.Service)(nil)
-	_ web.CopyJobs      = (*copyjob.API)(nil)
-	_ web.Mailer        = (*feed.MailSwitch)(nil)
-	_ web.Backups       = feed.AlertingBackups{}
-	_ web.Restores      = feed.AlertingRestores{}
-	_ web.Repositories  = feed.AlertingRepositories{}
-	_ feed.Backups      = web.Backups(nil)
-	_ feed.Restores     = web.Restores(nil)
-	_ feed.Repositories = web.Repositories(nil)
-	_ notify.Source     = (*feed.Source)(nil)
-	_ notify.CopySource = (*feed.Source)(nil)
+	_ policy.Runner        = (*backups.Runner)(nil)
+	_ web.Backups          = (*backups.Runner)(nil)
+	_ web.Restores         = (*restores.Service)(nil)
+	_ web.CopyJobs         = (*copyjob.API)(nil)
+	_ web.VerificationJobs = verifyjob.API{}
+	_ web.Mailer           = (*feed.MailSwitch)(nil)
+	_ web.Backups          = feed.AlertingBackups{}
+	_ web.Restores         = feed.AlertingRestores{}
+	_ web.Repositories     = feed.AlertingRepositories{}
+	_ feed.Backups         = web.Backups(nil)
+	_ feed.Restores        = web.Restores(nil)
+	_ feed.Repositories    = web.Repositories(nil)
+	_ notify.Source        = (*feed.Source)(nil)
+	_ notify.CopySource    = (*feed.Source)(nil)
 )
 
 // New opens the daemon's state and resources and builds its services from
@@ -469,6 +474,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (_ *Daemon, err error) 
 	}
 	wcfg.Verifier = verification.API{M: ver}
 	rs.SetVerification(verification.API{M: ver}.Latest)
+	// Verification jobs walk everywhere too; a boot job is refused
+	// without instant recovery.
+	vjStore, err := verifyjob.OpenStore(filepath.Join(cfg.StateDir, "verification-jobs"), false)
+	if err != nil {
+		return nil, err
+	}
+	d.verifyJobs = verifyjob.New(verifyjob.Config{Store: vjStore, Points: rs, Verifier: ver, Clock: clk, OnEvent: d.record,
+		Logger: log.With("component", "verification-jobs")})
+	wcfg.VerificationJobs = verifyjob.API{Store: vjStore, Runner: d.verifyJobs, CanBoot: ver.CanBoot}
 	if runner != nil {
 		wcfg.Backups = runner
 		wcfg.Prober = runner
@@ -616,6 +630,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer close(copyJobsDone)
 		_ = d.copies.Run(schedCtx)
 	}()
+	// Verification jobs: stopping ends the running verifications (a boot
+	// is torn down by service/verification) and records the run interrupted.
+	verifyJobsDone := make(chan struct{})
+	go func() {
+		defer close(verifyJobsDone)
+		_ = d.verifyJobs.Run(schedCtx)
+	}()
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
@@ -631,6 +652,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-copiesDone
 		<-approvalsDone
 		<-copyJobsDone
+		<-verifyJobsDone
 		<-saverDone
 		<-sweepDone
 	}

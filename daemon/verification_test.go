@@ -68,3 +68,64 @@ func TestServeVerification(t *testing.T) {
 	api2, _ := cookieLogin(t, sd2.addr, "admin-secret-v")
 	shown(api2)
 }
+
+// A verification job in the lab daemon: a boot job is refused without
+// instant recovery; a walk job run now verifies the newest point of every
+// VM, records the run in its file and shows the result on the point.
+func TestServeVerificationJob(t *testing.T) {
+	l := startTestLab(t)
+	dir := t.TempDir()
+	sd, _ := startLabDaemon(t, l, dir, "admin-secret-j", "", Options{})
+	api, csrf := cookieLogin(t, sd.addr, "admin-secret-j")
+	win := map[string]any{"location": "UTC", "days": map[string]any{"sunday": []string{"03:00-04:00"}}}
+	if code, body := api.call("POST", "/api/v1/verification-jobs", map[string]any{"id": "boot", "window": win, "mode": "boot"}, csrf); code != 422 || !strings.Contains(string(body), "instant") {
+		t.Fatalf("boot job without instant recovery: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/verification-jobs", map[string]any{"id": "walk", "window": win, "onlyNew": true}, csrf); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, body := api.call("POST", "/api/v1/verification-jobs/walk/run", nil, csrf); code != 202 {
+		t.Fatalf("run: %d %s", code, body)
+	}
+	type run struct {
+		State                          string
+		Points, Passed, Failed, Errors int
+		Results                        []struct{ Point, Result, Error string }
+	}
+	var view struct{ LastRun *run }
+	waitFor(t, 120*time.Second, "verification job run", func() (bool, string) {
+		_, b := api.call("GET", "/api/v1/verification-jobs/walk", nil, nil)
+		_ = json.Unmarshal(b, &view)
+		return view.LastRun != nil, string(b)
+	})
+	lr := view.LastRun
+	t.Logf("run: %d points, %d passed, %d failed", lr.Points, lr.Passed, lr.Failed)
+	if lr.State != "finished" || lr.Points < 1 || lr.Errors != 0 || lr.Points != lr.Passed+lr.Failed {
+		t.Fatalf("run %+v", lr)
+	}
+	for _, r := range lr.Results {
+		var p struct {
+			Verification *struct{ Result, Mode string }
+		}
+		_, b := api.call("GET", "/api/v1/restore-points/"+r.Point, nil, nil)
+		if json.Unmarshal(b, &p) != nil || p.Verification == nil || p.Verification.Result != r.Result || p.Verification.Mode != "walk" {
+			t.Fatalf("point %s after the job: %s", r.Point, b)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "state", "verification-jobs", "walk.json")); err != nil || !strings.Contains(string(b), `"state": "finished"`) {
+		t.Fatalf("job file in the state dir: %v %s", err, b)
+	}
+	// onlyNew: every newest point has a result now, a second run verifies none.
+	if code, body := api.call("POST", "/api/v1/verification-jobs/walk/run", nil, csrf); code != 202 {
+		t.Fatalf("run again: %d %s", code, body)
+	}
+	waitFor(t, 60*time.Second, "second run", func() (bool, string) {
+		_, b := api.call("GET", "/api/v1/verification-jobs/walk", nil, nil)
+		var v struct {
+			Running *run
+			LastRun *run
+		}
+		_ = json.Unmarshal(b, &v)
+		return v.Running == nil && v.LastRun != nil && len(v.LastRun.Results) == 0 && v.LastRun.State == "finished", string(b)
+	})
+}

@@ -45,6 +45,10 @@ var auditKinds = map[string]string{
 	"PUT /api/v1/copy-jobs/:id":                           "copyjob.update",
 	"DELETE /api/v1/copy-jobs/:id":                        "copyjob.delete",
 	"POST /api/v1/copy-jobs/:id/run":                      "copyjob.run",
+	"POST /api/v1/verification-jobs":                      "verificationjob.create",
+	"PUT /api/v1/verification-jobs/:id":                   "verificationjob.update",
+	"DELETE /api/v1/verification-jobs/:id":                "verificationjob.delete",
+	"POST /api/v1/verification-jobs/:id/run":              "verificationjob.run",
 	"POST /api/v1/restore-points/:id/lock":                "point.lock",
 	"POST /api/v1/restore-points/:id/unlock":              "point.unlock",
 	"DELETE /api/v1/restore-points/:id":                   "point.delete",
@@ -77,6 +81,7 @@ var auditVerbs = map[string]string{
 	"user.create": "created user", "user.update": "changed user", "user.delete": "deleted user",
 	"job.create": "created job", "job.update": "changed job", "job.delete": "deleted job", "job.run": "started a run of job",
 	"copyjob.create": "created copy job", "copyjob.update": "changed copy job", "copyjob.delete": "deleted copy job", "copyjob.run": "started a run of copy job",
+	"verificationjob.create": "created verification job", "verificationjob.update": "changed verification job", "verificationjob.delete": "deleted verification job", "verificationjob.run": "started a run of verification job",
 	"point.lock": "locked restore point", "point.unlock": "unlocked restore point", "point.delete": "deleted restore point", "point.verify": "verified restore point",
 	"repository.check": "checked repository", "repository.reclaim": "reclaimed the space of repository",
 	"task.cancel": "cancelled task", "settings.update": "changed settings",
@@ -92,7 +97,7 @@ var auditVerbs = map[string]string{
 // auditObjectKinds is the object kind (policy.Event.ObjectKind) of each
 // audit kind's prefix whose route names the object by its id.
 var auditObjectKinds = map[string]string{
-	"job": "job", "copyjob": "copyjob", "repository": "repository", "user": "user", "token": "token",
+	"job": "job", "copyjob": "copyjob", "verificationjob": "verificationjob", "repository": "repository", "user": "user", "token": "token",
 	"point": "point", "task": "task", "approval": "approval", "instant": "instant",
 }
 

@@ -15,7 +15,7 @@ import (
 type EventKind = api.EventKind
 
 // eventKindGroups orders the groups of the Kind filter.
-var eventKindGroups = []string{"Sign-ins", "Backups", "Jobs", "Copy jobs", "Restores", "Restore points", "Repositories", "Settings", "Users and tokens", "Approvals and tasks"}
+var eventKindGroups = []string{"Sign-ins", "Backups", "Jobs", "Copy jobs", "Verification jobs", "Restores", "Restore points", "Repositories", "Settings", "Users and tokens", "Approvals and tasks"}
 
 // schedulerKinds are the kinds of events no user's action records: the
 // scheduler's (policy), the services' and the daemon's, with their labels.
@@ -38,6 +38,8 @@ var schedulerKinds = []EventKind{
 	{Kind: "snapshot.sweep-failed", Group: "Backups", Label: "stale snapshot sweep failed"},
 	{Kind: "copy.finished", Group: "Copy jobs", Label: "copy finished"},
 	{Kind: "copy.failed", Group: "Copy jobs", Label: "copy failed"},
+	{Kind: "verification.finished", Group: "Verification jobs", Label: "verification run finished"},
+	{Kind: "verification.failed", Group: "Verification jobs", Label: "verification run failed"},
 	{Kind: policy.EventRetentionRemoved, Group: "Restore points", Label: "removed by retention"},
 	{Kind: policy.EventReclaimDone, Group: "Repositories", Label: "space reclaimed"},
 	{Kind: policy.EventCheckClean, Group: "Repositories", Label: "check found no damage"},
@@ -53,7 +55,7 @@ var schedulerKinds = []EventKind{
 
 // auditKindGroup is the Kind filter's group of each audit kind's prefix.
 var auditKindGroup = map[string]string{
-	"auth": "Sign-ins", "backup": "Backups", "vm": "Backups", "job": "Jobs", "copyjob": "Copy jobs",
+	"auth": "Sign-ins", "backup": "Backups", "vm": "Backups", "job": "Jobs", "copyjob": "Copy jobs", "verificationjob": "Verification jobs",
 	"restore": "Restores", "instant": "Restores", "file": "Restores", "point": "Restore points",
 	"repository": "Repositories", "settings": "Settings", "user": "Users and tokens", "token": "Users and tokens",
 	"approval": "Approvals and tasks", "task": "Approvals and tasks",

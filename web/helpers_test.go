@@ -138,7 +138,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	rec := records.New(db)
 	cfg := Config{Clock: clk, Auth: am, Tasks: reg, Jobs: rec, Inventory: f.inv, Points: rs, Repositories: rs,
 		Events: rec, VMStates: rec, Settings: settings, CopyJobs: newMemCopyJobs(), Instant: newMemInstant(f.points[2]), Prober: fakeProber{},
-		Verifier: mv}
+		Verifier: mv, VerificationJobs: newTestVerificationJobs(t, rs, passingVerifier{})}
 	if mod != nil {
 		mod(&cfg)
 	}

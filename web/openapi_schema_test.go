@@ -49,6 +49,9 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	if r := f.admin("POST", "/api/v1/copy-jobs/offsite/run", nil); r.status != 202 {
 		t.Fatal(r.status)
 	}
+	if r := f.admin("POST", "/api/v1/verification-jobs", validVerificationJob); r.status != 201 {
+		t.Fatal(r.status)
+	}
 	now := f.clk.Now()
 	_ = f.db.PutRun(ctx, policy.JobRun{ID: "nightly/1", Job: "nightly", Start: now.Add(-time.Hour), End: now, VMs: []policy.VMOutcome{{VM: testVM.InstanceUUID, Name: "web01", Status: policy.OutcomeSucceeded, Point: f.points[1].ID}}})
 	_ = f.db.PutRun(ctx, policy.JobRun{ID: "nightly/2", Job: "nightly", Start: now})
@@ -76,6 +79,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			ids["{id}"] = "nightly"
 		case strings.HasPrefix(p, "/api/v1/copy-jobs/"):
 			ids["{id}"] = "offsite"
+		case strings.HasPrefix(p, "/api/v1/verification-jobs/"):
+			ids["{id}"] = "weekly"
 		case strings.HasPrefix(p, "/api/v1/restore-points/"):
 			ids["{id}"] = cfgPoint.ID
 		case strings.HasPrefix(p, "/api/v1/repositories/"):

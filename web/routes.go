@@ -57,6 +57,13 @@ func (s *Server) table() []route {
 		{"POST", "/api/v1/copy-jobs/:id/run", op, na, s.runCopyJob},
 		{"GET", "/api/v1/copy-jobs/:id/runs", ro, na, s.copyJobRuns},
 
+		{"GET", "/api/v1/verification-jobs", ro, na, s.listVerificationJobs},
+		{"POST", "/api/v1/verification-jobs", adm, na, s.createVerificationJob},
+		{"GET", "/api/v1/verification-jobs/:id", ro, na, s.getVerificationJob},
+		{"PUT", "/api/v1/verification-jobs/:id", adm, na, s.putVerificationJob},
+		{"DELETE", "/api/v1/verification-jobs/:id", adm, na, s.deleteVerificationJob},
+		{"POST", "/api/v1/verification-jobs/:id/run", op, na, s.runVerificationJob},
+
 		{"GET", "/api/v1/restore-points", ro, flt, s.listPoints},
 		{"GET", "/api/v1/restore-points/:id", ro, pid, s.getPoint},
 		{"POST", "/api/v1/restore-points/:id/lock", op, pid, s.lockPoint},

@@ -152,7 +152,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"/api/v1/repositories/{id}":       "/api/v1/repositories/main",
 		"/api/v1/users/{name}":            "/api/v1/users/operator1", // made by the POST /users example
 		"/api/v1/restore-points/{id}":     "/api/v1/restore-points/" + f.points[0].ID,
-		"/api/v1/copy-jobs/{id}":          "/api/v1/copy-jobs/offsite", // made by the POST /copy-jobs example
+		"/api/v1/copy-jobs/{id}":          "/api/v1/copy-jobs/offsite",              // made by the POST /copy-jobs example
+		"/api/v1/verification-jobs/{id}":  "/api/v1/verification-jobs/weekend-boot", // made by the POST /verification-jobs example
 		"/api/v1/instant-recoveries/{id}": "/api/v1/instant-recoveries/" + memInstantID,
 	}
 	subst := func(p string) string {

@@ -71,6 +71,8 @@ type Config struct {
 	Approvals Approvals
 	// CopyJobs serves /copy-jobs and the dashboard's offsite copies; nil: 501.
 	CopyJobs CopyJobs
+	// VerificationJobs serves /verification-jobs; nil: 501.
+	VerificationJobs VerificationJobs
 	// DefaultSettings are returned before any PUT /settings.
 	DefaultSettings Settings
 	// Metrics registry; nil makes a private one.

@@ -38,7 +38,7 @@
 // point by full id; results of points deleted later are harmless and
 // dropped by Prune.
 //
-// Not owned here: scheduling (verification jobs in windows are not built
-// yet), the instant recovery flow itself (instantvm), the walk (verify),
+// Not owned here: scheduling (verification jobs in windows:
+// service/verifyjob), the instant recovery flow itself (instantvm), the walk (verify),
 // HTTP (web: api.go adapts a Manager to its interface).
 package verification

@@ -647,3 +647,10 @@ func guestIP(st vsphere.GuestStatus) string {
 	}
 	return ""
 }
+
+// CheckURL reports whether raw is a probe URL a Request accepts (the
+// verification jobs' validation shares it).
+func CheckURL(raw string) error {
+	_, err := probeURL(raw, "192.0.2.1")
+	return err
+}
