@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -136,6 +137,53 @@ func BenchmarkInstant(b *testing.B) {
 			}
 			b.ReportMetric(float64(size)/direct.Seconds()/1e6, "MB/s-direct")
 			b.ReportMetric(float64(size)/viaNFS.Seconds()/1e6, "MB/s-nfs")
+			b.ReportMetric(direct.Seconds()/viaNFS.Seconds(), "nfs/direct")
+		}
+	})
+
+	// A pipelining client from outside Go: QEMU's NFS driver (libnfs),
+	// which asks the portmapper on 111 (root), copying the whole disk.
+	b.Run("sequential-qemu", func(b *testing.B) {
+		if _, err := exec.LookPath("qemu-img"); err != nil {
+			b.Skip("qemu-img is not installed (make test-deps installs it)")
+		}
+		if os.Geteuid() != 0 {
+			b.Skip("the portmapper's port 111 needs root")
+		}
+		for i := 0; i < b.N; i++ {
+			out := filepath.Join(b.TempDir(), "direct.raw")
+			start := time.Now()
+			dr, err := r.OpenDisk(context.Background(), p.ID, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, _ := os.Create(out)
+			io.Copy(f, io.NewSectionReader(dr, 0, dr.Size()))
+			f.Close()
+			dr.Close()
+			direct := time.Since(start)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			sess, err := Open(ctx, r, Options{Point: p.ID, Dir: filepath.Join(b.TempDir(), "s")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := NewServer(ServerOptions{Listen: "127.0.0.1:0", Portmap: "127.0.0.1:111"})
+			srv.Add(sess)
+			if err := srv.Start(ctx); err != nil {
+				b.Skipf("portmapper on 127.0.0.1:111: %v", err)
+			}
+			start = time.Now()
+			cmd := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "raw", "nfs://127.0.0.1"+sess.Export+"/web01-flat.vmdk", filepath.Join(b.TempDir(), "nfs.raw"))
+			if o, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("qemu-img: %v\n%s", err, o)
+			}
+			viaNFS := time.Since(start)
+			cancel()
+			srv.Close()
+			sess.Close()
+			b.ReportMetric(float64(size)/direct.Seconds()/1e6, "MB/s-direct")
+			b.ReportMetric(float64(size)/viaNFS.Seconds()/1e6, "MB/s-qemu-nfs")
 			b.ReportMetric(direct.Seconds()/viaNFS.Seconds(), "nfs/direct")
 		}
 	})
