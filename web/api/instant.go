@@ -21,8 +21,8 @@ type InstantRecoveryRequest struct {
 	TargetVM string `json:"targetVm,omitempty"`
 	// Original keeps the original VM's identity: BIOS UUID and MACs, and
 	// its name and instance UUID when it is gone (it must be gone or off).
-	Original bool `json:"original,omitempty"`
-	Disks    []int  `json:"disks,omitempty"`
+	Original bool  `json:"original,omitempty"`
+	Disks    []int `json:"disks,omitempty"`
 }
 
 // InstantMigrateRequest is the body of POST /instant-recoveries/{id}/migrate.
