@@ -140,10 +140,7 @@ func (e *Engine) InstantVM(ctx context.Context, req InstantRequest) (Result, err
 // RemoveInstantVM powers an instant VM off, unregisters it and deletes
 // its home directory (what vSphere wrote there); the disks, the export's
 // files, are left to the export.
-func RemoveInstantVM(ctx context.Context, vc interface {
-	UnregisterVM(ctx context.Context, vm vsphere.VMRef) (string, error)
-	DeleteDatastoreFile(ctx context.Context, datacenter, dsPath string) error
-}, datacenter string, vm vsphere.VMRef) error {
+func RemoveInstantVM(ctx context.Context, vc unregisterer, datacenter string, vm vsphere.VMRef) error {
 	home, err := vc.UnregisterVM(ctx, vm)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -326,8 +325,6 @@ func (s *scratchFile) Truncate(size int64) error {
 	s.account()
 	return err
 }
-
-var _ io.WriterAt = (*os.File)(nil)
 
 func (sd *scratchDir) chtimes(name string, mtime time.Time) error {
 	if _, ok := sd.lookup(name); !ok {

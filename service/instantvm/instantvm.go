@@ -652,10 +652,11 @@ func (m *Manager) Stop(ctx context.Context, id string) (Record, error) {
 		}
 		for _, r := range refs {
 			if v, err := m.vc.VM(ctx, r); err == nil && onDatastore(v, rec.NFS) {
-				errs = append(errs, restore.RemoveInstantVM(ctx, m.vc, rec.Request.Datacenter, r))
+				if err := restore.RemoveInstantVM(ctx, m.vc, rec.Request.Datacenter, r); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
-		errs = slicesCompact(errs)
 	case rec.VM.MoRef == "" || m.migrated(ctx, rec):
 	case rec.diskMode():
 		// A disk recovery: the VM is the administrator's; only our
@@ -699,15 +700,7 @@ func (m *Manager) migrated(ctx context.Context, rec *Record) bool {
 		return false
 	}
 	v, err := m.vc.VM(ctx, rec.VM)
-	if err != nil || len(v.Disks) == 0 {
-		return false
-	}
-	for _, d := range v.Disks {
-		if strings.HasPrefix(d.FileName, "["+rec.NFS+"]") {
-			return false
-		}
-	}
-	return true
+	return err == nil && len(v.Disks) > 0 && !onDatastore(v, rec.NFS)
 }
 
 // diskMode says whether the session attaches disks to an existing VM.
@@ -722,16 +715,11 @@ func (m *Manager) Resume(ctx context.Context) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(m.cfg.Dir, e.Name(), "record.json"))
+		rec, ok, err := readRecord(m.cfg.Dir, e)
 		if err != nil {
-			continue // not a session (or one that never got a record)
+			errs = append(errs, err)
 		}
-		var rec Record
-		if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 || rec.ID != e.Name() {
-			errs = append(errs, fmt.Errorf("session %s: unreadable record", e.Name()))
+		if !ok {
 			continue
 		}
 		r := &rec
@@ -817,17 +805,30 @@ func Records(dir string) ([]Record, error) {
 	}
 	var out []Record
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "record.json"))
-		if err != nil {
-			continue
-		}
-		var r Record
-		if json.Unmarshal(b, &r) == nil && r.Version == 1 && r.ID == e.Name() {
+		if r, ok, _ := readRecord(dir, e); ok {
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
+}
+
+// readRecord reads the record of the session directory e of dir: ok false
+// for an entry that is no session (or one that never got a record), with
+// an error when the record is there but unreadable.
+func readRecord(dir string, e os.DirEntry) (Record, bool, error) {
+	if !e.IsDir() {
+		return Record{}, false, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, e.Name(), "record.json"))
+	if err != nil {
+		return Record{}, false, nil
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 || rec.ID != e.Name() {
+		return Record{}, false, fmt.Errorf("session %s: unreadable record", e.Name())
+	}
+	return rec, true, nil
 }
 
 func onDatastore(v vsphere.VM, ds string) bool {
@@ -837,17 +838,6 @@ func onDatastore(v vsphere.VM, ds string) bool {
 		}
 	}
 	return false
-}
-
-// slicesCompact drops nil errors.
-func slicesCompact(errs []error) []error {
-	var out []error
-	for _, e := range errs {
-		if e != nil {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // OverlayAlert is a session whose overlay crossed a threshold.

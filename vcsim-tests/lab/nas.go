@@ -445,11 +445,8 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		return req.Spec.Datastore
 	}
 	moved := false
-	var nasBefore []string
-	for _, d := range w.lab.nasDisks(w.VirtualMachine) {
-		nasBefore = append(nasBefore, d.mount.name)
-	}
-	for _, d := range w.lab.nasDisks(w.VirtualMachine) {
+	disks := w.lab.nasDisks(w.VirtualMachine)
+	for _, d := range disks {
 		target := targetOf(d.disk.Key)
 		if target == nil {
 			continue
@@ -504,11 +501,8 @@ func (w *labVM) RelocateVMTask(ctx *simulator.Context, req *types.RelocateVM_Tas
 		// reconfigure of the VM (enabling CBT to back it up, say) would look
 		// the datastore up and crash vcsim.
 		from := map[string]bool{}
-		for _, d := range w.lab.nasDisks(w.VirtualMachine) {
+		for _, d := range disks {
 			from[d.mount.name] = true
-		}
-		for _, d := range nasBefore {
-			from[d] = true
 		}
 		var files []types.VirtualMachineFileLayoutExFileInfo
 		for _, f := range w.LayoutEx.File {
