@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -63,8 +64,7 @@ func (c *Client) MountNFS(ctx context.Context, m NFSMount) (Datastore, error) {
 	if err := c.retrieveOne(ctx, ref.Reference(), []string{"summary"}, &md); err != nil {
 		return Datastore{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return Datastore{MoRef: md.Self.Value, Name: md.Summary.Name, Type: md.Summary.Type,
-		CapacityBytes: md.Summary.Capacity, FreeBytes: md.Summary.FreeSpace, Accessible: md.Summary.Accessible}, nil
+	return datastoreOf(ref.Reference(), md.Summary), nil
 }
 
 // UnmountNFS removes the NFS datastore name from its host. A datastore
@@ -96,6 +96,11 @@ func (c *Client) UnmountNFS(ctx context.Context, datacenter, hostName, name stri
 	return nil
 }
 
+// datastoreOf is a datastore's record from its summary.
+func datastoreOf(ref types.ManagedObjectReference, s types.DatastoreSummary) Datastore {
+	return Datastore{MoRef: ref.Value, Name: s.Name, Type: s.Type, CapacityBytes: s.Capacity, FreeBytes: s.FreeSpace, Accessible: s.Accessible}
+}
+
 type nasDatastore struct {
 	Datastore
 	remoteHost, remotePath string
@@ -117,8 +122,7 @@ func (c *Client) nasOnHost(ctx context.Context, host *object.HostSystem, name st
 		if md.Summary.Name != name {
 			continue
 		}
-		out := nasDatastore{Datastore: Datastore{MoRef: ref.Value, Name: md.Summary.Name, Type: md.Summary.Type,
-			CapacityBytes: md.Summary.Capacity, FreeBytes: md.Summary.FreeSpace, Accessible: md.Summary.Accessible}}
+		out := nasDatastore{Datastore: datastoreOf(ref, md.Summary)}
 		if ni, ok := md.Info.(*types.NasDatastoreInfo); ok && ni.Nas != nil {
 			out.remoteHost, out.remotePath = ni.Nas.RemoteHost, ni.Nas.RemotePath
 		}
@@ -238,9 +242,13 @@ func (c *Client) UnregisterVM(ctx context.Context, vm VMRef) (home string, err e
 	}
 	if m.Config != nil {
 		var p object.DatastorePath
+		// A VM whose files sit at the datastore's root has no home
+		// directory of its own: "" (never the root itself).
 		if p.FromString(m.Config.Files.VmPathName) {
-			p.Path = pathDir(p.Path)
-			home = p.String()
+			if dir := path.Dir(p.Path); dir != "." && dir != "/" && dir != "" {
+				p.Path = dir
+				home = p.String()
+			}
 		}
 	}
 	if err := c.PowerOff(ctx, vm); err != nil && !isNotFound(err) {
@@ -272,15 +280,6 @@ func (c *Client) DeleteDatastoreFile(ctx context.Context, datacenter, dsPath str
 		return mapFault(op, err)
 	}
 	return nil
-}
-
-func pathDir(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return ""
 }
 
 // AttachExistingDisk attaches the disk file dsPath ("[ds] name.vmdk") to

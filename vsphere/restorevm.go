@@ -138,8 +138,9 @@ func (c *Client) DatastoreInfo(ctx context.Context, datacenter, name string) (Da
 	if err := c.retrieveOne(ctx, ds.Reference(), []string{"summary"}, &m); err != nil {
 		return Datastore{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return Datastore{MoRef: m.Self.Value, Name: m.Summary.Name, Path: ds.InventoryPath, Type: m.Summary.Type,
-		CapacityBytes: m.Summary.Capacity, FreeBytes: m.Summary.FreeSpace, Accessible: m.Summary.Accessible}, nil
+	d := datastoreOf(m.Self, m.Summary)
+	d.Path = ds.InventoryPath
+	return d, nil
 }
 
 func (c *Client) vmObject(vm VMRef) *object.VirtualMachine {
