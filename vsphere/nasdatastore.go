@@ -241,15 +241,7 @@ func (c *Client) UnregisterVM(ctx context.Context, vm VMRef) (home string, err e
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	if m.Config != nil {
-		var p object.DatastorePath
-		// A VM whose files sit at the datastore's root has no home
-		// directory of its own: "" (never the root itself).
-		if p.FromString(m.Config.Files.VmPathName) {
-			if dir := path.Dir(p.Path); dir != "." && dir != "/" && dir != "" {
-				p.Path = dir
-				home = p.String()
-			}
-		}
+		home = homeDir(m.Config.Files.VmPathName)
 	}
 	if err := c.PowerOff(ctx, vm); err != nil && !isNotFound(err) {
 		return home, fmt.Errorf("%s: %w", op, err)
@@ -359,4 +351,20 @@ func (c *Client) RelocateDisks(ctx context.Context, vm VMRef, datacenter, ds str
 		keys = []int32{}
 	}
 	return c.relocate(ctx, vm, datacenter, ds, keys, progress)
+}
+
+// homeDir is the directory of a VM's configuration file ("[ds] vm/vm.vmx"
+// -> "[ds] vm"). A VM whose files sit at the datastore's root has no home
+// directory of its own: "" (never the root itself, which a caller deletes).
+func homeDir(vmPathName string) string {
+	var p object.DatastorePath
+	if !p.FromString(vmPathName) {
+		return ""
+	}
+	dir := path.Dir(p.Path)
+	if dir == "." || dir == "/" || dir == "" {
+		return ""
+	}
+	p.Path = dir
+	return p.String()
 }
