@@ -14,16 +14,17 @@
 // copy-on-write overlay on local disk (service/instant/overlay), never to
 // the repository; reads merge the overlay over the repository's bytes.
 // Descriptors and the .vmx are read-only (a client rewriting a descriptor
-// could point the extent elsewhere; registering the VM from the export,
-// which writes the .vmx and creates files beside it, is the vCenter flow
-// of a later slice). Nothing can be created, removed, renamed or
-// truncated; of the attributes only the flat files' times may be set.
+// could point the extent elsewhere). The point's files can be neither
+// removed, renamed nor truncated; of their attributes only the flat
+// files' times may be set. Any other name is a scratch file (ESXi's lock
+// files, logs, swap), kept in the session directory, capped.
 // go-nfs answers every WRITE as FILE_SYNC, so every write is made durable
 // (data, then map) before it is answered; concurrent writes share fsyncs.
 //
 // A Session's state lives in its directory (session.json: point, export
-// path, file handle key; the overlays), so a restarted process reopens
-// the same export path, the same file handles and what clients wrote.
+// path, file handle key; the overlays; scratch/: the files clients created
+// beside the point's, scratch.go), so a restarted process reopens the same
+// export path, the same file handles and what clients wrote.
 //
 // A Server serves sessions over NFS v3 (github.com/willscott/go-nfs, which
 // also answers MOUNT v3 MNT/UMNT/NULL on the same port) behind an RPC
